@@ -1,0 +1,134 @@
+/* proto.h -- the host<->agent channel: frames, message types, bounded readers.
+ * The wire format is specified in docs/design/agent-protocol.md. */
+#ifndef SPACE_PROTO_H
+#define SPACE_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_VERSION 1
+#define PROTO_HDR_SIZE 12
+#define PROTO_MAX_PAYLOAD (64 * 1024)
+/* Bytes of output the agent may send beyond the host's last ACK. */
+#define PROTO_OUT_WINDOW (256 * 1024)
+/* Bytes of stdin the host may send beyond the agent's last STDIN_ACK. */
+#define PROTO_IN_WINDOW (256 * 1024)
+/* Largest data chunk inside one DATA / STDIN frame. */
+#define PROTO_MAX_CHUNK (PROTO_MAX_PAYLOAD - 16)
+/* Name of the virtio-serial port the agent looks for. */
+#define PROTO_PORT_NAME "space.agent"
+
+/* Header: all integers little-endian.
+ *   u32 len   payload bytes that follow (<= PROTO_MAX_PAYLOAD)
+ *   u16 type  enum proto_type
+ *   u16 flags reserved, 0
+ *   u32 chan  0 for the control channel, else a process channel id
+ */
+struct proto_hdr {
+	uint32_t len;
+	uint16_t type;
+	uint16_t flags;
+	uint32_t chan;
+};
+
+enum proto_type {
+	/* host -> agent */
+	H_HELLO = 1,       /* u32 version, u64 realtime_ns */
+	H_EXEC = 2,        /* see struct proto_exec */
+	H_STDIN = 3,       /* u64 offset, bytes */
+	H_STDIN_CLOSE = 4, /* (empty) */
+	H_SIGNAL = 5,      /* u32 signo */
+	H_ACK = 6,         /* u64 offset: host holds output [0, offset) */
+	H_RELEASE = 7,     /* (empty): host recorded the exit; forget chan */
+	H_SETTIME = 8,     /* u64 realtime_ns */
+	H_SHUTDOWN = 9,    /* u32 mode (0 poweroff) */
+	H_PING = 10,       /* u64 cookie */
+
+	/* agent -> host */
+	A_HELLO = 101,     /* u32 version, u32 nchan, nchan x (u32 chan, u32 state) */
+	A_STARTED = 102,   /* u32 pid */
+	A_DATA = 103,      /* u8 stream, u8 pad[7], u64 offset, bytes */
+	A_EXIT = 104,      /* u64 final_offset, i32 exit_code (-1 if signalled), i32 signo */
+	A_ERROR = 105,     /* i32 errno, string message */
+	A_STDIN_ACK = 106, /* u64 offset: agent consumed stdin [0, offset) */
+	A_PONG = 107,      /* u64 cookie */
+	A_LOG = 108,       /* string */
+};
+
+enum proto_stream { PROTO_STDOUT = 1, PROTO_STDERR = 2 };
+
+/* Channel states in A_HELLO. */
+enum proto_chan_state { PROTO_CHAN_RUNNING = 1, PROTO_CHAN_EXITED = 2 };
+
+/* H_EXEC flags */
+#define PROTO_EXEC_STDIN 0x1 /* give the process a stdin pipe (else /dev/null) */
+
+/* H_EXEC payload:
+ *   u32 flags, u32 uid, u32 gid, u32 argc (>=1), u32 envc,
+ *   then NUL-terminated strings: user, cwd, argv[0..argc), env[0..envc) ("K=V").
+ * A non-empty user is resolved by name in the guest's /etc/passwd and sets
+ * uid, gid, HOME, USER, LOGNAME; otherwise uid/gid are used as given.
+ * An empty cwd means the user's home (or "/"). */
+#define PROTO_EXEC_MAX_ARGS 4096
+
+struct proto_exec {
+	uint32_t flags, uid, gid;
+	const char *user, *cwd;
+	uint32_t argc, envc;
+	const char *argv[PROTO_EXEC_MAX_ARGS + 1]; /* NULL-terminated */
+	const char *envp[PROTO_EXEC_MAX_ARGS + 1]; /* NULL-terminated */
+};
+
+/* Result of parsing; proto_strerror() turns it into text. */
+enum proto_rc {
+	PROTO_OK = 0,
+	PROTO_NEED_MORE = 1,
+	PROTO_E_TOO_BIG = -1,
+	PROTO_E_TRUNCATED = -2,
+	PROTO_E_NOT_TERMINATED = -3,
+	PROTO_E_TOO_MANY = -4,
+	PROTO_E_BAD_VALUE = -5,
+};
+const char *proto_strerror(enum proto_rc rc);
+
+/* Parse a header from buf (n bytes available). PROTO_NEED_MORE if n < 12;
+ * PROTO_E_TOO_BIG if hdr->len > PROTO_MAX_PAYLOAD. */
+enum proto_rc proto_parse_hdr(const uint8_t *buf, size_t n, struct proto_hdr *hdr);
+void proto_put_hdr(uint8_t out[PROTO_HDR_SIZE], uint32_t len, uint16_t type, uint32_t chan);
+
+/* Bounded little-endian reader over a payload. Any read past the end sets
+ * `bad` and returns zero/NULL; check `bad` once at the end. */
+struct proto_rd {
+	const uint8_t *p;
+	size_t n;
+	bool bad;
+};
+void proto_rd_init(struct proto_rd *r, const void *p, size_t n);
+uint8_t proto_rd_u8(struct proto_rd *r);
+uint32_t proto_rd_u32(struct proto_rd *r);
+uint64_t proto_rd_u64(struct proto_rd *r);
+/* A NUL-terminated string inside the payload (returned pointer into it). */
+const char *proto_rd_str(struct proto_rd *r);
+/* The remaining bytes. */
+const uint8_t *proto_rd_rest(struct proto_rd *r, size_t *len);
+
+/* Growable writer for building payloads. */
+struct proto_wr {
+	uint8_t *buf;
+	size_t len, cap;
+	bool bad; /* allocation failed or payload over PROTO_MAX_PAYLOAD */
+};
+void proto_wr_init(struct proto_wr *w);
+void proto_wr_free(struct proto_wr *w);
+void proto_wr_u8(struct proto_wr *w, uint8_t v);
+void proto_wr_u32(struct proto_wr *w, uint32_t v);
+void proto_wr_u64(struct proto_wr *w, uint64_t v);
+void proto_wr_str(struct proto_wr *w, const char *s);
+void proto_wr_bytes(struct proto_wr *w, const void *p, size_t n);
+
+/* H_EXEC: encode from a struct / decode into one (pointers into payload). */
+int proto_exec_encode(struct proto_wr *w, const struct proto_exec *x);
+enum proto_rc proto_exec_decode(const uint8_t *p, size_t n, struct proto_exec *x);
+
+#endif
