@@ -7,7 +7,7 @@ CC ?= gcc
 BUILD := build
 OPT ?= -O2
 WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow \
-        -Wformat=2 -Wformat-nonliteral -Wno-format-zero-length -Wpointer-arith \
+        -Wformat=2 -Wformat-nonliteral -Wno-format-zero-length -Wno-format-truncation -Wpointer-arith \
         -Wundef -Wvla
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc/common -MMD -MP

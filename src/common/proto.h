@@ -46,7 +46,7 @@ enum proto_type {
 	H_PING = 10,       /* u64 cookie */
 
 	/* agent -> host */
-	A_HELLO = 101,     /* u32 version, u32 nchan, nchan x (u32 chan, u32 state) */
+	A_HELLO = 101,     /* u32 version, u32 nchan, nchan x (u32 chan, u32 state, u64 stdin_offset) */
 	A_STARTED = 102,   /* u32 pid */
 	A_DATA = 103,      /* u8 stream, u8 pad[7], u64 offset, bytes */
 	A_EXIT = 104,      /* u64 final_offset, i32 exit_code (-1 if signalled), i32 signo */

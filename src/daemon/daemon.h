@@ -44,6 +44,7 @@ struct spaced {
 	char state_tag[17];        /* short hash of state_dir: names sock/mem dirs */
 	int64_t started_ms;
 	struct event *tick;        /* periodic: expiry, reconcile */
+	struct op_waiter *op_waiters; /* long-polls on operations (ops.c) */
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */
@@ -92,8 +93,10 @@ void op_finish(struct spaced *d, struct op_rec *op, const char *error);
 
 struct op_waiter;
 typedef void (*op_wait_cb)(struct spaced *d, const struct op_rec *op, void *arg);
-/* Calls cb once: when operation `id` is done, or after timeout_s with its
- * current record. ENOENT: unknown operation. The waiter is freed after cb. */
+/* Calls cb once, always later from the event loop (never inside op_wait):
+ * when operation `id` is done, or after timeout_s with its current record
+ * (at once if it is already done or timeout_s is 0). ENOENT: unknown
+ * operation. The waiter is freed right after cb returns. */
 int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
 	    struct op_waiter **out, space_err *err);
 /* Cancels a waiter whose cb has not run yet (e.g. the client went away). */

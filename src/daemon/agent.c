@@ -1,0 +1,338 @@
+/* agent.c -- host end of the framed virtio-serial channel to a sandbox's space-agent.
+ *
+ * QEMU listens on a unix socket for the port; we connect, say H_HELLO, and
+ * the agent answers A_HELLO with its live channels. Everything the agent
+ * sends is hostile input: frames are size-checked before they are buffered
+ * whole, every field is read through a bounded reader, and a protocol
+ * violation drops the connection (reconnect after a pause) rather than
+ * trusting what follows. */
+#include <event2/bufferevent.h>
+#include <event2/buffer.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include "log.h"
+#include "proto.h"
+#include "runtime.h"
+
+struct agent {
+	struct sandbox *sb;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct bufferevent *bev;
+	struct event *retry;
+	bool ready;    /* A_HELLO received on this connection */
+	int failures;  /* consecutive failed connects / protocol errors */
+};
+
+static void agent_connect(struct agent *a);
+
+static void agent_schedule_retry(struct agent *a, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(a->retry, &tv);
+}
+
+static void agent_drop(struct agent *a, const char *why, int retry_ms)
+{
+	bool was_ready = a->ready;
+
+	if (a->bev) {
+		bufferevent_free(a->bev);
+		a->bev = NULL;
+	}
+	a->ready = false;
+	if (was_ready)
+		sandbox_agent_lost(a->sb, why);
+	agent_schedule_retry(a, retry_ms);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	agent_connect(arg);
+}
+
+int agent_send(struct agent *a, uint16_t type, uint32_t chan, const void *payload, size_t len)
+{
+	uint8_t hdr[PROTO_HDR_SIZE];
+	struct evbuffer *out;
+
+	if (!a || !a->bev || len > PROTO_MAX_PAYLOAD)
+		return -1;
+	out = bufferevent_get_output(a->bev);
+	proto_put_hdr(hdr, (uint32_t)len, type, chan);
+	if (evbuffer_add(out, hdr, sizeof(hdr)) < 0 || (len && evbuffer_add(out, payload, len) < 0))
+		return -1;
+	return 0;
+}
+
+size_t agent_queued(const struct agent *a)
+{
+	return a && a->bev ? evbuffer_get_length(bufferevent_get_output(a->bev)) : 0;
+}
+
+bool agent_ready(const struct agent *a)
+{
+	return a && a->ready;
+}
+
+static void send_hello(struct agent *a)
+{
+	struct proto_wr w;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	proto_wr_init(&w);
+	proto_wr_u32(&w, PROTO_VERSION);
+	proto_wr_u64(&w, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec);
+	if (!w.bad)
+		agent_send(a, H_HELLO, 0, w.buf, w.len);
+	proto_wr_free(&w);
+}
+
+/* Keep a guest's log line printable and short before it reaches our log. */
+static void log_guest_line(struct agent *a, const uint8_t *p, size_t n)
+{
+	char line[512];
+	size_t i, j = 0;
+
+	for (i = 0; i < n && j < sizeof(line) - 1; i++) {
+		if (p[i] == '\0')
+			break;
+		line[j++] = (p[i] >= 0x20 && p[i] < 0x7f) ? (char)p[i] : '?';
+	}
+	line[j] = '\0';
+	log_info("sandbox %s: agent: %s", a->sb->rec.id, line);
+}
+
+static int handle_hello(struct agent *a, struct proto_rd *r)
+{
+	uint32_t version = proto_rd_u32(r), n = proto_rd_u32(r), i;
+	uint32_t *chans, *states;
+	uint64_t *offs;
+
+	if (r->bad || n > 65536 || (size_t)n * 16 > r->n)
+		return -1;
+	if (version != PROTO_VERSION) {
+		log_warn("sandbox %s: agent speaks protocol %u, we speak %u", a->sb->rec.id, version,
+			 PROTO_VERSION);
+		return -1;
+	}
+	chans = calloc(n + 1, sizeof(*chans));
+	states = calloc(n + 1, sizeof(*states));
+	offs = calloc(n + 1, sizeof(*offs));
+	if (!chans || !states || !offs) {
+		free(chans);
+		free(states);
+		free(offs);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		chans[i] = proto_rd_u32(r);
+		states[i] = proto_rd_u32(r);
+		offs[i] = proto_rd_u64(r);
+	}
+	if (!r->bad) {
+		a->ready = true;
+		a->failures = 0;
+		sessions_agent_hello(a->sb, chans, states, offs, n);
+		sandbox_agent_ready(a->sb);
+	}
+	free(chans);
+	free(states);
+	free(offs);
+	return r->bad ? -1 : 0;
+}
+
+/* One whole frame from the agent. Returns -1 on a protocol violation. */
+static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p)
+{
+	struct proto_rd r;
+	struct session *s = NULL;
+
+	proto_rd_init(&r, p, h->len);
+	if (h->type == A_HELLO)
+		return handle_hello(a, &r);
+	if (!a->ready)
+		return -1; /* nothing but HELLO before HELLO */
+	if (h->type == A_LOG) {
+		log_guest_line(a, p, h->len);
+		return 0;
+	}
+	if (h->type == A_PONG)
+		return 0;
+	s = session_by_chan(a->sb, h->chan);
+	if (!s) {
+		log_debug("sandbox %s: frame %u for unknown channel %u", a->sb->rec.id, h->type, h->chan);
+		return 0;
+	}
+	switch (h->type) {
+	case A_STARTED: {
+		uint32_t pid = proto_rd_u32(&r);
+		if (r.bad)
+			return -1;
+		session_on_started(s, pid);
+		return 0;
+	}
+	case A_DATA: {
+		uint8_t stream = proto_rd_u8(&r);
+		size_t n;
+		const uint8_t *data;
+		uint64_t off;
+
+		for (int i = 0; i < 7; i++)
+			proto_rd_u8(&r);
+		off = proto_rd_u64(&r);
+		if (r.bad || (stream != PROTO_STDOUT && stream != PROTO_STDERR))
+			return -1;
+		data = proto_rd_rest(&r, &n);
+		session_on_data(s, stream, off, data, n);
+		return 0;
+	}
+	case A_EXIT: {
+		uint64_t fin = proto_rd_u64(&r);
+		int32_t code = (int32_t)proto_rd_u32(&r), sig = (int32_t)proto_rd_u32(&r);
+		if (r.bad || sig < 0 || sig > 128 || code < -1 || code > 255)
+			return -1;
+		session_on_exit(s, fin, code, sig);
+		return 0;
+	}
+	case A_ERROR: {
+		int32_t e = (int32_t)proto_rd_u32(&r);
+		size_t n;
+		const uint8_t *m = proto_rd_rest(&r, &n);
+		char msg[256];
+		size_t i, j = 0;
+
+		if (r.bad)
+			return -1;
+		for (i = 0; i < n && j < sizeof(msg) - 1 && m[i]; i++)
+			msg[j++] = (m[i] >= 0x20 && m[i] < 0x7f) ? (char)m[i] : '?';
+		msg[j] = '\0';
+		session_on_error(s, e, msg);
+		return 0;
+	}
+	case A_STDIN_ACK: {
+		uint64_t off = proto_rd_u64(&r);
+		if (r.bad)
+			return -1;
+		session_on_stdin_ack(s, off);
+		return 0;
+	}
+	default:
+		return -1;
+	}
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct agent *a = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	for (;;) {
+		struct proto_hdr h;
+		uint8_t *p;
+		size_t avail = evbuffer_get_length(in);
+		enum proto_rc rc;
+
+		if (avail < PROTO_HDR_SIZE)
+			return;
+		p = evbuffer_pullup(in, PROTO_HDR_SIZE);
+		rc = proto_parse_hdr(p, avail, &h);
+		if (rc != PROTO_OK) {
+			log_warn("sandbox %s: agent channel: %s; reconnecting", a->sb->rec.id,
+				 proto_strerror(rc));
+			agent_drop(a, "protocol error", 1000);
+			return;
+		}
+		if (avail < PROTO_HDR_SIZE + (size_t)h.len)
+			return;
+		p = evbuffer_pullup(in, (ssize_t)(PROTO_HDR_SIZE + h.len));
+		if (dispatch(a, &h, p + PROTO_HDR_SIZE) < 0) {
+			log_warn("sandbox %s: agent channel: malformed frame type %u on channel %u; reconnecting",
+				 a->sb->rec.id, h.type, h.chan);
+			agent_drop(a, "protocol error", 1000);
+			return;
+		}
+		/* dispatch may have dropped us (e.g. sandbox gone) */
+		if (!a->bev)
+			return;
+		evbuffer_drain(in, PROTO_HDR_SIZE + h.len);
+	}
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		send_hello(a);
+		return;
+	}
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
+		a->failures++;
+		/* Before QEMU's socket exists connects are refused: poll quickly
+		 * while booting, slowly once a live connection broke. */
+		agent_drop(a, (what & BEV_EVENT_EOF) ? "agent channel closed" : "agent channel error",
+			   a->failures < 100 ? 30 : 500);
+	}
+}
+
+static void agent_connect(struct agent *a)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+	if (a->bev)
+		return;
+	a->bev = bufferevent_socket_new(a->sb->d->base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (!a->bev) {
+		agent_schedule_retry(a, 500);
+		return;
+	}
+	bufferevent_setcb(a->bev, read_cb, NULL, event_cb, a);
+	bufferevent_enable(a->bev, EV_READ | EV_WRITE);
+	memcpy(sun.sun_path, a->path, sizeof(sun.sun_path));
+	if (bufferevent_socket_connect(a->bev, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		bufferevent_free(a->bev);
+		a->bev = NULL;
+		a->failures++;
+		agent_schedule_retry(a, a->failures < 100 ? 30 : 500);
+	}
+}
+
+struct agent *agent_new(struct sandbox *sb, const char *sock_path)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->sb = sb;
+	if (strlen(sock_path) >= sizeof(a->path)) {
+		free(a);
+		return NULL;
+	}
+	strcpy(a->path, sock_path);
+	a->retry = evtimer_new(sb->d->base, retry_cb, a);
+	if (!a->retry) {
+		free(a);
+		return NULL;
+	}
+	agent_connect(a);
+	return a;
+}
+
+void agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	if (a->bev)
+		bufferevent_free(a->bev);
+	event_free(a->retry);
+	free(a);
+}

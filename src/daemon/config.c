@@ -1,0 +1,147 @@
+/* config.c -- spaced settings: defaults, then SPACE_* environment variables, then flags */
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: spaced [options]\n"
+		"  --listen ADDR:PORT        control plane (SPACE_LISTEN, default 127.0.0.1:7070)\n"
+		"  --data-listen ADDR:PORT   data plane (SPACE_DATA_LISTEN, default 127.0.0.1:7071)\n"
+		"  --data-url URL            data-plane URL handed to clients (default http://<data-listen>)\n"
+		"  --state-dir DIR           state directory (SPACE_STATE_DIR, default /var/lib/space)\n"
+		"  --api-key KEY             control-plane API key (SPACE_API_KEY; default: generated once, kept in the state dir)\n"
+		"  --templates-dir DIR       templates built by make (SPACE_TEMPLATES_DIR, default <bin>/../templates)\n"
+		"  --accel auto|kvm|tcg      accelerator (SPACE_ACCEL, default auto: KVM if a probe boot works)\n"
+		"  --token-ttl SECONDS       data-plane token lifetime (SPACE_TOKEN_TTL, default 900)\n"
+		"  --tb-size MIB             TCG translation cache per VM (default 32)\n"
+		"  --max-sandboxes N         sandboxes running at once (SPACE_MAX_SANDBOXES, default 64)\n"
+		"  --default-timeout SECONDS sandbox lifetime when create names none (default 900, 0 = none)\n"
+		"  --version, --help\n");
+}
+
+static void set_str(char *dst, size_t len, const char *v, const char *what)
+{
+	if (strlen(v) >= len) {
+		fprintf(stderr, "spaced: %s too long\n", what);
+		exit(2);
+	}
+	snprintf(dst, len, "%s", v);
+}
+
+static int parse_int(const char *v, const char *what, long lo, long hi)
+{
+	char *end;
+	long n = strtol(v, &end, 10);
+
+	if (!*v || *end || n < lo || n > hi) {
+		fprintf(stderr, "spaced: %s must be an integer from %ld to %ld\n", what, lo, hi);
+		exit(2);
+	}
+	return (int)n;
+}
+
+static void default_templates_dir(struct config *cfg)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0) {
+		snprintf(cfg->templates_dir, sizeof(cfg->templates_dir), "build/templates");
+		return;
+	}
+	exe[n] = '\0';
+	snprintf(cfg->templates_dir, sizeof(cfg->templates_dir), "%s/../templates", dirname(exe));
+}
+
+static void from_env(struct config *cfg)
+{
+	const char *v;
+
+	if ((v = getenv("SPACE_LISTEN")) && *v)
+		set_str(cfg->listen, sizeof(cfg->listen), v, "SPACE_LISTEN");
+	if ((v = getenv("SPACE_DATA_LISTEN")) && *v)
+		set_str(cfg->data_listen, sizeof(cfg->data_listen), v, "SPACE_DATA_LISTEN");
+	if ((v = getenv("SPACE_STATE_DIR")) && *v)
+		set_str(cfg->state_dir, sizeof(cfg->state_dir), v, "SPACE_STATE_DIR");
+	if ((v = getenv("SPACE_API_KEY")) && *v)
+		set_str(cfg->api_key, sizeof(cfg->api_key), v, "SPACE_API_KEY");
+	if ((v = getenv("SPACE_TEMPLATES_DIR")) && *v)
+		set_str(cfg->templates_dir, sizeof(cfg->templates_dir), v, "SPACE_TEMPLATES_DIR");
+	if ((v = getenv("SPACE_ACCEL")) && *v)
+		set_str(cfg->accel, sizeof(cfg->accel), v, "SPACE_ACCEL");
+	if ((v = getenv("SPACE_TOKEN_TTL")) && *v)
+		cfg->token_ttl_s = parse_int(v, "SPACE_TOKEN_TTL", 1, 86400);
+	if ((v = getenv("SPACE_MAX_SANDBOXES")) && *v)
+		cfg->max_sandboxes = parse_int(v, "SPACE_MAX_SANDBOXES", 1, 100000);
+}
+
+void config_load(struct config *cfg, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "data-listen", required_argument, NULL, 'd' },
+		{ "data-url", required_argument, NULL, 'u' },
+		{ "state-dir", required_argument, NULL, 's' },
+		{ "api-key", required_argument, NULL, 'k' },
+		{ "templates-dir", required_argument, NULL, 't' },
+		{ "accel", required_argument, NULL, 'a' },
+		{ "token-ttl", required_argument, NULL, 'T' },
+		{ "tb-size", required_argument, NULL, 'b' },
+		{ "max-sandboxes", required_argument, NULL, 'm' },
+		{ "default-timeout", required_argument, NULL, 'o' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int c;
+
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->listen, sizeof(cfg->listen), "127.0.0.1:7070");
+	snprintf(cfg->data_listen, sizeof(cfg->data_listen), "127.0.0.1:7071");
+	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/space");
+	snprintf(cfg->accel, sizeof(cfg->accel), "auto");
+	default_templates_dir(cfg);
+	cfg->token_ttl_s = 900;
+	cfg->tb_size_mib = 32;
+	cfg->max_sandboxes = 64;
+	cfg->default_timeout_s = 900;
+	cfg->max_body_bytes = 1 << 20;
+	cfg->max_stdin_bytes = 4 << 20;
+	from_env(cfg);
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': set_str(cfg->listen, sizeof(cfg->listen), optarg, "--listen"); break;
+		case 'd': set_str(cfg->data_listen, sizeof(cfg->data_listen), optarg, "--data-listen"); break;
+		case 'u': set_str(cfg->data_url, sizeof(cfg->data_url), optarg, "--data-url"); break;
+		case 's': set_str(cfg->state_dir, sizeof(cfg->state_dir), optarg, "--state-dir"); break;
+		case 'k': set_str(cfg->api_key, sizeof(cfg->api_key), optarg, "--api-key"); break;
+		case 't': set_str(cfg->templates_dir, sizeof(cfg->templates_dir), optarg, "--templates-dir"); break;
+		case 'a': set_str(cfg->accel, sizeof(cfg->accel), optarg, "--accel"); break;
+		case 'T': cfg->token_ttl_s = parse_int(optarg, "--token-ttl", 1, 86400); break;
+		case 'b': cfg->tb_size_mib = parse_int(optarg, "--tb-size", 1, 4096); break;
+		case 'm': cfg->max_sandboxes = parse_int(optarg, "--max-sandboxes", 1, 100000); break;
+		case 'o': cfg->default_timeout_s = parse_int(optarg, "--default-timeout", 0, 604800); break;
+		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spaced: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+	if (strcmp(cfg->accel, "auto") && strcmp(cfg->accel, "kvm") && strcmp(cfg->accel, "tcg")) {
+		fprintf(stderr, "spaced: --accel must be auto, kvm or tcg\n");
+		exit(2);
+	}
+	if (!cfg->data_url[0])
+		snprintf(cfg->data_url, sizeof(cfg->data_url), "http://%s", cfg->data_listen);
+}

@@ -1,0 +1,231 @@
+/* main.c -- spaced: start-up, the event loop, and shutdown (VMs are left running) */
+#include <event2/event.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "runtime.h"
+#include "store.h"
+
+#define QEMU_BIN "/usr/bin/qemu-system-x86_64"
+#define PROBE_TIMEOUT_MS 8000
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void hex(const unsigned char *in, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[in[i] >> 4];
+		out[2 * i + 1] = digits[in[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+static int prepare_state_dir(struct spaced *d, space_err *err)
+{
+	char real[PATH_MAX], lock[PATH_MAX];
+	unsigned char md[32];
+	unsigned int mdlen;
+	char h[65];
+	int fd;
+
+	if (mkdir_p(d->cfg.state_dir, 0700) < 0)
+		return err_sys(err, errno, "creating state directory %s", d->cfg.state_dir);
+	if (!realpath(d->cfg.state_dir, real))
+		return err_sys(err, errno, "resolving %s", d->cfg.state_dir);
+	snprintf(d->cfg.state_dir, sizeof(d->cfg.state_dir), "%s", real);
+	EVP_Digest(real, strlen(real), md, &mdlen, EVP_sha256(), NULL);
+	hex(md, 8, h);
+	memcpy(d->state_tag, h, 17);
+	/* One daemon per state directory: a second would fight over the VMs. */
+	snprintf(lock, sizeof(lock), "%s/spaced.lock", real);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_sys(err, errno, "opening %s", lock);
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return err_set(err, EBUSY, "another spaced is using state directory %s", real);
+	}
+	/* fd stays open (and locked) for the daemon's life */
+	return 0;
+}
+
+static int ensure_api_key(struct spaced *d, space_err *err)
+{
+	unsigned char raw[24];
+
+	if (d->cfg.api_key[0])
+		return 0;
+	if (store_kv_get(d->store, "api_key", d->cfg.api_key, sizeof(d->cfg.api_key), err) == 0 &&
+	    d->cfg.api_key[0])
+		return 0;
+	err_clear(err);
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		return err_set(err, EIO, "generating an API key: no randomness");
+	memcpy(d->cfg.api_key, "sk-", 3);
+	hex(raw, sizeof(raw), d->cfg.api_key + 3);
+	return store_kv_set(d->store, "api_key", d->cfg.api_key, err);
+}
+
+/* KVM when it can boot our guest, else TCG; the probe result is kept per
+ * host kernel and QEMU build so it runs once. */
+static void choose_accel(struct spaced *d)
+{
+	struct template_rec t = { 0 };
+	char key[256], val[300], kernel[PATH_MAX], image[PATH_MAX], work[PATH_MAX];
+	space_err err = { 0 };
+	struct utsname u;
+	struct stat st;
+	enum accel a;
+
+	if (!strcmp(d->cfg.accel, "tcg") || !strcmp(d->cfg.accel, "kvm")) {
+		d->accel = strcmp(d->cfg.accel, "kvm") ? ACCEL_TCG : ACCEL_KVM;
+		snprintf(d->accel_reason, sizeof(d->accel_reason), "chosen by --accel %s", d->cfg.accel);
+		return;
+	}
+	uname(&u);
+	if (stat(QEMU_BIN, &st) < 0)
+		st.st_mtime = 0;
+	snprintf(key, sizeof(key), "accel:%s:%lld", u.release, (long long)st.st_mtime);
+	if (store_kv_get(d->store, key, val, sizeof(val), &err) == 0 && val[0] && strchr(val, '|')) {
+		d->accel = strncmp(val, "kvm|", 4) ? ACCEL_TCG : ACCEL_KVM;
+		snprintf(d->accel_reason, sizeof(d->accel_reason), "%s (probed earlier)", strchr(val, '|') + 1);
+		return;
+	}
+	if (store_template_resolve(d->store, "minimal", &t, &err) < 0) {
+		d->accel = ACCEL_TCG;
+		snprintf(d->accel_reason, sizeof(d->accel_reason), "no template to probe KVM with; using TCG");
+		return;
+	}
+	snprintf(kernel, sizeof(kernel), "%s/vmlinuz", t.dir);
+	snprintf(image, sizeof(image), "%s/rootfs.ext4", t.dir);
+	snprintf(work, sizeof(work), "%s/probe", d->cfg.state_dir);
+	mkdir(work, 0700);
+	template_rec_clear(&t);
+	a = accel_probe(kernel, image, work, PROBE_TIMEOUT_MS, d->accel_reason, sizeof(d->accel_reason));
+	d->accel = a;
+	snprintf(val, sizeof(val), "%s|%s", accel_name(a), d->accel_reason);
+	if (store_kv_set(d->store, key, val, &err) < 0)
+		log_warn("remembering the accelerator: %s", err.msg);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+	struct spaced *d = arg;
+
+	(void)what;
+	log_info("signal %d: shutting down; sandboxes keep running and are adopted at the next start",
+		 (int)sig);
+	event_base_loopexit(d->base, NULL);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sandbox_tick(arg);
+}
+
+static void shutdown_runtime(struct spaced *d)
+{
+	struct sandbox *sb, *next;
+
+	for (sb = d->sandboxes; sb; sb = next) {
+		next = sb->next;
+		if (sb->vm)
+			vm_free(sb->vm); /* QEMU lives on */
+		agent_free(sb->agent);
+		if (sb->timer)
+			event_free(sb->timer);
+		sessions_free(sb);
+		sandbox_rec_clear(&sb->rec);
+		template_rec_clear(&sb->tmpl);
+		free(sb);
+	}
+	d->sandboxes = NULL;
+}
+
+static int run(struct spaced *d)
+{
+	char db[PATH_MAX];
+	struct event *sigint, *sigterm;
+	struct timeval one = { 1, 0 };
+	space_err err = { 0 };
+
+	if (prepare_state_dir(d, &err) < 0)
+		goto fail;
+	snprintf(db, sizeof(db), "%s/space.db", d->cfg.state_dir);
+	if (store_open(&d->store, db, &err) < 0 || ensure_api_key(d, &err) < 0)
+		goto fail;
+	if (templates_import(d, &err) < 0)
+		goto fail;
+	choose_accel(d);
+	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
+	if (sandbox_reconcile(d, &err) < 0 || api_start(d, &err) < 0 || dataplane_start(d, &err) < 0)
+		goto fail;
+	d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
+	evtimer_add(d->tick, &one);
+	sigint = evsignal_new(d->base, SIGINT, on_signal, d);
+	sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
+	evsignal_add(sigint, NULL);
+	evsignal_add(sigterm, NULL);
+	printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
+	printf("  control plane: http://%s\n", d->cfg.listen);
+	printf("  data plane:    %s\n", d->cfg.data_url);
+	printf("  API key:       %s\n", d->cfg.api_key);
+	printf("  state dir:     %s\n", d->cfg.state_dir);
+	printf("try: SPACE_URL=http://%s SPACE_API_KEY=%s build/bin/spacectl info\n", d->cfg.listen, d->cfg.api_key);
+	fflush(stdout);
+	event_base_dispatch(d->base);
+	event_free(sigint);
+	event_free(sigterm);
+	event_free(d->tick);
+	shutdown_runtime(d);
+	store_close(d->store);
+	return 0;
+fail:
+	log_error("%s", err.msg);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct spaced d = { 0 };
+
+	log_set_prefix("spaced");
+	signal(SIGPIPE, SIG_IGN);
+	config_load(&d.cfg, argc, argv);
+	d.started_ms = now_ms();
+	d.base = event_base_new();
+	if (!d.base) {
+		log_error("cannot create the event loop");
+		return 1;
+	}
+	return run(&d);
+}

@@ -1,0 +1,145 @@
+/* ops.c -- operations: the record of each asynchronous change, and long-polls on them */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "store.h"
+
+struct op_waiter {
+	struct spaced *d;
+	char id[ID_LEN];
+	op_wait_cb cb;
+	void *arg;
+	struct event *timer;
+	struct op_waiter *next;
+};
+
+int op_begin(struct spaced *d, const char *kind, const char *sb_id, struct op_rec *op, space_err *err)
+{
+	memset(op, 0, sizeof(*op));
+	id_new(op->id, "op-");
+	snprintf(op->kind, sizeof(op->kind), "%s", kind);
+	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb_id);
+	op->state = OP_PENDING;
+	op->created_ms = op->updated_ms = now_ms();
+	if (store_op_put(d->store, op, err) < 0)
+		return err_wrap(err, "recording %s operation", kind);
+	return 0;
+}
+
+static void op_save(struct spaced *d, const struct op_rec *op)
+{
+	space_err err = { 0 };
+
+	if (store_op_put(d->store, op, &err) < 0)
+		log_error("operation %s: %s", op->id, err.msg);
+}
+
+static void waiter_unlink(struct op_waiter *w)
+{
+	struct op_waiter **pp;
+
+	for (pp = &w->d->op_waiters; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+}
+
+static void waiter_fire(struct op_waiter *w, const struct op_rec *op)
+{
+	waiter_unlink(w);
+	event_free(w->timer);
+	w->cb(w->d, op, w->arg);
+	free(w);
+}
+
+static void wake_waiters(struct spaced *d, const struct op_rec *op)
+{
+	struct op_waiter *w = d->op_waiters, *next;
+
+	for (; w; w = next) {
+		next = w->next;
+		if (strcmp(w->id, op->id) == 0)
+			waiter_fire(w, op);
+	}
+}
+
+void op_running(struct spaced *d, struct op_rec *op)
+{
+	op->state = OP_RUNNING;
+	op->updated_ms = now_ms();
+	op_save(d, op);
+}
+
+void op_finish(struct spaced *d, struct op_rec *op, const char *error)
+{
+	if (!op->id[0] || op_state_done(op->state))
+		return;
+	op->state = error ? OP_FAILED : OP_SUCCEEDED;
+	snprintf(op->error, sizeof(op->error), "%s", error ? error : "");
+	op->updated_ms = now_ms();
+	op_save(d, op);
+	log_info("operation %s (%s %s) %s%s%s", op->id, op->kind, op->sandbox_id,
+		 op_state_name(op->state), error ? ": " : "", error ? error : "");
+	wake_waiters(d, op);
+}
+
+static void waiter_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct op_waiter *w = arg;
+	struct op_rec op;
+	space_err err = { 0 };
+
+	(void)fd;
+	(void)what;
+	if (store_op_get(w->d->store, w->id, &op, &err) < 0) {
+		memset(&op, 0, sizeof(op));
+		snprintf(op.id, sizeof(op.id), "%s", w->id);
+		op.state = OP_FAILED;
+		snprintf(op.error, sizeof(op.error), "%s", err.msg);
+	}
+	waiter_fire(w, &op);
+}
+
+int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
+	    struct op_waiter **out, space_err *err)
+{
+	struct op_waiter *w;
+	struct op_rec op;
+	struct timeval tv = { 0, 0 };
+
+	if (store_op_get(d->store, id, &op, err) < 0)
+		return -1;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return err_set(err, ENOMEM, "out of memory");
+	w->d = d;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->cb = cb;
+	w->arg = arg;
+	w->timer = evtimer_new(d->base, waiter_timeout, w);
+	if (!w->timer) {
+		free(w);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	if (!op_state_done(op.state) && timeout_s > 0)
+		tv.tv_sec = timeout_s;
+	evtimer_add(w->timer, &tv);
+	w->next = d->op_waiters;
+	d->op_waiters = w;
+	if (out)
+		*out = w;
+	return 0;
+}
+
+void op_wait_cancel(struct op_waiter *w)
+{
+	if (!w)
+		return;
+	waiter_unlink(w);
+	event_free(w->timer);
+	free(w);
+}

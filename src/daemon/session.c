@@ -1,0 +1,724 @@
+/* session.c -- command sessions: creation, tokens, start, output spool, stdin, signals, pacing */
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "proto.h"
+#include "runtime.h"
+#include "store.h"
+
+#define MAX_TOKEN_TTL_S 86400
+
+static void session_persist(struct session *s)
+{
+	space_err err = { 0 };
+
+	if (store_session_put(s->d->store, &s->rec, &err) < 0)
+		log_error("session %s: %s", s->rec.id, err.msg);
+}
+
+static void notify_watches(struct session *s)
+{
+	struct session_watch *w, *next;
+
+	for (w = s->watches; w; w = next) {
+		next = w->next;
+		w->fn(w);
+	}
+}
+
+/* ---- tokens ---- */
+
+static void sha256_hex(const char *in, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	static const char hex[] = "0123456789abcdef";
+
+	EVP_Digest(in, strlen(in), md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+static int issue_token(struct session *s, int ttl_s, char token[65], space_err *err)
+{
+	unsigned char raw[32];
+	static const char hex[] = "0123456789abcdef";
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		return err_set(err, EIO, "generating token: no randomness");
+	for (unsigned i = 0; i < 32; i++) {
+		token[2 * i] = hex[raw[i] >> 4];
+		token[2 * i + 1] = hex[raw[i] & 15];
+	}
+	token[64] = '\0';
+	sha256_hex(token, s->rec.token_hash);
+	if (ttl_s <= 0)
+		ttl_s = s->d->cfg.token_ttl_s;
+	s->rec.token_expires_ms = now_ms() + (int64_t)ttl_s * 1000;
+	return 0;
+}
+
+int session_check_token(struct session *s, const char *token, space_err *err)
+{
+	char h[65];
+
+	if (!token || strlen(token) != 64)
+		return err_set(err, EACCES, "invalid session token");
+	sha256_hex(token, h);
+	if (CRYPTO_memcmp(h, s->rec.token_hash, 64) != 0)
+		return err_set(err, EACCES, "invalid session token");
+	if (now_ms() >= s->rec.token_expires_ms)
+		return err_set(err, EACCES, "session token expired; get a new one from the control plane");
+	return 0;
+}
+
+/* ---- runtime objects ---- */
+
+static struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err)
+{
+	struct session *s = calloc(1, sizeof(*s));
+	char path[PATH_MAX], dir[PATH_MAX];
+
+	if (!s) {
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	s->d = sb->d;
+	s->sb = sb;
+	s->rec = *rec;
+	s->rec.argv = json_incref(rec->argv);
+	s->rec.env = json_incref(rec->env);
+	s->stdin_q = evbuffer_new();
+	path_session_spool(sb->d, sb->rec.id, rec->id, path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	if (!s->stdin_q || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	    spool_open(&s->spool, path, err) < 0) {
+		if (!err->code)
+			err_sys(err, errno, "creating %s", dir);
+		if (s->stdin_q)
+			evbuffer_free(s->stdin_q);
+		session_rec_clear(&s->rec);
+		free(s);
+		return NULL;
+	}
+	s->next = sb->sessions;
+	sb->sessions = s;
+	return s;
+}
+
+static int session_load_one(const struct session_rec *rec, void *arg)
+{
+	struct sandbox *sb = arg;
+	space_err err = { 0 };
+
+	if (!session_alloc(sb, rec, &err))
+		log_error("sandbox %s: loading session %s: %s", sb->rec.id, rec->id, err.msg);
+	return 0;
+}
+
+int sessions_load(struct sandbox *sb, space_err *err)
+{
+	return store_session_each(sb->d->store, sb->rec.id, session_load_one, sb, err);
+}
+
+void sessions_free(struct sandbox *sb)
+{
+	struct session *s, *next;
+
+	for (s = sb->sessions; s; s = next) {
+		next = s->next;
+		if (s->spool)
+			spool_close(s->spool);
+		evbuffer_free(s->stdin_q);
+		session_rec_clear(&s->rec);
+		free(s);
+	}
+	sb->sessions = NULL;
+}
+
+struct session *session_by_chan(struct sandbox *sb, uint32_t chan)
+{
+	struct session *s;
+
+	for (s = sb->sessions; s; s = s->next)
+		if (s->rec.chan == chan)
+			return s;
+	return NULL;
+}
+
+struct session *session_find(struct spaced *d, const char *ss_id)
+{
+	struct sandbox *sb;
+	struct session *s;
+
+	for (sb = d->sandboxes; sb; sb = sb->next)
+		for (s = sb->sessions; s; s = s->next)
+			if (strcmp(s->rec.id, ss_id) == 0)
+				return s;
+	return NULL;
+}
+
+const struct session_rec *session_rec(const struct session *s)
+{
+	return &s->rec;
+}
+
+/* ---- creation ---- */
+
+static int check_env_object(json_t *env, const char *what, space_err *err)
+{
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(env))
+		return err_set(err, EINVAL, "%s must be an object of strings", what);
+	if (json_object_size(env) > 1024)
+		return err_set(err, EINVAL, "%s has more than 1024 entries", what);
+	json_object_foreach(env, k, v) {
+		if (!*k || strlen(k) > 256 || strchr(k, '='))
+			return err_set(err, EINVAL, "%s: invalid variable name '%.64s'", what, k);
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "%s.%.64s must be a string", what, k);
+	}
+	return 0;
+}
+
+static bool valid_user(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n == 0 || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(u[i] == '_' || u[i] == '-' || u[i] == '.' || (u[i] >= 'a' && u[i] <= 'z') ||
+		      (u[i] >= 'A' && u[i] <= 'Z') || (u[i] >= '0' && u[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Environment for the process: template defaults, then the sandbox's, then the session's. */
+static json_t *merged_env(const struct session *s)
+{
+	json_t *env = json_object();
+
+	if (!env)
+		return NULL;
+	if (json_is_object(s->sb->tmpl.env))
+		json_object_update(env, s->sb->tmpl.env);
+	if (json_is_object(s->sb->rec.env))
+		json_object_update(env, s->sb->rec.env);
+	if (json_is_object(s->rec.env))
+		json_object_update(env, s->rec.env);
+	return env;
+}
+
+/* Encodes H_EXEC for this session; -1 if it would not fit one frame. */
+static int exec_encode(const struct session *s, struct proto_wr *w)
+{
+	static struct proto_exec x; /* large: keep it off the stack; single-threaded */
+	json_t *env = merged_env(s), *v;
+	const char *k;
+	char **strs = NULL;
+	size_t i, n = 0;
+	int rc = -1;
+
+	if (!env)
+		return -1;
+	memset(&x, 0, sizeof(x));
+	x.flags = s->rec.stdin_open ? PROTO_EXEC_STDIN : 0;
+	x.user = s->rec.user;
+	x.cwd = s->rec.cwd;
+	x.argc = (uint32_t)json_array_size(s->rec.argv);
+	if (x.argc < 1 || x.argc > PROTO_EXEC_MAX_ARGS || json_object_size(env) > PROTO_EXEC_MAX_ARGS)
+		goto out;
+	for (i = 0; i < x.argc; i++)
+		x.argv[i] = json_string_value(json_array_get(s->rec.argv, i));
+	strs = calloc(json_object_size(env) + 1, sizeof(char *));
+	if (!strs)
+		goto out;
+	json_object_foreach(env, k, v) {
+		if (asprintf(&strs[n], "%s=%s", k, json_string_value(v) ? json_string_value(v) : "") < 0)
+			goto out;
+		x.envp[n] = strs[n];
+		n++;
+	}
+	x.envc = (uint32_t)n;
+	rc = proto_exec_encode(w, &x);
+out:
+	for (i = 0; strs && i < n; i++)
+		free(strs[i]);
+	free(strs);
+	json_decref(env);
+	return rc;
+}
+
+static int parse_session_req(struct session_rec *r, json_t *req, int *ttl, space_err *err)
+{
+	const char *k;
+	json_t *v, *argv = json_object_get(req, "argv");
+	size_t i;
+
+	json_object_foreach(req, k, v) {
+		if (strcmp(k, "argv") && strcmp(k, "env") && strcmp(k, "cwd") && strcmp(k, "user") &&
+		    strcmp(k, "stdin") && strcmp(k, "token_ttl_s"))
+			return err_set(err, EINVAL, "unknown field '%.64s'", k);
+	}
+	if (!json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > PROTO_EXEC_MAX_ARGS)
+		return err_set(err, EINVAL, "argv must be an array of 1 to %d strings", PROTO_EXEC_MAX_ARGS);
+	json_array_foreach(argv, i, v) {
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "argv[%zu] must be a string", i);
+		if (memchr(json_string_value(v), '\0', json_string_length(v)))
+			return err_set(err, EINVAL, "argv[%zu] contains a NUL byte", i);
+	}
+	if (!*json_string_value(json_array_get(argv, 0)))
+		return err_set(err, EINVAL, "argv[0] must not be empty");
+	r->argv = json_incref(argv);
+	v = json_object_get(req, "env");
+	if (v && !json_is_null(v)) {
+		if (check_env_object(v, "env", err) < 0)
+			return -1;
+		r->env = json_deep_copy(v);
+	} else {
+		r->env = json_object();
+	}
+	v = json_object_get(req, "cwd");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || json_string_length(v) >= sizeof(r->cwd) ||
+		    (json_string_length(v) && json_string_value(v)[0] != '/'))
+			return err_set(err, EINVAL, "cwd must be an absolute path shorter than %zu bytes",
+				       sizeof(r->cwd));
+		snprintf(r->cwd, sizeof(r->cwd), "%s", json_string_value(v));
+	}
+	v = json_object_get(req, "user");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || !valid_user(json_string_value(v)))
+			return err_set(err, EINVAL, "user must be a user name (letters, digits, _ - .)");
+		snprintf(r->user, sizeof(r->user), "%s", json_string_value(v));
+	}
+	v = json_object_get(req, "stdin");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return err_set(err, EINVAL, "stdin must be true or false");
+		r->stdin_open = json_is_true(v);
+	}
+	v = json_object_get(req, "token_ttl_s");
+	*ttl = 0;
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_TOKEN_TTL_S)
+			return err_set(err, EINVAL, "token_ttl_s must be an integer from 1 to %d", MAX_TOKEN_TTL_S);
+		*ttl = (int)json_integer_value(v);
+	}
+	return 0;
+}
+
+static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandbox **out, space_err *err)
+{
+	struct sandbox *sb = sandbox_find(d, sb_id);
+
+	if (!sb) {
+		struct sandbox_rec rec;
+
+		if (store_sandbox_get(d->store, sb_id, &rec, err) < 0)
+			return -1;
+		sandbox_rec_clear(&rec);
+		return err_set(err, EBUSY, "sandbox %s is deleted", sb_id);
+	}
+	*out = sb;
+	return 0;
+}
+
+int session_create(struct spaced *d, const char *sb_id, json_t *req, struct session_rec *out,
+		   char token[65], space_err *err)
+{
+	struct session_rec r = { 0 };
+	struct proto_wr w;
+	struct sandbox *sb = NULL;
+	struct session *s;
+	int ttl, rc;
+
+	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+		return -1;
+	if (sb->rec.state != SB_RUNNING)
+		return err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));
+	if (!json_is_object(req))
+		return err_set(err, EINVAL, "request body must be a JSON object");
+	if (parse_session_req(&r, req, &ttl, err) < 0) {
+		session_rec_clear(&r);
+		return -1;
+	}
+	if (!r.user[0])
+		snprintf(r.user, sizeof(r.user), "%s", sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root");
+	id_new(r.id, "ss-");
+	snprintf(r.sandbox_id, sizeof(r.sandbox_id), "%s", sb->rec.id);
+	r.chan = sb->rec.next_chan++;
+	r.state = SESS_CREATED;
+	r.created_ms = now_ms();
+	s = session_alloc(sb, &r, err);
+	session_rec_clear(&r);
+	if (!s)
+		return -1;
+	/* Refuse now, not at attach, what cannot be sent to the agent in one frame. */
+	proto_wr_init(&w);
+	rc = exec_encode(s, &w);
+	proto_wr_free(&w);
+	if (rc < 0) {
+		sb->sessions = s->next;
+		spool_close(s->spool);
+		evbuffer_free(s->stdin_q);
+		session_rec_clear(&s->rec);
+		free(s);
+		return err_set(err, EINVAL, "argv and environment together exceed %d KiB", PROTO_MAX_PAYLOAD / 1024);
+	}
+	if (issue_token(s, ttl, token, err) < 0)
+		return -1;
+	sandbox_persist(sb);
+	session_persist(s);
+	*out = s->rec;
+	out->argv = json_incref(s->rec.argv);
+	out->env = json_incref(s->rec.env);
+	return 0;
+}
+
+int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
+		      char token[65], int64_t *expires_ms, space_err *err)
+{
+	struct sandbox *sb = NULL;
+	struct session *s;
+
+	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+		return -1;
+	s = session_find(d, ss_id);
+	if (!s || s->sb != sb)
+		return err_set(err, ENOENT, "session %s not found in sandbox %s", ss_id, sb_id);
+	if (ttl_s > MAX_TOKEN_TTL_S)
+		return err_set(err, EINVAL, "token_ttl_s must be at most %d", MAX_TOKEN_TTL_S);
+	if (issue_token(s, ttl_s, token, err) < 0)
+		return -1;
+	session_persist(s);
+	*expires_ms = s->rec.token_expires_ms;
+	return 0;
+}
+
+/* ---- flow control ---- */
+
+/* Acknowledge output to the agent as far as pacing allows: a process may run
+ * at most SESSION_MAX_LAG bytes ahead of its slowest attached reader (or of
+ * the furthest any reader got, while none is attached). */
+static void maybe_ack(struct session *s)
+{
+	uint64_t len = spool_length(s->spool), floor = s->delivered, ack;
+	struct session_watch *w;
+	uint8_t buf[8];
+
+	if (s->watches) {
+		floor = UINT64_MAX;
+		for (w = s->watches; w; w = w->next)
+			if (w->pos < floor)
+				floor = w->pos;
+	}
+	ack = len < floor + SESSION_MAX_LAG ? len : floor + SESSION_MAX_LAG;
+	if (ack <= s->acked || !agent_ready(s->sb->agent) || s->released)
+		return;
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(ack >> (8 * i));
+	if (agent_send(s->sb->agent, H_ACK, s->rec.chan, buf, 8) == 0)
+		s->acked = ack;
+}
+
+static void pump_stdin(struct session *s)
+{
+	struct agent *a = s->sb->agent;
+	uint8_t frame[8 + PROTO_MAX_CHUNK];
+
+	if (!agent_ready(a) || !s->exec_sent || s->rec.state != SESS_RUNNING)
+		return;
+	while (evbuffer_get_length(s->stdin_q) && s->stdin_sent - s->stdin_acked < PROTO_IN_WINDOW) {
+		size_t room = PROTO_IN_WINDOW - (size_t)(s->stdin_sent - s->stdin_acked);
+		size_t n = evbuffer_get_length(s->stdin_q);
+
+		if (n > room)
+			n = room;
+		if (n > PROTO_MAX_CHUNK)
+			n = PROTO_MAX_CHUNK;
+		for (int i = 0; i < 8; i++)
+			frame[i] = (uint8_t)(s->stdin_sent >> (8 * i));
+		evbuffer_copyout(s->stdin_q, frame + 8, n);
+		if (agent_send(a, H_STDIN, s->rec.chan, frame, 8 + n) < 0)
+			return;
+		evbuffer_drain(s->stdin_q, n);
+		s->stdin_sent += n;
+	}
+	if (!evbuffer_get_length(s->stdin_q) && s->stdin_close_req && !s->stdin_close_sent) {
+		if (agent_send(a, H_STDIN_CLOSE, s->rec.chan, NULL, 0) == 0)
+			s->stdin_close_sent = true;
+	}
+}
+
+static void send_exec(struct session *s)
+{
+	struct proto_wr w;
+
+	proto_wr_init(&w);
+	if (exec_encode(s, &w) < 0 || agent_send(s->sb->agent, H_EXEC, s->rec.chan, w.buf, w.len) < 0) {
+		proto_wr_free(&w);
+		session_on_error(s, EIO, "could not send the command to the agent");
+		return;
+	}
+	proto_wr_free(&w);
+	s->exec_sent = true;
+	s->start_wanted = false;
+	s->acked = s->ack_base = 0;
+	s->rec.state = SESS_RUNNING;
+	s->rec.started_ms = now_ms();
+	session_persist(s);
+	pump_stdin(s);
+}
+
+int session_start(struct session *s, space_err *err)
+{
+	if (s->rec.state != SESS_CREATED)
+		return 0;
+	if (s->sb->rec.state != SB_RUNNING)
+		return err_set(err, EBUSY, "sandbox %s is %s", s->sb->rec.id, sb_state_name(s->sb->rec.state));
+	if (!agent_ready(s->sb->agent)) {
+		s->start_wanted = true; /* sent when the agent answers again */
+		return 0;
+	}
+	send_exec(s);
+	return 0;
+}
+
+int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err)
+{
+	if (!s->rec.stdin_open)
+		return err_set(err, EBUSY, "session %s was created without stdin", s->rec.id);
+	if (s->rec.state == SESS_EXITED || s->rec.state == SESS_FAILED)
+		return err_set(err, EBUSY, "session %s has finished", s->rec.id);
+	if (s->stdin_close_req)
+		return err_set(err, EBUSY, "stdin of session %s is closed", s->rec.id);
+	if (evbuffer_get_length(s->stdin_q) + len > SESSION_MAX_STDIN_QUEUE)
+		return err_set(err, EAGAIN, "stdin queue of session %s is full; retry when the process has read it",
+			       s->rec.id);
+	if (len && evbuffer_add(s->stdin_q, data, len) < 0)
+		return err_set(err, ENOMEM, "out of memory");
+	if (close_after)
+		s->stdin_close_req = true;
+	pump_stdin(s);
+	return 0;
+}
+
+int session_signal(struct session *s, int signo, space_err *err)
+{
+	uint8_t buf[4];
+
+	if (s->rec.state != SESS_RUNNING)
+		return err_set(err, EBUSY, "session %s is %s, not running", s->rec.id, sess_state_name(s->rec.state));
+	if (!agent_ready(s->sb->agent))
+		return err_set(err, EAGAIN, "sandbox %s: agent not connected; retry", s->sb->rec.id);
+	for (int i = 0; i < 4; i++)
+		buf[i] = (uint8_t)((uint32_t)signo >> (8 * i));
+	if (agent_send(s->sb->agent, H_SIGNAL, s->rec.chan, buf, 4) < 0)
+		return err_set(err, EIO, "sending signal to the agent failed");
+	return 0;
+}
+
+/* ---- output ---- */
+
+uint64_t session_output_length(const struct session *s)
+{
+	return s->spool ? spool_length(s->spool) : 0;
+}
+
+ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max,
+			    space_err *err)
+{
+	return spool_read(s->spool, off, stream, buf, max, err);
+}
+
+int session_done(const struct session *s)
+{
+	return s->rec.state == SESS_EXITED || s->rec.state == SESS_FAILED;
+}
+
+void session_watch_add(struct session *s, struct session_watch *w)
+{
+	w->s = s;
+	w->next = s->watches;
+	s->watches = w;
+}
+
+void session_watch_del(struct session_watch *w)
+{
+	struct session_watch **pp;
+
+	if (!w->s)
+		return;
+	for (pp = &w->s->watches; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	w->s = NULL;
+}
+
+void session_watch_progress(struct session_watch *w)
+{
+	struct session *s = w->s;
+
+	if (!s)
+		return;
+	if (w->pos > s->delivered)
+		s->delivered = w->pos;
+	maybe_ack(s);
+}
+
+/* ---- events from the agent ---- */
+
+static void session_release(struct session *s)
+{
+	if (!s->released && agent_ready(s->sb->agent) &&
+	    agent_send(s->sb->agent, H_RELEASE, s->rec.chan, NULL, 0) == 0)
+		s->released = true;
+}
+
+void session_on_started(struct session *s, uint32_t pid)
+{
+	if (pid > 0 && pid < (1u << 22)) {
+		s->rec.pid = (int)pid;
+		session_persist(s);
+	}
+}
+
+void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t *p, size_t n)
+{
+	uint64_t have = spool_length(s->spool);
+	space_err err = { 0 };
+
+	if (s->rec.state != SESS_RUNNING)
+		return;
+	if (off > have) {
+		log_warn("session %s: agent skipped output (offset %llu, have %llu); ignoring", s->rec.id,
+			 (unsigned long long)off, (unsigned long long)have);
+		return;
+	}
+	if (off + n <= have)
+		return; /* a resend of what we hold */
+	p += have - off;
+	n -= (size_t)(have - off);
+	if ((s->acked > s->ack_base ? s->acked : s->ack_base) + PROTO_OUT_WINDOW < have + n) {
+		log_warn("session %s: agent overran its output window; ignoring", s->rec.id);
+		return;
+	}
+	if (spool_append(s->spool, stream, p, n, &err) < 0) {
+		/* Not acknowledged: the agent keeps the bytes and the process waits. */
+		log_error("session %s: %s", s->rec.id, err.msg);
+		return;
+	}
+	maybe_ack(s);
+	notify_watches(s);
+}
+
+void session_on_exit(struct session *s, uint64_t final_off, int code, int sig)
+{
+	if (s->rec.state != SESS_RUNNING)
+		return;
+	if (final_off != spool_length(s->spool))
+		log_warn("session %s: exit at offset %llu but %llu bytes held", s->rec.id,
+			 (unsigned long long)final_off, (unsigned long long)spool_length(s->spool));
+	s->rec.state = SESS_EXITED;
+	s->rec.exit_code = sig ? -1 : code;
+	s->rec.exit_signal = sig;
+	s->rec.ended_ms = now_ms();
+	session_persist(s);
+	session_release(s);
+	notify_watches(s);
+}
+
+void session_on_error(struct session *s, int errnum, const char *msg)
+{
+	if (session_done(s))
+		return;
+	s->rec.state = SESS_FAILED;
+	(void)errnum;
+	snprintf(s->rec.error, sizeof(s->rec.error), "%s", msg);
+	s->rec.ended_ms = now_ms();
+	session_persist(s);
+	session_release(s);
+	notify_watches(s);
+}
+
+void session_on_stdin_ack(struct session *s, uint64_t off)
+{
+	if (off < s->stdin_acked || off > s->stdin_sent)
+		return;
+	s->stdin_acked = off;
+	pump_stdin(s);
+}
+
+void sessions_abort(struct sandbox *sb, const char *why)
+{
+	struct session *s;
+
+	for (s = sb->sessions; s; s = s->next) {
+		if (session_done(s))
+			continue;
+		s->rec.state = SESS_FAILED;
+		snprintf(s->rec.error, sizeof(s->rec.error), "%s", why);
+		s->rec.ended_ms = now_ms();
+		session_persist(s);
+		notify_watches(s);
+	}
+}
+
+void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint32_t *states,
+			  const uint64_t *stdin_offs, uint32_t n)
+{
+	struct session *s;
+	uint32_t i;
+
+	(void)states;
+	for (s = sb->sessions; s; s = s->next) {
+		bool known = false;
+
+		for (i = 0; i < n; i++) {
+			if (chans[i] != s->rec.chan)
+				continue;
+			known = true;
+			s->stdin_sent = s->stdin_acked = stdin_offs[i];
+		}
+		s->released = false;
+		if (s->rec.state == SESS_RUNNING) {
+			if (!known) {
+				s->released = true;
+				session_on_error(s, ESRCH, "the process was lost: the agent no longer knows it");
+				continue;
+			}
+			/* The agent rewinds to its last ACK; we drop what we already hold. */
+			s->exec_sent = true;
+			s->acked = 0;
+			s->ack_base = spool_length(s->spool);
+			maybe_ack(s);
+			pump_stdin(s);
+		} else if (s->rec.state == SESS_CREATED) {
+			s->exec_sent = false;
+			if (s->start_wanted)
+				send_exec(s);
+		} else if (known) {
+			session_release(s);
+		} else {
+			s->released = true;
+		}
+	}
+}
