@@ -24,9 +24,11 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC),dyn)
 DAEMON_OBJ := $(call obj,$(DAEMON_SRC),dyn)
 CLI_OBJ    := $(call obj,$(CLI_SRC),dyn)
 AGENT_OBJ  := $(call obj,$(AGENT_SRC) $(COMMON_SRC),static)
-# The unit tests link every component's objects except the entry points,
-# built with ASan+UBSan, so internals are reachable from tests.
-SAN_OBJ    := $(call obj,$(filter-out %/main.c,$(COMMON_SRC) $(DAEMON_SRC) $(AGENT_SRC) $(CLI_SRC)),san)
+# The unit tests link each component's objects except its entry point, built
+# with ASan+UBSan, from one static archive per component (so internals are
+# reachable from tests, and the linker takes only the objects a test needs).
+SAN_LIBS   := $(BUILD)/san/libdaemon.a $(BUILD)/san/libagent.a $(BUILD)/san/libcli.a $(BUILD)/san/libcommon.a
+san_objs    = $(call obj,$(filter-out %/main.c,$(1)),san)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
 DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
@@ -75,9 +77,23 @@ template-base: bins kernel
 run: all
 	@scripts/run.sh
 
-$(BUILD)/unit/%: tests/unit/%.c $(SAN_OBJ)
+$(BUILD)/san/libcommon.a: $(call san_objs,$(COMMON_SRC))
+$(BUILD)/san/libdaemon.a: $(call san_objs,$(DAEMON_SRC))
+$(BUILD)/san/libagent.a: $(call san_objs,$(AGENT_SRC))
+$(BUILD)/san/libcli.a: $(call san_objs,$(CLI_SRC))
+$(BUILD)/san/%.a:
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -o $@ $^ $(DAEMON_LIBS) $(CLI_LIBS)
+	@rm -f $@
+	ar rcs $@ $^
+
+# A test links the archive of the component its name says (test_agent_*,
+# test_sse / test_cli*, test_proto, else the daemon) plus the common one.
+unit_libs = $(if $(filter test_agent_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_proto,$(1)),,$(BUILD)/san/libdaemon.a))) $(BUILD)/san/libcommon.a
+.SECONDEXPANSION:
+$(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -o $@ $< \
+		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS)
 
 unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
@@ -91,6 +107,6 @@ bench: all
 	@python3 bench/bench.py
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit
+	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
