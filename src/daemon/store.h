@@ -7,38 +7,67 @@
 
 struct store;
 
-/* Opens (creating and migrating the schema as needed) <path>. */
+/* Opens (creating mode 0600 and migrating the schema as needed) <path>;
+ * refuses a file whose schema is newer than this build knows. */
 int store_open(struct store **out, const char *path, space_err *err);
 void store_close(struct store *st);
 
 /* Every function below returns 0, or -1 with err set (ENOENT when a lookup
- * finds nothing). Records returned through out-params own their json members:
- * release them with *_rec_clear(). */
+ * finds nothing; EINVAL for input the store refuses; EAGAIN when the database
+ * stayed locked past the busy timeout; ENOSPC when the disk is full; EIO for
+ * anything else, such as a row that no longer parses). Messages carry context:
+ * "store: get sandbox sb-...: not found".
+ *
+ * Out-params are zeroed first (without freeing what they held) and, on
+ * success, own their json members: release them with *_rec_clear(). A json
+ * member put as NULL reads back as an empty object (argv: empty array), so a
+ * record from the store never holds NULL json. On failure nothing is owned.
+ *
+ * The *_each functions read every matching row before the first callback, so
+ * a callback may call any store function (even put the record it was given).
+ * The record is lent for the call only. A callback returns 0 to go on, or
+ * nonzero to stop early; stopping is not an error: the function returns 0. */
 
-/* Templates: upsert by digest; tags move to the newest digest that claims them. */
+/* Templates: upsert by digest; tags move to the newest digest that claims them.
+ * Tags are added, never dropped: a re-put with fewer tags keeps the others.
+ * EINVAL unless digest is "sha256:<64 lowercase hex>", name is 1..63 of
+ * [A-Za-z0-9._-] (not starting with '.' or '-') and each tag "name:tag" (the
+ * tag part 1..127 of the same characters). A tag may name another template
+ * name, as docker tags do. */
 int store_template_put(struct store *st, const struct template_rec *t, space_err *err);
-/* ref: "name", "name:tag", "name@sha256:...", or "sha256:..." */
+/* ref: "name" (= "name:latest"), "name:tag", "name@sha256:...", or "sha256:...".
+ * EINVAL when malformed; ENOENT when nothing matches, including a name@digest
+ * whose digest belongs to a template of another name. The record holds the
+ * template's current tags (possibly none). */
 int store_template_resolve(struct store *st, const char *ref, struct template_rec *out, space_err *err);
 int store_template_get(struct store *st, const char *digest, struct template_rec *out, space_err *err);
-/* Calls fn for each template that currently holds at least one tag. */
+/* Calls fn for each template that currently holds at least one tag, by name
+ * then creation; the record includes its tags, sorted. */
 int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg, space_err *err);
 
-int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err); /* insert or replace */
+/* Insert or update in place (the row keeps its place in creation order). */
+int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err);
 int store_sandbox_get(struct store *st, const char *id, struct sandbox_rec *out, space_err *err);
 /* Sandboxes ordered by creation; states: bitmask of 1<<sb_state, 0 = all but deleted. */
 int store_sandbox_each(struct store *st, unsigned states, int (*fn)(const struct sandbox_rec *, void *), void *arg, space_err *err);
 
+/* Insert or update. No foreign key: an operation may be written before the
+ * sandbox it is about. */
 int store_op_put(struct store *st, const struct op_rec *op, space_err *err);
 int store_op_get(struct store *st, const char *id, struct op_rec *out, space_err *err);
 /* Operations not yet done (pending or running), oldest first. */
 int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *), void *arg, space_err *err);
 
+/* Insert or update; the sandbox row must exist (EIO "FOREIGN KEY constraint
+ * failed" otherwise). */
 int store_session_put(struct store *st, const struct session_rec *s, space_err *err);
 int store_session_get(struct store *st, const char *id, struct session_rec *out, space_err *err);
 /* Sessions of one sandbox ordered by creation (sandbox_id NULL: all). */
 int store_session_each(struct store *st, const char *sandbox_id, int (*fn)(const struct session_rec *, void *), void *arg, space_err *err);
 
-/* Small key/value table for host facts (accelerator probe result, api key). */
+/* Small key/value table for host facts (accelerator probe result, api key).
+ * kv_get: ENOENT for an unknown key, E2BIG if the value and its NUL do not fit
+ * in outlen. */
 int store_kv_get(struct store *st, const char *key, char *out, size_t outlen, space_err *err);
 int store_kv_set(struct store *st, const char *key, const char *value, space_err *err);
 

@@ -1,0 +1,324 @@
+/* store_records.c -- sandboxes, operations and sessions in the store */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_sql.h"
+
+/* ---- sandboxes ---- */
+
+#define SB_COLS                                                                       \
+	"id, state, template_ref, template_digest, vcpus, memory_mib, env, metadata," \
+	" timeout_s, created_ms, updated_ms, expires_ms, pid, pid_start, next_chan, error"
+
+static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
+{
+	struct sandbox_rec *r = rec;
+	int state = 0;
+
+	memset(r, 0, sizeof(*r));
+	store_col_str(s, 0, r->id, sizeof(r->id));
+	if (store_col_state(s, 1, sb_state_parse, &state, err, ctx) < 0)
+		return -1;
+	r->state = (enum sb_state)state;
+	store_col_str(s, 2, r->template_ref, sizeof(r->template_ref));
+	store_col_str(s, 3, r->template_digest, sizeof(r->template_digest));
+	r->vcpus = sqlite3_column_int(s, 4);
+	r->memory_mib = sqlite3_column_int(s, 5);
+	r->timeout_s = sqlite3_column_int64(s, 8);
+	r->created_ms = sqlite3_column_int64(s, 9);
+	r->updated_ms = sqlite3_column_int64(s, 10);
+	r->expires_ms = sqlite3_column_int64(s, 11);
+	r->pid = sqlite3_column_int(s, 12);
+	r->pid_start = (uint64_t)sqlite3_column_int64(s, 13);
+	r->next_chan = (uint32_t)sqlite3_column_int64(s, 14);
+	store_col_str(s, 15, r->error, sizeof(r->error));
+	if (store_col_json(s, 6, false, &r->env, err, ctx) < 0 ||
+	    store_col_json(s, 7, false, &r->metadata, err, ctx) < 0) {
+		sandbox_rec_clear(r);
+		return -1;
+	}
+	return 0;
+}
+
+int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	char ctx[96];
+
+	snprintf(ctx, sizeof(ctx), "put sandbox %s", r->id);
+	if ((unsigned)r->state >= SB__COUNT)
+		return err_set(err, EINVAL, "store: %s: bad state %d", ctx, (int)r->state);
+	if (store_prepare(st, &s,
+			  "INSERT INTO sandboxes (" SB_COLS
+			  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+			  " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+			  " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
+			  " template_ref = excluded.template_ref,"
+			  " template_digest = excluded.template_digest, vcpus = excluded.vcpus,"
+			  " memory_mib = excluded.memory_mib, env = excluded.env,"
+			  " metadata = excluded.metadata, timeout_s = excluded.timeout_s,"
+			  " created_ms = excluded.created_ms, updated_ms = excluded.updated_ms,"
+			  " expires_ms = excluded.expires_ms, pid = excluded.pid,"
+			  " pid_start = excluded.pid_start, next_chan = excluded.next_chan,"
+			  " error = excluded.error",
+			  err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, sb_state_name(r->state)) ||
+	    store_bind_text(s, 3, r->template_ref) || store_bind_text(s, 4, r->template_digest) ||
+	    sqlite3_bind_int(s, 5, r->vcpus) || sqlite3_bind_int(s, 6, r->memory_mib) ||
+	    store_bind_json(s, 7, r->env) || store_bind_json(s, 8, r->metadata) ||
+	    sqlite3_bind_int64(s, 9, r->timeout_s) || sqlite3_bind_int64(s, 10, r->created_ms) ||
+	    sqlite3_bind_int64(s, 11, r->updated_ms) || sqlite3_bind_int64(s, 12, r->expires_ms) ||
+	    sqlite3_bind_int(s, 13, r->pid) || sqlite3_bind_int64(s, 14, (int64_t)r->pid_start) ||
+	    sqlite3_bind_int64(s, 15, r->next_chan) || store_bind_text(s, 16, r->error))
+		return store_fail(st, err, ctx);
+	return store_step_done(st, s, err, ctx);
+}
+
+int store_sandbox_get(struct store *st, const char *id, struct sandbox_rec *out, space_err *err)
+{
+	char ctx[96];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(ctx, sizeof(ctx), "get sandbox %.64s", id);
+	return store_get_row(st, "SELECT " SB_COLS " FROM sandboxes WHERE id = ?1", id, out,
+			     read_sandbox, err, ctx);
+}
+
+int store_sandbox_each(struct store *st, unsigned states,
+		       int (*fn)(const struct sandbox_rec *, void *), void *arg, space_err *err)
+{
+	static const char ctx[] = "list sandboxes";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	struct store_vec v = { .size = sizeof(struct sandbox_rec) };
+	json_t *names;
+	int rc, ret = -1;
+
+	if (states == 0)
+		states = ((1u << SB__COUNT) - 1) & ~(1u << SB_DELETED);
+	if (!(names = json_array()))
+		return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
+	for (int i = 0; i < SB__COUNT; i++)
+		if (states & (1u << i))
+			json_array_append_new(names, json_string(sb_state_name((enum sb_state)i)));
+	/* the wanted states travel as one bound JSON array */
+	rc = store_prepare(st, &s,
+			   "SELECT " SB_COLS " FROM sandboxes WHERE state IN"
+			   " (SELECT value FROM json_each(?1)) ORDER BY created_ms, rowid",
+			   err, ctx);
+	if (rc == 0 && store_bind_json(s, 1, names) != SQLITE_OK)
+		rc = store_fail(st, err, ctx);
+	json_decref(names);
+	if (rc < 0)
+		return -1;
+	if (store_collect(st, s, &v, read_sandbox, err, ctx) < 0)
+		goto out;
+	ret = 0;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(store_vec_at(&v, i), arg))
+			break;
+out:
+	for (size_t i = 0; i < v.n; i++)
+		sandbox_rec_clear(store_vec_at(&v, i));
+	free(v.items);
+	return ret;
+}
+
+/* ---- operations ---- */
+
+#define OP_COLS "id, kind, sandbox_id, state, error, created_ms, updated_ms"
+
+static int read_op(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
+{
+	struct op_rec *r = rec;
+	int state = 0;
+
+	memset(r, 0, sizeof(*r));
+	store_col_str(s, 0, r->id, sizeof(r->id));
+	store_col_str(s, 1, r->kind, sizeof(r->kind));
+	store_col_str(s, 2, r->sandbox_id, sizeof(r->sandbox_id));
+	if (store_col_state(s, 3, op_state_parse, &state, err, ctx) < 0)
+		return -1;
+	r->state = (enum op_state)state;
+	store_col_str(s, 4, r->error, sizeof(r->error));
+	r->created_ms = sqlite3_column_int64(s, 5);
+	r->updated_ms = sqlite3_column_int64(s, 6);
+	return 0;
+}
+
+int store_op_put(struct store *st, const struct op_rec *op, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	char ctx[96];
+
+	snprintf(ctx, sizeof(ctx), "put operation %s", op->id);
+	if ((unsigned)op->state >= OP__COUNT)
+		return err_set(err, EINVAL, "store: %s: bad state %d", ctx, (int)op->state);
+	if (store_prepare(st, &s,
+			  "INSERT INTO operations (" OP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+			  " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
+			  " sandbox_id = excluded.sandbox_id, state = excluded.state,"
+			  " error = excluded.error, created_ms = excluded.created_ms,"
+			  " updated_ms = excluded.updated_ms",
+			  err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, op->id) || store_bind_text(s, 2, op->kind) ||
+	    store_bind_text(s, 3, op->sandbox_id) ||
+	    store_bind_text(s, 4, op_state_name(op->state)) || store_bind_text(s, 5, op->error) ||
+	    sqlite3_bind_int64(s, 6, op->created_ms) || sqlite3_bind_int64(s, 7, op->updated_ms))
+		return store_fail(st, err, ctx);
+	return store_step_done(st, s, err, ctx);
+}
+
+int store_op_get(struct store *st, const char *id, struct op_rec *out, space_err *err)
+{
+	char ctx[96];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(ctx, sizeof(ctx), "get operation %.64s", id);
+	return store_get_row(st, "SELECT " OP_COLS " FROM operations WHERE id = ?1", id, out,
+			     read_op, err, ctx);
+}
+
+int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *), void *arg,
+		       space_err *err)
+{
+	static const char ctx[] = "list open operations";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	struct store_vec v = { .size = sizeof(struct op_rec) };
+	int ret = -1;
+
+	if (store_prepare(st, &s,
+			  "SELECT " OP_COLS " FROM operations WHERE state IN (?1, ?2)"
+			  " ORDER BY created_ms, rowid",
+			  err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, op_state_name(OP_PENDING)) ||
+	    store_bind_text(s, 2, op_state_name(OP_RUNNING)))
+		return store_fail(st, err, ctx);
+	if (store_collect(st, s, &v, read_op, err, ctx) < 0)
+		goto out;
+	ret = 0;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(store_vec_at(&v, i), arg))
+			break;
+out:
+	free(v.items);
+	return ret;
+}
+
+/* ---- sessions ---- */
+
+#define SESS_COLS                                                                        \
+	"id, sandbox_id, chan, argv, env, cwd, user, stdin_open, state, pid, exit_code," \
+	" exit_signal, error, token_hash, token_expires_ms, created_ms, started_ms, ended_ms"
+
+static int read_session(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
+{
+	struct session_rec *r = rec;
+	int state = 0;
+
+	memset(r, 0, sizeof(*r));
+	store_col_str(s, 0, r->id, sizeof(r->id));
+	store_col_str(s, 1, r->sandbox_id, sizeof(r->sandbox_id));
+	r->chan = (uint32_t)sqlite3_column_int64(s, 2);
+	store_col_str(s, 5, r->cwd, sizeof(r->cwd));
+	store_col_str(s, 6, r->user, sizeof(r->user));
+	r->stdin_open = sqlite3_column_int(s, 7) != 0;
+	if (store_col_state(s, 8, sess_state_parse, &state, err, ctx) < 0)
+		return -1;
+	r->state = (enum sess_state)state;
+	r->pid = sqlite3_column_int(s, 9);
+	r->exit_code = sqlite3_column_int(s, 10);
+	r->exit_signal = sqlite3_column_int(s, 11);
+	store_col_str(s, 12, r->error, sizeof(r->error));
+	store_col_str(s, 13, r->token_hash, sizeof(r->token_hash));
+	r->token_expires_ms = sqlite3_column_int64(s, 14);
+	r->created_ms = sqlite3_column_int64(s, 15);
+	r->started_ms = sqlite3_column_int64(s, 16);
+	r->ended_ms = sqlite3_column_int64(s, 17);
+	if (store_col_json(s, 3, true, &r->argv, err, ctx) < 0 ||
+	    store_col_json(s, 4, false, &r->env, err, ctx) < 0) {
+		session_rec_clear(r);
+		return -1;
+	}
+	return 0;
+}
+
+int store_session_put(struct store *st, const struct session_rec *r, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	char ctx[96];
+
+	snprintf(ctx, sizeof(ctx), "put session %s", r->id);
+	if ((unsigned)r->state >= SESS__COUNT)
+		return err_set(err, EINVAL, "store: %s: bad state %d", ctx, (int)r->state);
+	if (store_prepare(
+		    st, &s,
+		    "INSERT INTO sessions (" SESS_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+		    " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+		    " ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id,"
+		    " chan = excluded.chan, argv = excluded.argv, env = excluded.env,"
+		    " cwd = excluded.cwd, user = excluded.user, stdin_open = excluded.stdin_open,"
+		    " state = excluded.state, pid = excluded.pid, exit_code = excluded.exit_code,"
+		    " exit_signal = excluded.exit_signal, error = excluded.error,"
+		    " token_hash = excluded.token_hash,"
+		    " token_expires_ms = excluded.token_expires_ms,"
+		    " created_ms = excluded.created_ms, started_ms = excluded.started_ms,"
+		    " ended_ms = excluded.ended_ms",
+		    err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, r->sandbox_id) ||
+	    sqlite3_bind_int64(s, 3, r->chan) || store_bind_json(s, 4, r->argv) ||
+	    store_bind_json(s, 5, r->env) || store_bind_text(s, 6, r->cwd) ||
+	    store_bind_text(s, 7, r->user) || sqlite3_bind_int(s, 8, r->stdin_open) ||
+	    store_bind_text(s, 9, sess_state_name(r->state)) || sqlite3_bind_int(s, 10, r->pid) ||
+	    sqlite3_bind_int(s, 11, r->exit_code) || sqlite3_bind_int(s, 12, r->exit_signal) ||
+	    store_bind_text(s, 13, r->error) || store_bind_text(s, 14, r->token_hash) ||
+	    sqlite3_bind_int64(s, 15, r->token_expires_ms) ||
+	    sqlite3_bind_int64(s, 16, r->created_ms) || sqlite3_bind_int64(s, 17, r->started_ms) ||
+	    sqlite3_bind_int64(s, 18, r->ended_ms))
+		return store_fail(st, err, ctx);
+	return store_step_done(st, s, err, ctx);
+}
+
+int store_session_get(struct store *st, const char *id, struct session_rec *out, space_err *err)
+{
+	char ctx[96];
+
+	memset(out, 0, sizeof(*out));
+	snprintf(ctx, sizeof(ctx), "get session %.64s", id);
+	return store_get_row(st, "SELECT " SESS_COLS " FROM sessions WHERE id = ?1", id, out,
+			     read_session, err, ctx);
+}
+
+int store_session_each(struct store *st, const char *sandbox_id,
+		       int (*fn)(const struct session_rec *, void *), void *arg, space_err *err)
+{
+	static const char ctx[] = "list sessions";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	struct store_vec v = { .size = sizeof(struct session_rec) };
+	int ret = -1;
+
+	if (store_prepare(st, &s,
+			  sandbox_id ? "SELECT " SESS_COLS " FROM sessions WHERE sandbox_id = ?1"
+				       " ORDER BY created_ms, rowid"
+				     : "SELECT " SESS_COLS
+				       " FROM sessions ORDER BY created_ms, rowid",
+			  err, ctx) < 0)
+		return -1;
+	if (sandbox_id && store_bind_text(s, 1, sandbox_id))
+		return store_fail(st, err, ctx);
+	if (store_collect(st, s, &v, read_session, err, ctx) < 0)
+		goto out;
+	ret = 0;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(store_vec_at(&v, i), arg))
+			break;
+out:
+	for (size_t i = 0; i < v.n; i++)
+		session_rec_clear(store_vec_at(&v, i));
+	free(v.items);
+	return ret;
+}

@@ -1,0 +1,266 @@
+/* store_template.c -- templates and their tags in the store; reference resolution */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_sql.h"
+
+#define NAME_MAX_LEN 63 /* template_rec.name holds 64 */
+#define TAG_MAX_LEN 127
+
+static bool is_hex64(const char *s)
+{
+	for (int i = 0; i < 64; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false; /* also stops at a NUL before 64 chars */
+	return s[64] == '\0';
+}
+
+static bool is_digest(const char *s)
+{
+	return strncmp(s, "sha256:", 7) == 0 && is_hex64(s + 7);
+}
+
+static bool ref_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+/* A name or a tag: 1..max of [A-Za-z0-9._-], not starting with '.' or '-'. */
+static bool is_word(const char *s, size_t len, size_t max)
+{
+	if (len == 0 || len > max || s[0] == '.' || s[0] == '-')
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!ref_char(s[i]))
+			return false;
+	return true;
+}
+
+/* "name:tag" */
+static bool is_tag(const char *s)
+{
+	const char *colon = strchr(s, ':');
+
+	return colon && is_word(s, (size_t)(colon - s), NAME_MAX_LEN) &&
+	       is_word(colon + 1, strlen(colon + 1), TAG_MAX_LEN);
+}
+
+#define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes"
+
+static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
+{
+	struct template_rec *t = rec;
+
+	memset(t, 0, sizeof(*t));
+	store_col_str(s, 0, t->digest, sizeof(t->digest));
+	store_col_str(s, 1, t->name, sizeof(t->name));
+	store_col_str(s, 2, t->dir, sizeof(t->dir));
+	t->vcpus = sqlite3_column_int(s, 3);
+	t->memory_mib = sqlite3_column_int(s, 4);
+	store_col_str(s, 5, t->default_user, sizeof(t->default_user));
+	t->created_ms = sqlite3_column_int64(s, 7);
+	t->image_bytes = sqlite3_column_int64(s, 8);
+	return store_col_json(s, 6, false, &t->env, err, ctx);
+}
+
+/* The tags now pointing at t->digest, sorted, into t->tags. */
+static int read_tags(struct store *st, struct template_rec *t, space_err *err, const char *ctx)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	json_t *tags;
+	int rc;
+
+	if (store_prepare(st, &s, "SELECT tag FROM template_tags WHERE digest = ?1 ORDER BY tag",
+			  err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, t->digest) != SQLITE_OK)
+		return store_fail(st, err, ctx);
+	if (!(tags = json_array()))
+		return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		json_array_append_new(tags, json_string((const char *)sqlite3_column_text(s, 0)));
+	if (rc != SQLITE_DONE) {
+		json_decref(tags);
+		return store_fail(st, err, ctx);
+	}
+	json_decref(t->tags);
+	t->tags = tags;
+	return 0;
+}
+
+static int template_by_digest(struct store *st, const char *digest, struct template_rec *out,
+			      space_err *err, const char *ctx)
+{
+	memset(out, 0, sizeof(*out));
+	if (store_get_row(st, "SELECT " TPL_COLS " FROM templates WHERE digest = ?1", digest, out,
+			  read_template, err, ctx) < 0)
+		return -1;
+	if (read_tags(st, out, err, ctx) < 0) {
+		template_rec_clear(out);
+		return -1;
+	}
+	return 0;
+}
+
+int store_template_put(struct store *st, const struct template_rec *t, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	_cleanup_stmt_ sqlite3_stmt *tag = NULL;
+	char ctx[160];
+	size_t i;
+	json_t *v;
+
+	snprintf(ctx, sizeof(ctx), "put template %.80s", t->digest);
+	if (!is_digest(t->digest))
+		return err_set(err, EINVAL, "store: %s: digest is not sha256:<64 hex>", ctx);
+	if (!is_word(t->name, strlen(t->name), NAME_MAX_LEN))
+		return err_set(err, EINVAL, "store: %s: bad name '%s'", ctx, t->name);
+	if (t->tags && !json_is_array(t->tags))
+		return err_set(err, EINVAL, "store: %s: tags is not an array", ctx);
+	json_array_foreach (t->tags, i, v) {
+		if (!json_is_string(v) || !is_tag(json_string_value(v)))
+			return err_set(err, EINVAL, "store: %s: tag %zu is not name:tag", ctx, i);
+	}
+
+	if (store_prepare(st, &s,
+			  "INSERT INTO templates (" TPL_COLS ")"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+			  " ON CONFLICT (digest) DO UPDATE SET name = excluded.name,"
+			  " dir = excluded.dir, vcpus = excluded.vcpus,"
+			  " memory_mib = excluded.memory_mib, default_user = excluded.default_user,"
+			  " env = excluded.env, created_ms = excluded.created_ms,"
+			  " image_bytes = excluded.image_bytes",
+			  err, ctx) < 0 ||
+	    store_prepare(st, &tag,
+			  "INSERT INTO template_tags (tag, digest) VALUES (?1, ?2)"
+			  " ON CONFLICT (tag) DO UPDATE SET digest = excluded.digest",
+			  err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, t->digest) || store_bind_text(s, 2, t->name) ||
+	    store_bind_text(s, 3, t->dir) || sqlite3_bind_int(s, 4, t->vcpus) ||
+	    sqlite3_bind_int(s, 5, t->memory_mib) || store_bind_text(s, 6, t->default_user) ||
+	    store_bind_json(s, 7, t->env) || sqlite3_bind_int64(s, 8, t->created_ms) ||
+	    sqlite3_bind_int64(s, 9, t->image_bytes))
+		return store_fail(st, err, ctx);
+
+	/* One transaction: no reader sees the template without its tags, and a
+	 * moved tag never points nowhere. */
+	if (store_exec(st, "BEGIN IMMEDIATE", err, ctx) < 0)
+		return -1;
+	if (store_step_done(st, s, err, ctx) < 0)
+		goto fail;
+	json_array_foreach (t->tags, i, v) {
+		sqlite3_reset(tag);
+		if (store_bind_text(tag, 1, json_string_value(v)) ||
+		    store_bind_text(tag, 2, t->digest)) {
+			store_fail(st, err, ctx);
+			goto fail;
+		}
+		if (store_step_done(st, tag, err, ctx) < 0)
+			goto fail;
+	}
+	if (store_exec(st, "COMMIT", err, ctx) < 0)
+		goto fail;
+	return 0;
+fail:
+	store_rollback(st);
+	return -1;
+}
+
+int store_template_get(struct store *st, const char *digest, struct template_rec *out,
+		       space_err *err)
+{
+	char ctx[160];
+
+	snprintf(ctx, sizeof(ctx), "get template %.80s", digest);
+	return template_by_digest(st, digest, out, err, ctx);
+}
+
+int store_template_resolve(struct store *st, const char *ref, struct template_rec *out,
+			   space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	char ctx[320], tag[NAME_MAX_LEN + TAG_MAX_LEN + 2], digest[80];
+	const char *at;
+	size_t namelen;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(ctx, sizeof(ctx), "resolve template %.256s", ref);
+	/* "sha256:" is never a name:tag: the digest form wins */
+	if (strncmp(ref, "sha256:", 7) == 0) {
+		if (!is_digest(ref))
+			goto malformed;
+		return template_by_digest(st, ref, out, err, ctx);
+	}
+	if ((at = strchr(ref, '@'))) {
+		namelen = (size_t)(at - ref);
+		if (!is_word(ref, namelen, NAME_MAX_LEN) || !is_digest(at + 1))
+			goto malformed;
+		if (template_by_digest(st, at + 1, out, err, ctx) < 0)
+			return -1;
+		/* name@digest pins both: that digest under another name is not it */
+		if (strlen(out->name) != namelen || strncmp(out->name, ref, namelen) != 0) {
+			template_rec_clear(out);
+			return err_set(err, ENOENT, "store: %s: not found", ctx);
+		}
+		return 0;
+	}
+	if (strchr(ref, ':')) {
+		if (!is_tag(ref))
+			goto malformed;
+		snprintf(tag, sizeof(tag), "%s", ref);
+	} else {
+		if (!is_word(ref, strlen(ref), NAME_MAX_LEN))
+			goto malformed;
+		snprintf(tag, sizeof(tag), "%s:latest", ref);
+	}
+	if (store_prepare(st, &s, "SELECT digest FROM template_tags WHERE tag = ?1", err, ctx) < 0)
+		return -1;
+	if (store_bind_text(s, 1, tag) != SQLITE_OK)
+		return store_fail(st, err, ctx);
+	rc = sqlite3_step(s);
+	if (rc == SQLITE_DONE)
+		return err_set(err, ENOENT, "store: %s: not found", ctx);
+	if (rc != SQLITE_ROW)
+		return store_fail(st, err, ctx);
+	store_col_str(s, 0, digest, sizeof(digest));
+	return template_by_digest(st, digest, out, err, ctx);
+malformed:
+	return err_set(err, EINVAL,
+		       "store: %s: malformed reference (want name, name:tag, "
+		       "name@sha256:<64 hex> or sha256:<64 hex>)",
+		       ctx);
+}
+
+int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
+			space_err *err)
+{
+	static const char ctx[] = "list templates";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	struct store_vec v = { .size = sizeof(struct template_rec) };
+	int ret = -1;
+
+	if (store_prepare(st, &s,
+			  "SELECT " TPL_COLS " FROM templates t WHERE EXISTS"
+			  " (SELECT 1 FROM template_tags g WHERE g.digest = t.digest)"
+			  " ORDER BY name, created_ms, digest",
+			  err, ctx) < 0)
+		return -1;
+	if (store_collect(st, s, &v, read_template, err, ctx) < 0)
+		goto out;
+	for (size_t i = 0; i < v.n; i++)
+		if (read_tags(st, store_vec_at(&v, i), err, ctx) < 0)
+			goto out;
+	ret = 0;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(store_vec_at(&v, i), arg))
+			break;
+out:
+	for (size_t i = 0; i < v.n; i++)
+		template_rec_clear(store_vec_at(&v, i));
+	free(v.items);
+	return ret;
+}
