@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""bench.py -- SPACE benchmarks: medians, p99 and ratios against baselines measured in the same run.
+
+Starts its own spaced (like the e2e tests: free loopback ports, temp state dir) and measures:
+  create -> first byte   cold create of `minimal` until the first output byte of a command
+                         (sequential), beside the host's own spawn of `true`
+  exec round trip        session create + attach + exit of `true` in a running sandbox,
+                         beside the host's spawn of `true` (subprocess)
+  stream throughput      a guest command writing 200 MB to a client, beside the host piping
+                         the same 200 MB to this process
+  idle QEMU RSS          VmRSS of an idle minimal sandbox's QEMU, beside the guest memory size
+
+    python3 bench/bench.py [--create N] [--exec N] [--stream-mb MB] [--stream-n N] [--idle N]
+"""
+
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
+
+import space  # noqa: E402
+
+
+def p99(xs):
+    s = sorted(xs)
+    return s[max(0, math.ceil(0.99 * len(s)) - 1)]
+
+
+def host_spawn(n):
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(["true"], check=True)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def host_pipe_mbps(nbytes, n):
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        p = subprocess.Popen(["head", "-c", str(nbytes), "/dev/zero"], stdout=subprocess.PIPE)
+        got = 0
+        while True:
+            b = p.stdout.read1(1 << 20)
+            if not b:
+                break
+            got += len(b)
+        p.wait()
+        assert got == nbytes
+        out.append(nbytes / 1e6 / (time.perf_counter() - t0))
+    return out
+
+
+def create_to_first_byte(api, n):
+    ttfb, ready = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        sb, op = api.create_sandbox("minimal")
+        op = api.wait_op(op["id"])
+        assert op["state"] == "succeeded", op
+        ready.append(time.perf_counter() - t0)
+        s = api.create_session(sb["id"], ["echo", "x"])
+        r = s.attach().collect(until=lambda r: len(r.output) > 0)
+        assert r.output, r
+        ttfb.append(time.perf_counter() - t0)
+        api.remove_sandbox(sb["id"])
+    return ready, ttfb
+
+
+def exec_round_trip(api, sb_id, n):
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = api.create_session(sb_id, ["true"]).collect()
+        out.append(time.perf_counter() - t0)
+        assert r.exit_code == 0, r
+    return out
+
+
+def stream_mbps(api, sb_id, nbytes, n):
+    out = []
+    for _ in range(n):
+        s = api.create_session(sb_id, ["head", "-c", str(nbytes), "/dev/zero"])
+        t0 = time.perf_counter()
+        r = s.collect(timeout=1800)
+        dt = time.perf_counter() - t0
+        assert r.exit_code == 0 and len(r.stdout) == nbytes, r
+        out.append(nbytes / 1e6 / dt)
+    return out
+
+
+def idle_rss(api, n, settle_s=3.0):
+    sbs = [api.new_sandbox("minimal") for _ in range(n)]
+    time.sleep(settle_s)
+    rss = [space.vm_rss_kib(space.qemu_pid(sb["id"])) / 1024 for sb in sbs]
+    mem = [sb["memory_mib"] for sb in sbs]
+    for sb in sbs:
+        api.delete_sandbox(sb["id"])
+    return rss, mem
+
+
+def fmt(v, unit):
+    if unit == "ms":
+        return f"{v * 1000:.1f} ms"
+    if unit == "MB/s":
+        return f"{v:.1f} MB/s"
+    return f"{v:.1f} MiB"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--create", type=int, default=10, help="sequential cold creates")
+    ap.add_argument("--exec", type=int, default=50, help="`true` round trips")
+    ap.add_argument("--stream-mb", type=int, default=200, help="MB per streaming run")
+    ap.add_argument("--stream-n", type=int, default=3, help="streaming runs")
+    ap.add_argument("--idle", type=int, default=3, help="idle sandboxes for RSS")
+    args = ap.parse_args()
+
+    d = space.Daemon("spaced-bench")
+    rows = []
+    try:
+        d.start()
+        api = d.api
+        info = api.info()
+        print(f"spaced {info['version']}, accelerator {info['accelerator']} "
+              f"({info['accelerator_reason']}), host {info['capacity']['host_vcpus']} vCPUs",
+              flush=True)
+
+        spawn = host_spawn(max(args.exec, args.create))
+        print("measuring create -> first byte ...", flush=True)
+        ready, ttfb = create_to_first_byte(api, args.create)
+        rows.append(("create -> running (minimal, cold)", ready, "ms", spawn, "host spawn `true`"))
+        rows.append(("create -> first output byte", ttfb, "ms", spawn, "host spawn `true`"))
+
+        print("measuring exec round trip ...", flush=True)
+        sb = api.new_sandbox("minimal")
+        rtt = exec_round_trip(api, sb["id"], args.exec)
+        rows.append(("exec `true` round trip", rtt, "ms", spawn, "host spawn `true`"))
+
+        print(f"measuring streaming of {args.stream_mb} MB ...", flush=True)
+        nbytes = args.stream_mb * 1000 * 1000
+        mbps = stream_mbps(api, sb["id"], nbytes, args.stream_n)
+        host = host_pipe_mbps(nbytes, args.stream_n)
+        rows.append((f"stream {args.stream_mb} MB guest -> client", mbps, "MB/s", host,
+                     "host pipe to this process"))
+        api.delete_sandbox(sb["id"])
+
+        print("measuring idle QEMU RSS ...", flush=True)
+        rss, mem = idle_rss(api, args.idle)
+        rows.append(("idle minimal QEMU VmRSS", rss, "MiB", mem, "guest memory_mib"))
+    finally:
+        d.cleanup()
+
+    head = f"{'metric':<38} {'n':>4} {'median':>12} {'p99':>12}   {'baseline (median)':<40} {'ratio':>8}"
+    print()
+    print(head)
+    print("-" * len(head))
+    for name, xs, unit, base, base_name in rows:
+        med, b = statistics.median(xs), statistics.median(base)
+        ratio = med / b if b else float("nan")
+        print(f"{name:<38} {len(xs):>4} {fmt(med, unit):>12} {fmt(p99(xs), unit):>12}   "
+              f"{fmt(b, unit) + ' ' + base_name:<40} {ratio:>7.2f}x")
+    print("\nratio = median / baseline median (for MB/s: guest throughput as a share of the host's)")
+
+
+if __name__ == "__main__":
+    main()

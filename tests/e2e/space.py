@@ -1,0 +1,917 @@
+"""space.py -- test framework: run the real spaced, wrap each API resource, check every answer.
+
+Stdlib only. The pieces:
+  Daemon   starts build/bin/spaced on free loopback ports with a temp state dir and a random
+           API key, waits for /v1/info, restarts it on the same state dir, stops it, and
+           cleans up the QEMU processes of every sandbox it saw.
+  Api      the control plane: one method per resource; every JSON answer is checked against
+           the shapes of docs/api/reference.md (SHAPES below), every error against the
+           error envelope and the status -> code table.
+  Session  one command: attach (SSE, parsed and checked: ids are byte offsets that must add
+           up), stdin, signal, tokens.
+  qemu_pid find a sandbox's QEMU by scanning /proc for its id on a qemu command line.
+"""
+
+import base64
+import http.client
+import json
+import os
+import re
+import secrets
+import signal as _signal
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SPACED = os.path.join(REPO, "build", "bin", "spaced")
+SPACECTL = os.path.join(REPO, "build", "bin", "spacectl")
+TEMPLATES_DIR = os.path.join(REPO, "build", "templates")
+
+# Generous limits: the suite must also pass under TCG on two loaded cores.
+START_TIMEOUT = float(os.environ.get("SPACE_TEST_START_TIMEOUT", "180"))
+CREATE_TIMEOUT = float(os.environ.get("SPACE_TEST_CREATE_TIMEOUT", "180"))
+READ_TIMEOUT = 60.0  # per socket read; the daemon sends a keepalive every 15 s
+
+# ---------------------------------------------------------------------------
+# Shapes: a light checker for the JSON of docs/api/reference.md (required keys and
+# their types; extra keys are allowed so the API may grow).
+
+
+class Nullable:
+    def __init__(self, t):
+        self.t = t
+
+
+class Enum:
+    def __init__(self, *values):
+        self.values = values
+
+
+class Pattern:
+    def __init__(self, regex):
+        self.rx = re.compile(regex)
+
+
+class ListOf:
+    def __init__(self, t):
+        self.t = t
+
+
+class MapOf:
+    """An object whose keys are free and whose values all have one type."""
+
+    def __init__(self, t):
+        self.t = t
+
+
+class Int:
+    def __init__(self, lo=None, hi=None):
+        self.lo, self.hi = lo, hi
+
+
+class ShapeError(AssertionError):
+    pass
+
+
+def check(value, shape, where="$"):
+    """Raises ShapeError unless value matches shape; returns value."""
+    if isinstance(shape, Nullable):
+        if value is not None:
+            check(value, shape.t, where)
+    elif isinstance(shape, dict):
+        if not isinstance(value, dict):
+            raise ShapeError(f"{where}: want object, got {value!r:.200}")
+        for key, sub in shape.items():
+            if key not in value:
+                raise ShapeError(f"{where}: missing key {key!r} in {value!r:.300}")
+            check(value[key], sub, f"{where}.{key}")
+    elif isinstance(shape, MapOf):
+        if not isinstance(value, dict):
+            raise ShapeError(f"{where}: want object, got {value!r:.200}")
+        for key, sub in value.items():
+            check(sub, shape.t, f"{where}.{key}")
+    elif isinstance(shape, ListOf):
+        if not isinstance(value, list):
+            raise ShapeError(f"{where}: want array, got {value!r:.200}")
+        for i, sub in enumerate(value):
+            check(sub, shape.t, f"{where}[{i}]")
+    elif isinstance(shape, Enum):
+        if value not in shape.values:
+            raise ShapeError(f"{where}: {value!r} not one of {shape.values}")
+    elif isinstance(shape, Pattern):
+        if not isinstance(value, str) or not shape.rx.search(value):
+            raise ShapeError(f"{where}: {value!r:.200} does not match {shape.rx.pattern}")
+    elif isinstance(shape, Int) or shape is int:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ShapeError(f"{where}: want integer, got {value!r:.200}")
+        if isinstance(shape, Int):
+            if shape.lo is not None and value < shape.lo:
+                raise ShapeError(f"{where}: {value} < {shape.lo}")
+            if shape.hi is not None and value > shape.hi:
+                raise ShapeError(f"{where}: {value} > {shape.hi}")
+    elif shape is bool:
+        if not isinstance(value, bool):
+            raise ShapeError(f"{where}: want boolean, got {value!r:.200}")
+    elif shape is str:
+        if not isinstance(value, str):
+            raise ShapeError(f"{where}: want string, got {value!r:.200}")
+    else:
+        raise TypeError(f"bad shape {shape!r}")
+    return value
+
+
+SB_STATES = ("creating", "running", "pausing", "paused", "suspending", "suspended", "restoring",
+             "stopping", "stopped", "deleting", "deleted", "failed")
+OP_KINDS = ("create", "pause", "resume", "suspend", "restore", "wake", "fork", "stop", "start",
+            "delete")
+OP_STATES = ("pending", "running", "succeeded", "failed")
+SS_STATES = ("created", "running", "exited", "failed")
+ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
+               405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+               503: "unavailable", 500: "internal"}
+
+TIME = Pattern(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+DIGEST = Pattern(r"^sha256:[0-9a-f]{64}$")
+SB_ID = Pattern(r"^sb-[0-9a-f]{16}$")
+OP_ID = Pattern(r"^op-[0-9a-f]{16}$")
+SS_ID = Pattern(r"^ss-[0-9a-f]{16}$")
+URL = Pattern(r"^https?://[^/\s]+$")
+NONEMPTY = Pattern(r"\S")
+
+ERROR = {"error": {"code": Enum(*ERROR_CODES.values()), "message": NONEMPTY}}
+INFO = {"version": str, "accelerator": Enum("kvm", "tcg"), "accelerator_reason": str,
+        "data_plane_url": URL,
+        "capacity": {"max_sandboxes": Int(1), "sandboxes_running": Int(0),
+                     "host_vcpus": Int(1), "host_memory_mib": Int(1)},
+        "uptime_s": Int(0)}
+TEMPLATE = {"name": NONEMPTY, "digest": DIGEST, "tags": ListOf(str), "vcpus": Int(1),
+            "memory_mib": Int(1), "default_user": NONEMPTY, "env": MapOf(str),
+            "image_bytes": Int(1), "created_at": TIME}
+SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "template_digest": DIGEST,
+           "vcpus": Int(1, 16), "memory_mib": Int(64, 65536), "env": MapOf(str),
+           "metadata": MapOf(str), "timeout_s": Int(0, 604800), "created_at": TIME,
+           "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str)}
+OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": SB_ID, "state": Enum(*OP_STATES),
+             "error": Nullable(str), "created_at": TIME, "updated_at": TIME}
+SESSION = {"id": SS_ID, "sandbox_id": SB_ID, "argv": ListOf(str), "env": MapOf(str), "cwd": str,
+           "user": str, "stdin": bool, "state": Enum(*SS_STATES), "pid": Nullable(int),
+           "exit_code": Nullable(int), "signal": Nullable(int), "error": Nullable(str),
+           "output_bytes": Int(0), "created_at": TIME, "started_at": Nullable(TIME),
+           "ended_at": Nullable(TIME)}
+DATA_PLANE = {"url": URL, "token": Pattern(r"^[0-9a-f]{64}$"), "expires_at": TIME}
+SHAPES = {
+    "info": INFO,
+    "templates": {"templates": ListOf(TEMPLATE)},
+    "template": TEMPLATE,
+    "sandbox+op": {"sandbox": SANDBOX, "operation": OPERATION},
+    "sandboxes": {"sandboxes": ListOf(SANDBOX)},
+    "sandbox": SANDBOX,
+    "operation": OPERATION,
+    "session+dp": {"session": SESSION, "data_plane": DATA_PLANE},
+    "sessions": {"sessions": ListOf(SESSION)},
+    "session": SESSION,
+    "dp": {"data_plane": DATA_PLANE},
+    "exit": {"exit_code": Nullable(int), "signal": Nullable(int)},
+    "error_event": {"message": NONEMPTY},
+}
+
+
+def parse_time(s):
+    """RFC 3339 with milliseconds -> seconds since the epoch (float)."""
+    import datetime
+    dt = datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+# ---------------------------------------------------------------------------
+# HTTP
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers  # http.client.HTTPMessage (case-insensitive get)
+        self.body = body
+        self._json = None
+
+    @property
+    def json(self):
+        if self._json is None:
+            self._json = json.loads(self.body.decode())
+        return self._json
+
+    @property
+    def content_type(self):
+        return (self.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+
+    def __repr__(self):
+        return f"<Response {self.status} {self.body[:300]!r}>"
+
+
+class ApiError(AssertionError):
+    """An answer with a status the caller did not expect."""
+
+    def __init__(self, method, path, resp):
+        self.status = resp.status
+        self.resp = resp
+        try:
+            self.code = resp.json["error"]["code"]
+            self.message = resp.json["error"]["message"]
+        except Exception:
+            self.code = self.message = None
+        super().__init__(f"{method} {path} -> {resp.status}: {resp.body[:500]!r}")
+
+
+def split_url(url):
+    u = urllib.parse.urlsplit(url)
+    return u.hostname, u.port or 80
+
+
+def http_request(url, method, path, body=None, headers=None, timeout=READ_TIMEOUT):
+    """One request on a fresh connection; returns a Response with the whole body read."""
+    host, port = split_url(url)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        hdrs = dict(headers or {})
+        if body is not None and not isinstance(body, (bytes, bytearray)):
+            body = json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            # The server may answer (413) before reading a large body and close; its answer
+            # is still readable as long as it closed gracefully (lingering close).
+            try:
+                r = conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                raise AssertionError(f"{method} {path}: connection closed while sending the "
+                                     f"body ({e}) and no answer came back") from e
+            return Response(r.status, r.headers, r.read())
+        r = conn.getresponse()
+        data = r.read()
+        return Response(r.status, r.headers, data)
+    finally:
+        conn.close()
+
+
+def check_error(resp, where=""):
+    """An error answer must be the JSON envelope with the code for its status."""
+    assert resp.content_type == "application/json", \
+        f"{where}: error answer is {resp.content_type!r}, not JSON: {resp!r}"
+    check(resp.json, ERROR, where or "$")
+    want = ERROR_CODES.get(resp.status)
+    if want:
+        assert resp.json["error"]["code"] == want, \
+            f"{where}: status {resp.status} carries code {resp.json['error']['code']!r}, want {want!r}"
+    return resp.json["error"]
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def q(ref):
+    return urllib.parse.quote(ref, safe="")
+
+
+class Api:
+    """The control plane. Methods return checked JSON; an unexpected status raises ApiError."""
+
+    def __init__(self, url, key, daemon=None):
+        self.url = url
+        self.key = key
+        self.daemon = daemon  # to track the ids of sandboxes created through us
+
+    def raw(self, method, path, body=None, key=..., headers=None, timeout=READ_TIMEOUT):
+        """A request whose answer is returned as is (errors are still checked for shape)."""
+        hdrs = dict(headers or {})
+        if key is ...:
+            key = self.key
+        if key is not None:
+            hdrs["Authorization"] = f"Bearer {key}"
+        resp = http_request(self.url, method, path, body, hdrs, timeout)
+        if resp.status >= 400:
+            check_error(resp, f"{method} {path}")
+        return resp
+
+    def call(self, method, path, shape, body=None, expect=200, timeout=READ_TIMEOUT):
+        resp = self.raw(method, path, body, timeout=timeout)
+        if resp.status != expect:
+            raise ApiError(method, path, resp)
+        if shape is None:
+            return resp
+        assert resp.content_type == "application/json", f"{method} {path}: {resp.content_type!r}"
+        return check(resp.json, SHAPES[shape], f"{method} {path}")
+
+    def expect_error(self, method, path, status, body=None, key=..., headers=None):
+        """Sends a request that must fail with `status`; returns the error object."""
+        resp = self.raw(method, path, body, key=key, headers=headers)
+        assert resp.status == status, f"{method} {path}: want {status}, got {resp!r}"
+        return check_error(resp, f"{method} {path}")
+
+    # -- info / templates
+    def info(self):
+        return self.call("GET", "/v1/info", "info")
+
+    def templates(self):
+        return self.call("GET", "/v1/templates", "templates")["templates"]
+
+    def template(self, ref):
+        return self.call("GET", f"/v1/templates/{q(ref)}", "template")
+
+    # -- sandboxes
+    def create_sandbox(self, template="minimal", **fields):
+        body = dict(fields, template=template)
+        r = self.call("POST", "/v1/sandboxes", "sandbox+op", body, expect=202)
+        sb, op = r["sandbox"], r["operation"]
+        if self.daemon is not None:
+            self.daemon.sandbox_ids.add(sb["id"])
+        assert op["kind"] == "create" and op["sandbox_id"] == sb["id"], r
+        assert sb["state"] in ("creating", "running"), sb
+        return sb, op
+
+    def sandboxes(self, **params):
+        """params: state="running,creating", metadata={"k": "v"}."""
+        query = []
+        if "state" in params:
+            query.append(("state", params["state"]))
+        for k, v in (params.get("metadata") or {}).items():
+            query.append((f"metadata.{k}", v))
+        path = "/v1/sandboxes" + ("?" + urllib.parse.urlencode(query) if query else "")
+        return self.call("GET", path, "sandboxes")["sandboxes"]
+
+    def sandbox(self, sb_id):
+        return self.call("GET", f"/v1/sandboxes/{sb_id}", "sandbox")
+
+    def delete_sandbox(self, sb_id):
+        r = self.call("DELETE", f"/v1/sandboxes/{sb_id}", "sandbox+op", expect=202)
+        assert r["operation"]["kind"] == "delete" and r["sandbox"]["id"] == sb_id, r
+        return r["sandbox"], r["operation"]
+
+    def logs(self, sb_id):
+        resp = self.call("GET", f"/v1/sandboxes/{sb_id}/logs", None)
+        assert resp.content_type == "text/plain", resp.headers.get("Content-Type")
+        return resp.body.decode(errors="replace")
+
+    # -- operations
+    def operation(self, op_id, wait=None, timeout=READ_TIMEOUT):
+        path = f"/v1/operations/{op_id}" + (f"?wait={wait}" if wait is not None else "")
+        return self.call("GET", path, "operation", timeout=timeout)
+
+    def wait_op(self, op_id, timeout=CREATE_TIMEOUT):
+        """Long-polls until the operation is done; returns it (succeeded or failed)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            op = self.operation(op_id, wait=max(0, min(30, int(left))), timeout=READ_TIMEOUT + 30)
+            if op["state"] in ("succeeded", "failed"):
+                return op
+            assert time.monotonic() < deadline, f"operation still {op['state']} after {timeout}s: {op}"
+
+    def new_sandbox(self, template="minimal", **fields):
+        """Creates a sandbox and waits until it is running; returns its record."""
+        sb, op = self.create_sandbox(template, **fields)
+        op = self.wait_op(op["id"])
+        assert op["state"] == "succeeded", f"create failed: {op}"
+        sb = self.sandbox(sb["id"])
+        assert sb["state"] == "running", sb
+        return sb
+
+    def remove_sandbox(self, sb_id, timeout=60):
+        """Deletes and waits for the delete operation to succeed."""
+        _, op = self.delete_sandbox(sb_id)
+        op = self.wait_op(op["id"], timeout)
+        assert op["state"] == "succeeded", op
+        return self.sandbox(sb_id)
+
+    def wait_sandbox_state(self, sb_id, states, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            sb = self.sandbox(sb_id)
+            if sb["state"] in states:
+                return sb
+            assert time.monotonic() < deadline, f"sandbox still {sb['state']}, want {states}: {sb}"
+            time.sleep(0.2)
+
+    # -- sessions
+    def create_session(self, sb_id, argv, **fields):
+        body = dict(fields, argv=argv)
+        r = self.call("POST", f"/v1/sandboxes/{sb_id}/sessions", "session+dp", body, expect=201)
+        s = r["session"]
+        assert s["sandbox_id"] == sb_id and s["argv"] == argv and s["state"] == "created", s
+        return Session(self, r)
+
+    def sessions(self, sb_id):
+        return self.call("GET", f"/v1/sandboxes/{sb_id}/sessions", "sessions")["sessions"]
+
+    def session(self, sb_id, ss_id):
+        return self.call("GET", f"/v1/sandboxes/{sb_id}/sessions/{ss_id}", "session")
+
+    def run(self, sb_id, argv, stdin=None, timeout=120, **fields):
+        """Runs one command to the end; returns its Result. stdin: bytes to send, then close."""
+        if stdin is not None:
+            fields["stdin"] = True
+        s = self.create_session(sb_id, argv, **fields)
+        if stdin is None:
+            return s.collect(timeout=timeout)
+        job = s.start(timeout=timeout)
+        s.wait_running()
+        s.send_stdin(stdin, close=True)
+        return job.wait()
+
+
+# ---------------------------------------------------------------------------
+# Sessions and the data plane
+
+
+class Event:
+    __slots__ = ("type", "id", "data", "raw")
+
+    def __init__(self, type_, id_, data):
+        self.type, self.id, self.data, self.raw = type_, id_, data, None
+
+    def __repr__(self):
+        return f"<Event {self.type} id={self.id} {self.data[:80]!r}>"
+
+
+class Result:
+    def __init__(self):
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.output = bytearray()  # stdout and stderr in offset order
+        self.exit_code = None
+        self.signal = None
+        self.exited = False
+        self.error = None  # message of an `error` event
+        self.last_id = None
+        self.first_byte_at = None  # time.monotonic() of the first output byte
+        self.events = 0
+
+    def __repr__(self):
+        return (f"<Result exit_code={self.exit_code} signal={self.signal} error={self.error!r} "
+                f"stdout={bytes(self.stdout[:200])!r} stderr={bytes(self.stderr[:200])!r}>")
+
+
+class Stream:
+    """One SSE attachment. Iterate for Events; each output event is checked: its id must be
+    the offset before it plus its length, so nothing can be lost or repeated unseen."""
+
+    def __init__(self, session, offset=None, how="header", method="POST", token=None,
+                 timeout=READ_TIMEOUT):
+        self.session = session
+        host, port = split_url(session.url)
+        self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        path = f"/v1/sessions/{session.id}/attach"
+        token = session.token if token is None else token
+        headers = {"Accept": "text/event-stream"}
+        query = {}
+        if how == "query-token":
+            query["token"] = token
+        else:
+            headers.update(bearer(token))
+        if offset is not None:
+            if how in ("query", "query-token"):
+                query["offset"] = str(offset)
+            else:
+                headers["Last-Event-ID"] = str(offset)
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        self.conn.request(method, path, headers=headers)
+        self.resp = self.conn.getresponse()
+        self.status = self.resp.status
+        self.pos = int(offset or 0) if str(offset or 0).isdigit() else 0
+        self.error_response = None
+        if self.status != 200:
+            body = self.resp.read()
+            self.conn.close()
+            self.error_response = Response(self.status, self.resp.headers, body)
+            check_error(self.error_response, f"attach {session.id}")
+        else:
+            ctype = (self.resp.headers.get("Content-Type") or "").split(";")[0].strip()
+            assert ctype == "text/event-stream", f"attach answered {ctype!r}"
+
+    def __iter__(self):
+        return self.events()
+
+    def events(self):
+        """Parses the stream per the SSE rules: `field: value` lines, comments start with ':',
+        a blank line dispatches; several data lines join with newlines."""
+        etype, eid, data = None, None, []
+        for line in self._lines():
+            line = line.rstrip(b"\r").decode()
+            if line == "":
+                if data:
+                    yield self._checked(Event(etype or "message", eid, "\n".join(data)))
+                etype, data = None, []
+                continue
+            if line.startswith(":"):
+                continue
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "event":
+                etype = value
+            elif field == "data":
+                data.append(value)
+            elif field == "id":
+                eid = value
+
+    def _lines(self):
+        """Lines of the body without their newline, read in large blocks (fast for the 100 MB
+        tests; works for chunked and close-delimited bodies alike)."""
+        buf, scan = bytearray(), 0
+        while True:
+            nl = buf.find(b"\n", scan)
+            if nl < 0:
+                scan = len(buf)
+                chunk = self.resp.read1(1 << 16)
+                if not chunk:
+                    return  # server ended the stream (a partial last line is not an event)
+                buf += chunk
+                continue
+            line = bytes(buf[:nl])
+            del buf[:nl + 1]
+            scan = 0
+            yield line
+
+    def _checked(self, ev):
+        if ev.type in ("stdout", "stderr"):
+            ev.raw = base64.b64decode(ev.data, validate=True)
+            assert ev.raw, f"empty output event {ev}"
+            assert ev.id is not None and int(ev.id) == self.pos + len(ev.raw), \
+                f"{ev.type} event id {ev.id} != offset {self.pos} + {len(ev.raw)} bytes"
+            self.pos += len(ev.raw)
+        elif ev.type == "exit":
+            ev.raw = check(json.loads(ev.data), SHAPES["exit"], "exit event")
+            assert ev.id is not None and int(ev.id) == self.pos, \
+                f"exit event id {ev.id} != final offset {self.pos}"
+            assert (ev.raw["exit_code"] is None) != (ev.raw["signal"] is None), \
+                f"exit event needs exactly one of exit_code/signal: {ev.raw}"
+        elif ev.type == "error":
+            ev.raw = check(json.loads(ev.data), SHAPES["error_event"], "error event")
+        else:
+            raise AssertionError(f"unknown event type {ev.type!r}: {ev}")
+        return ev
+
+    def collect(self, result=None, until=None, deadline=None):
+        """Reads events into result until the stream ends (or until(result) is true)."""
+        r = result if result is not None else Result()
+        assert self.status == 200, f"attach failed: {self.error_response!r}"
+        for ev in self.events():
+            r.events += 1
+            r.last_id = ev.id
+            if ev.type in ("stdout", "stderr"):
+                if r.first_byte_at is None:
+                    r.first_byte_at = time.monotonic()
+                (r.stdout if ev.type == "stdout" else r.stderr).extend(ev.raw)
+                r.output.extend(ev.raw)
+            elif ev.type == "exit":
+                r.exited = True
+                r.exit_code, r.signal = ev.raw["exit_code"], ev.raw["signal"]
+            elif ev.type == "error":
+                r.error = ev.raw["message"]
+            if until is not None and until(r):
+                break
+            if deadline is not None:
+                assert time.monotonic() < deadline, f"stream still going at deadline: {r}"
+        self.close()
+        return r
+
+    def close(self):
+        try:
+            self.conn.close()
+        except Exception:
+            pass
+
+
+class Job:
+    """A session collected on a background thread."""
+
+    def __init__(self, session, timeout, **attach):
+        self.session = session
+        self.result = Result()
+        self.exc = None
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self._run, kwargs=attach, daemon=True)
+        self.thread.start()
+
+    def _run(self, **attach):
+        try:
+            st = self.session.attach(**attach)
+            st.collect(self.result, deadline=self.started + self.timeout)
+        except BaseException as e:  # re-raised in wait()
+            self.exc = e
+        self.ended = time.monotonic()
+
+    def wait(self, timeout=None):
+        self.thread.join(self.timeout if timeout is None else timeout)
+        assert not self.thread.is_alive(), f"command did not finish in time: {self.result}"
+        if self.exc:
+            raise self.exc
+        return self.result
+
+
+class Session:
+    def __init__(self, api, created):
+        self.api = api
+        self.rec = created["session"]
+        self.id = self.rec["id"]
+        self.sandbox_id = self.rec["sandbox_id"]
+        self._set_dp(created["data_plane"])
+
+    def _set_dp(self, dp):
+        self.url = dp["url"]
+        self.token = dp["token"]
+        self.expires_at = dp["expires_at"]
+
+    def attach(self, offset=None, how="header", method="POST", token=None, timeout=READ_TIMEOUT):
+        return Stream(self, offset, how, method, token, timeout)
+
+    def collect(self, offset=None, timeout=120, **attach):
+        st = self.attach(offset, **attach)
+        return st.collect(deadline=time.monotonic() + timeout)
+
+    def start(self, timeout=120, **attach):
+        return Job(self, timeout, **attach)
+
+    def dp(self, method, path, body=None, token=None, headers=None):
+        """A data-plane request for this session (path relative to /v1/sessions/<id>)."""
+        hdrs = dict(headers or {})
+        hdrs.update(bearer(self.token if token is None else token))
+        resp = http_request(self.url, method, f"/v1/sessions/{self.id}{path}", body, hdrs)
+        if resp.status >= 400:
+            check_error(resp, f"{method} data {path}")
+        return resp
+
+    def get(self):
+        """The session record from the control plane."""
+        self.rec = self.api.session(self.sandbox_id, self.id)
+        return self.rec
+
+    def get_dp(self):
+        resp = self.dp("GET", "")
+        assert resp.status == 200, resp
+        return check(resp.json, SESSION, "data GET session")
+
+    def wait_running(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            rec = self.get()
+            if rec["state"] != "created":
+                assert rec["state"] == "running", f"session did not start: {rec}"
+                assert rec["pid"] is not None and rec["started_at"] is not None, rec
+                return rec
+            assert time.monotonic() < deadline, f"session not started after {timeout}s: {rec}"
+            time.sleep(0.1)
+
+    def wait_done(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while True:
+            rec = self.get()
+            if rec["state"] in ("exited", "failed"):
+                return rec
+            assert time.monotonic() < deadline, f"session not done after {timeout}s: {rec}"
+            time.sleep(0.1)
+
+    def send_stdin(self, data, close=False, expect=204):
+        resp = self.dp("POST", "/stdin" + ("?close=1" if close else ""), bytes(data),
+                       headers={"Content-Type": "application/octet-stream"})
+        assert resp.status == expect, f"stdin: want {expect}, got {resp!r}"
+        return resp
+
+    def close_stdin(self, expect=204):
+        resp = self.dp("POST", "/stdin/close", b"")
+        assert resp.status == expect, f"stdin/close: want {expect}, got {resp!r}"
+        return resp
+
+    def signal(self, sig, expect=204):
+        resp = self.dp("POST", "/signal", {"signal": sig})
+        assert resp.status == expect, f"signal {sig}: want {expect}, got {resp!r}"
+        return resp
+
+    def new_token(self, ttl=None):
+        body = {} if ttl is None else {"token_ttl_s": ttl}
+        r = self.api.call("POST", f"/v1/sandboxes/{self.sandbox_id}/sessions/{self.id}/token",
+                          "dp", body, expect=201)
+        self._set_dp(r["data_plane"])
+        return self.token
+
+
+# ---------------------------------------------------------------------------
+# Host processes
+
+
+def pid_alive(pid):
+    """True if pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def qemu_pids(sb_id):
+    """Live QEMU processes whose command line names the sandbox (spaced passes the id as
+    QEMU's -name, and it appears in its socket and disk paths)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        argv = cmdline(entry)
+        if not argv or "qemu" not in os.path.basename(argv[0]):
+            continue
+        if any(sb_id in a for a in argv) and pid_alive(entry):
+            found.append(int(entry))
+    return found
+
+
+def qemu_pid(sb_id):
+    pids = qemu_pids(sb_id)
+    assert len(pids) == 1, f"want one QEMU for {sb_id}, found {pids}"
+    return pids[0]
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def free_ports(n):
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# ---------------------------------------------------------------------------
+# The daemon
+
+
+class Daemon:
+    """One spaced on loopback. Every instance alive is in Daemon.running (for log dumps)."""
+
+    running = []
+
+    def __init__(self, name="spaced", extra_args=(), templates_dir=TEMPLATES_DIR):
+        self.name = name
+        self.root = tempfile.mkdtemp(prefix="space-e2e-")
+        self.state_dir = os.path.join(self.root, "state")
+        os.mkdir(self.state_dir)
+        self.log_path = os.path.join(self.root, "spaced.log")
+        self.api_key = secrets.token_hex(16)
+        self.port, self.data_port = free_ports(2)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data_url = f"http://127.0.0.1:{self.data_port}"
+        self.templates_dir = templates_dir
+        self.extra_args = list(extra_args)
+        accel = os.environ.get("SPACE_TEST_ACCEL")
+        if accel:
+            self.extra_args += ["--accel", accel]
+        self.proc = None
+        self.sandbox_ids = set()
+        self.api = Api(self.url, self.api_key, self)
+
+    def argv(self):
+        return [SPACED, "--listen", f"127.0.0.1:{self.port}",
+                "--data-listen", f"127.0.0.1:{self.data_port}",
+                "--state-dir", self.state_dir, "--api-key", self.api_key,
+                "--templates-dir", self.templates_dir] + self.extra_args
+
+    def start(self, timeout=START_TIMEOUT):
+        assert os.access(SPACED, os.X_OK), f"{SPACED} is not built (run make)"
+        assert os.path.isdir(self.templates_dir), f"{self.templates_dir} missing (run make)"
+        with open(self.log_path, "ab") as log:
+            shown = " ".join(self.argv()).replace(self.api_key, "<api key>")
+            log.write(f"---- test framework: start {shown}\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, cwd=self.root)
+        if self not in Daemon.running:
+            Daemon.running.append(self)
+        deadline = time.monotonic() + timeout
+        while True:
+            rc = self.proc.poll()
+            assert rc is None, f"spaced exited with {rc} at start:\n{self.log_tail()}"
+            try:
+                resp = http_request(self.url, "GET", "/v1/info", headers=bearer(self.api_key),
+                                    timeout=5)
+                if resp.status == 200:
+                    check(resp.json, INFO, "GET /v1/info")
+                    return self
+            except (OSError, http.client.HTTPException):
+                pass
+            assert time.monotonic() < deadline, \
+                f"spaced not answering after {timeout}s:\n{self.log_tail()}"
+            time.sleep(0.1)
+
+    def stop(self, sig=_signal.SIGTERM, timeout=20):
+        """Signals the daemon (only it: QEMUs must outlive it) and reaps it. Returns its
+        exit status; SIGKILL after `timeout` if a SIGTERM was not enough."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"spaced ignored signal {sig} for {timeout}s")
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def restart(self, sig=_signal.SIGTERM, timeout=START_TIMEOUT):
+        """Stops with `sig` and starts again on the same state dir, ports and key."""
+        self.stop(sig)
+        return self.start(timeout)
+
+    def log_tail(self, lines=60):
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 64 * 1024))
+                text = f.read().decode(errors="replace")
+        except OSError as e:
+            return f"(no log: {e})"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_text(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def cleanup(self):
+        """Deletes what is left, stops the daemon, kills stray QEMUs of our sandboxes, removes
+        the temp dir (kept if SPACE_TEST_KEEP is set)."""
+        try:
+            if self.proc is not None and self.proc.poll() is None:
+                ops = []
+                for sb in self.api.sandboxes():
+                    self.sandbox_ids.add(sb["id"])
+                    if sb["state"] not in ("deleting", "deleted"):
+                        try:
+                            ops.append(self.api.delete_sandbox(sb["id"])[1]["id"])
+                        except AssertionError:
+                            pass
+                for op in ops:
+                    try:
+                        self.api.wait_op(op, timeout=30)
+                    except AssertionError:
+                        pass
+        except Exception:
+            pass
+        try:
+            self.stop()
+        except AssertionError:
+            pass
+        for sb_id in self.sandbox_ids:
+            for pid in qemu_pids(sb_id):
+                mem = [m.group(1) for a in cmdline(pid)
+                       for m in [re.search(r"mem-path=([^,]+)", a)] if m]
+                try:
+                    os.kill(pid, _signal.SIGKILL)
+                except OSError:
+                    pass
+                for path in mem:
+                    if os.path.isfile(path):
+                        try:
+                            os.unlink(path)
+                        except OSError:
+                            pass
+        if self in Daemon.running:
+            Daemon.running.remove(self)
+        if not os.environ.get("SPACE_TEST_KEEP"):
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def spacectl(daemon, *args, env=None, timeout=120, **kw):
+    """Runs the CLI against daemon; returns CompletedProcess (text)."""
+    e = dict(os.environ)
+    e.update({"SPACE_URL": daemon.url, "SPACE_API_KEY": daemon.api_key})
+    e.update(env or {})
+    return subprocess.run([SPACECTL, *args], env=e, capture_output=True, text=True,
+                          timeout=timeout, **kw)

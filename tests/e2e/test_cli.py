@@ -1,0 +1,98 @@
+"""spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm."""
+
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+import space
+
+ID_RX = re.compile(r"\bsb-[0-9a-f]{16}\b")
+
+
+@pytest.fixture(scope="module")
+def cli_sb(daemon, api):
+    p = space.spacectl(daemon, "create", "--template", "minimal", "--wait")
+    assert p.returncode == 0, p
+    ids = ID_RX.findall(p.stdout)
+    assert len(ids) == 1, f"create --wait must print the new id: {p.stdout!r}"
+    daemon.sandbox_ids.add(ids[0])
+    assert api.sandbox(ids[0])["state"] == "running", "create --wait returned before running"
+    return ids[0]
+
+
+def test_info_and_templates(daemon):
+    p = space.spacectl(daemon, "info")
+    assert p.returncode == 0, p
+    assert "0.1.0" in p.stdout
+    p = space.spacectl(daemon, "templates")
+    assert p.returncode == 0, p
+    assert "minimal" in p.stdout and "base" in p.stdout
+
+
+def test_exec_prints_both_streams_and_exits_with_the_code(daemon, cli_sb):
+    p = space.spacectl(daemon, "exec", cli_sb, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert p.returncode == 7, p
+    assert p.stdout == "out\n" and p.stderr.endswith("err\n"), p
+    p = space.spacectl(daemon, "exec", cli_sb, "--", "echo", "hello")
+    assert (p.returncode, p.stdout) == (0, "hello\n"), p
+
+
+def test_exec_streams_live(daemon, cli_sb):
+    env = dict(os.environ, SPACE_URL=daemon.url, SPACE_API_KEY=daemon.api_key)
+    proc = subprocess.Popen([space.SPACECTL, "exec", cli_sb, "--", "sh", "-c",
+                             "echo first; sleep 4; echo second"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        first = proc.stdout.readline()
+        t_first = time.monotonic()
+        rest = proc.stdout.read()
+        proc.wait(60)
+        t_end = time.monotonic()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert first == b"first\n" and rest == b"second\n", (first, rest)
+    assert t_end - t_first > 2.5, "output came only at the end, not live"
+    assert proc.returncode == 0
+
+
+def test_exec_reports_signal_death(daemon, cli_sb):
+    p = space.spacectl(daemon, "exec", cli_sb, "--", "sh", "-c", "kill -9 $$")
+    assert p.returncode == 128 + 9, p
+
+
+def test_ls_lists_the_sandbox(daemon, cli_sb):
+    p = space.spacectl(daemon, "ls")
+    assert p.returncode == 0, p
+    line = [x for x in p.stdout.splitlines() if cli_sb in x]
+    assert line and "running" in line[0], p.stdout
+
+
+def test_logs_prints_the_console(daemon, api, cli_sb):
+    p = space.spacectl(daemon, "logs", cli_sb)
+    assert p.returncode == 0, p
+    assert p.stdout.strip(), "empty console log"
+    first = p.stdout.strip().splitlines()[0]
+    assert first in api.logs(cli_sb), "spacectl logs does not print the console log"
+
+
+def test_errors_exit_nonzero(daemon):
+    p = space.spacectl(daemon, "exec", "sb-0000000000000000", "--", "true")
+    assert p.returncode != 0 and p.stderr.strip(), p
+    p = space.spacectl(daemon, "ls", env={"SPACE_API_KEY": "wrong"})
+    assert p.returncode != 0 and p.stderr.strip(), p
+    p = space.spacectl(daemon, "rm", "sb-0000000000000000")
+    assert p.returncode != 0, p
+
+
+def test_rm_deletes(daemon, api, cli_sb):
+    p = space.spacectl(daemon, "rm", cli_sb)
+    assert p.returncode == 0, p
+    rec = api.wait_sandbox_state(cli_sb, ("deleted",), timeout=60)
+    assert rec["state"] == "deleted"
+    p = space.spacectl(daemon, "ls")
+    assert cli_sb not in p.stdout
