@@ -1,28 +1,30 @@
-/* harness.h -- a TAP-producing unit test harness: CHECK lines, a plan, exit 0/1/77 */
+/* harness.h -- a minimal TAP harness for the C unit tests (shared by every component).
+ * Two styles, one numbering:
+ *   CHECK(cond, fmt...)   one `ok N - ...` / `not ok N - ...` line per check; returns cond.
+ *   RUN(fn) + EXPECT*()   one line per test function; EXPECT* note failures and go on.
+ * main() ends with `return DONE();` (or `return harness_done();`): 1 on any failure.
+ * SKIP_ALL(reason) exits 77, which tests/unit/run.sh counts as skipped. */
 #ifndef SPACE_TEST_HARNESS_H
 #define SPACE_TEST_HARNESS_H
-
 #include <stdio.h>
 #include <stdlib.h>
 
-static int t_count, t_failed;
+static int h_num, h_failed, h_cur;
 
-/* Prints "ok N - name" or "not ok N - name" (with where it failed); returns cond. */
 #define CHECK(cond, ...)                                                                   \
 	({                                                                                 \
 		int _ok = !!(cond);                                                        \
-		printf("%sok %d - ", _ok ? "" : "not ", ++t_count);                        \
+		printf("%sok %d - ", _ok ? "" : "not ", ++h_num);                          \
 		printf(__VA_ARGS__);                                                       \
 		printf("\n");                                                              \
 		if (!_ok) {                                                                \
-			t_failed++;                                                        \
+			h_failed++;                                                        \
 			printf("#   failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
 		}                                                                          \
 		fflush(stdout);                                                            \
 		_ok;                                                                       \
 	})
 
-/* A diagnostic line ("# ..."), ignored by TAP readers. */
 #define NOTE(...)                                                                          \
 	do {                                                                               \
 		printf("# ");                                                              \
@@ -30,22 +32,22 @@ static int t_count, t_failed;
 		printf("\n");                                                              \
 	} while (0)
 
-/* Whole program skipped (TAP "1..0 # SKIP"), exit 77 as automake and meson expect. */
-#define SKIP_ALL(...)                                                                      \
-	do {                                                                               \
-		printf("1..0 # SKIP ");                                                    \
-		printf(__VA_ARGS__);                                                       \
-		printf("\n");                                                              \
-		exit(77);                                                                  \
-	} while (0)
+#define EXPECT(c) do { if (!(c)) { h_cur = 1; \
+	printf("# %s:%d: expected %s\n", __FILE__, __LINE__, #c); } } while (0)
+#define EXPECT_EQ(a, b) do { long long h_a = (long long)(a), h_b = (long long)(b); \
+	if (h_a != h_b) { h_cur = 1; printf("# %s:%d: %s == %lld, expected %s == %lld\n", \
+	__FILE__, __LINE__, #a, h_a, #b, h_b); } } while (0)
+#define RUN(fn) do { h_cur = 0; fn(); h_num++; h_failed += h_cur; \
+	printf("%sok %d - %s\n", h_cur ? "not " : "", h_num, #fn); fflush(stdout); } while (0)
+#define SKIP_ALL(why) do { printf("1..0 # SKIP %s\n", why); exit(77); } while (0)
 
-/* Prints the plan and the exit status: return DONE(); from main. */
-#define DONE()                                                                             \
-	({                                                                                 \
-		printf("1..%d\n", t_count);                                                \
-		if (t_failed)                                                              \
-			printf("# %d of %d failed\n", t_failed, t_count);                  \
-		t_failed ? 1 : 0;                                                          \
-	})
+static inline int harness_done(void)
+{
+	printf("1..%d\n", h_num);
+	if (h_failed)
+		printf("# %d of %d failed\n", h_failed, h_num);
+	return h_failed ? 1 : 0;
+}
+#define DONE() harness_done()
 
 #endif
