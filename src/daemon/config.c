@@ -20,7 +20,7 @@ static void usage(FILE *f)
 		"  --templates-dir DIR       templates built by make (SPACE_TEMPLATES_DIR, default <bin>/../templates)\n"
 		"  --accel auto|kvm|tcg      accelerator (SPACE_ACCEL, default auto: KVM if a probe boot works)\n"
 		"  --token-ttl SECONDS       data-plane token lifetime (SPACE_TOKEN_TTL, default 900)\n"
-		"  --tb-size MIB             TCG translation cache per VM (default 32)\n"
+		"  --tb-size MIB             TCG translation cache per VM (default 24)\n"
 		"  --max-sandboxes N         sandboxes running at once (SPACE_MAX_SANDBOXES, default 64)\n"
 		"  --default-timeout SECONDS sandbox lifetime when create names none (default 900, 0 = none)\n"
 		"  --version, --help\n");
@@ -109,7 +109,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	snprintf(cfg->accel, sizeof(cfg->accel), "auto");
 	default_templates_dir(cfg);
 	cfg->token_ttl_s = 900;
-	cfg->tb_size_mib = 32;
+	cfg->tb_size_mib = 24;
 	cfg->max_sandboxes = 64;
 	cfg->default_timeout_s = 900;
 	cfg->max_body_bytes = 1 << 20;

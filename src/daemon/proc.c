@@ -1,0 +1,486 @@
+/* proc.c -- spawning and watching child processes (QEMU, qemu-img) without blocking for long */
+#include "proc.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <grp.h>
+
+#include "cleanup.h"
+#include "vm.h"
+#include "log.h"
+
+/* ---- argv ---- */
+
+static void strv_push(struct strv *s, char *str)
+{
+	if (!str) {
+		s->failed = true;
+		return;
+	}
+	if (s->n + 2 > s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 32;
+		char **v = realloc(s->v, cap * sizeof(*v));
+		if (!v) {
+			free(str);
+			s->failed = true;
+			return;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = str;
+	s->v[s->n] = NULL;
+}
+
+void strv_add(struct strv *s, const char *str)
+{
+	strv_push(s, strdup(str));
+}
+
+void strv_addf(struct strv *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *str = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&str, fmt, ap) < 0)
+		str = NULL;
+	va_end(ap);
+	strv_push(s, str);
+}
+
+void strv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+int strv_find(const struct strv *s, const char *str)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], str) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* ---- small helpers ---- */
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int proc_pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int proc_pidfd_signal(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+void proc_status_text(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "ended (wait status 0x%x)", status);
+}
+
+int proc_wait_child(pid_t pid, int pidfd, int timeout_ms, int *status)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		int left = (int)(deadline - mono_ms());
+		if (left <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (pidfd >= 0) {
+			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+			poll(&p, 1, left);
+		} else {
+			usleep(left < 10 ? (useconds_t)left * 1000 : 10000);
+		}
+	}
+}
+
+void proc_kill_reap(pid_t pid, int pidfd)
+{
+	int status;
+
+	if (pid <= 0)
+		return;
+	if (pidfd >= 0)
+		proc_pidfd_signal(pidfd, SIGKILL);
+	else
+		kill(pid, SIGKILL);
+	/* SIGKILL ends a process promptly unless it is stuck in the kernel;
+	 * bound the wait anyway so a start-up path can never hang. */
+	if (proc_wait_child(pid, pidfd, 5000, &status) < 0)
+		log_warn("process %d did not end within 5 s of SIGKILL", (int)pid);
+}
+
+/* ---- spawning ---- */
+
+/* What the child reports through the close-on-exec pipe when a step fails;
+ * EOF on the pipe means exec succeeded. */
+struct spawn_fail {
+	int err;
+	char step[96];
+};
+
+static __attribute__((noreturn)) void child_fail(int fd, int e, const char *step)
+{
+	struct spawn_fail f = { .err = e };
+	ssize_t r;
+
+	snprintf(f.step, sizeof(f.step), "%s", step);
+	do
+		r = write(fd, &f, sizeof(f));
+	while (r < 0 && errno == EINTR);
+	_exit(127);
+}
+
+static int child_dup(int from, int to)
+{
+	if (from == to)
+		return fcntl(to, F_SETFD, 0); /* dup2 onto itself keeps FD_CLOEXEC */
+	return dup2(from, to) < 0 ? -1 : 0;
+}
+
+static int lo_up(void)
+{
+	struct ifreq ifr = { 0 };
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0)
+		return -1;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return -1;
+	ifr.ifr_flags |= IFF_UP;
+	return ioctl(s, SIOCSIFFLAGS, &ifr);
+}
+
+static int join_cgroup(const char *dir)
+{
+	char path[PATH_MAX], pid[24];
+	int n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+
+	if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	return write(fd, pid, (size_t)n) == n ? 0 : -1;
+}
+
+/* Runs in the forked child; never returns. The daemon is single-threaded, so
+ * after fork() any libc call is safe here. */
+static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
+{
+	sigset_t all;
+
+	/* The daemon may block or ignore signals (libevent, SIGPIPE); a
+	 * child must start with the defaults (ignored dispositions survive exec). */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+
+	/* Own session: a Ctrl-C on the daemon's terminal must not reach the
+	 * VMs, which are meant to outlive the daemon. */
+	if (o->new_session && setsid() < 0)
+		child_fail(errfd, errno, "setsid");
+
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		child_fail(errfd, errno, "open /dev/null");
+	if (child_dup(devnull, 0) < 0 ||
+	    child_dup(o->stdout_fd >= 0 ? o->stdout_fd : devnull, 1) < 0 ||
+	    child_dup(o->stderr_fd >= 0 ? o->stderr_fd : devnull, 2) < 0)
+		child_fail(errfd, errno, "redirect stdio");
+	/* Nothing else of the daemon's (listeners, other VMs' sockets) may
+	 * leak into the child; errfd is closed by exec like the rest. */
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+		for (int fd = 3; fd < 4096; fd++)
+			if (fd != errfd)
+				fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+
+	for (char *const *e = o->env_add; e && *e; e++)
+		if (putenv(*e) < 0)
+			child_fail(errfd, errno, "putenv");
+
+	/* Namespaces need privileges, so before dropping them. */
+	if (o->netns) {
+		if (unshare(CLONE_NEWNET) < 0)
+			child_fail(errfd, errno,
+				   errno == EPERM ? "unshare(CLONE_NEWNET) (needs root or CAP_SYS_ADMIN)"
+						  : "unshare(CLONE_NEWNET)");
+		if (lo_up() < 0)
+			child_fail(errfd, errno, "bring up lo in the new netns");
+	}
+
+	/* Hardening, in this order: the cgroup first (cgroup.procs is writable
+	 * by the daemon's uid, not necessarily by run_uid); then drop the
+	 * supplementary groups, gid and uid (setgroups/setgid need the
+	 * privileges setuid gives up); seccomp last, because the filter would
+	 * forbid the calls above. */
+	if (o->cgroup_dir && join_cgroup(o->cgroup_dir) < 0)
+		child_fail(errfd, errno, "join cgroup");
+	if (o->uid != 0) {
+		if (setgroups(0, NULL) < 0)
+			child_fail(errfd, errno, "setgroups");
+		if (setgid(o->gid) < 0)
+			child_fail(errfd, errno, "setgid");
+		if (setuid(o->uid) < 0)
+			child_fail(errfd, errno, "setuid");
+	}
+	/* Seccomp: no filter is installed here (yet). QEMU's own filter
+	 * (-sandbox, see vm_argv.c) is what spec.seccomp enables. */
+
+	execvp(o->argv[0], o->argv);
+	child_fail(errfd, errno, "exec");
+}
+
+int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *err)
+{
+	int pipefd[2];
+	struct spawn_fail f;
+	ssize_t r;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return err_sys(err, errno, "pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return err_sys(err, e, "fork");
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		child_exec(o, pipefd[1]);
+	}
+	close(pipefd[1]);
+	_cleanup_close_ int rfd = pipefd[0];
+	/* Our child cannot be reaped behind our back, so the pid is stable
+	 * until we wait for it: opening the pidfd now is race-free. */
+	_cleanup_close_ int pidfd = proc_pidfd_open(pid);
+	if (pidfd < 0) {
+		int e = errno;
+		proc_kill_reap(pid, -1);
+		return err_sys(err, e, "pidfd_open (needs Linux >= 5.3)");
+	}
+	/* Blocks only until exec() or an early failure: a few milliseconds. */
+	do
+		r = read(rfd, &f, sizeof(f));
+	while (r < 0 && errno == EINTR);
+	if (r > 0) {
+		int status;
+		proc_wait_child(pid, pidfd, 5000, &status);
+		f.step[sizeof(f.step) - 1] = '\0';
+		if (r != sizeof(f))
+			return err_set(err, EIO, "spawning %s: child failed", o->argv[0]);
+		return err_sys(err, f.err, "spawning %s: %s", o->argv[0], f.step);
+	}
+	*pidp = pid;
+	if (pidfdp)
+		*pidfdp = steal_fd(&pidfd);
+	return 0;
+}
+
+int proc_run(char *const *argv, int log_fd, int timeout_ms, space_err *err)
+{
+	struct spawn_opts o = { .argv = argv, .stdout_fd = log_fd, .stderr_fd = log_fd };
+	pid_t pid;
+	int pidfd, status;
+	char how[64];
+
+	if (proc_spawn(&o, &pid, &pidfd, err) < 0)
+		return -1;
+	if (proc_wait_child(pid, pidfd, timeout_ms, &status) < 0) {
+		proc_kill_reap(pid, pidfd);
+		close(pidfd);
+		return err_set(err, ETIMEDOUT, "%s did not finish within %d ms", argv[0], timeout_ms);
+	}
+	close(pidfd);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		proc_status_text(status, how, sizeof(how));
+		return err_set(err, EIO, "%s %s", argv[0], how);
+	}
+	return 0;
+}
+
+/* ---- /proc ---- */
+
+int proc_stat_parse_starttime(const char *stat, uint64_t *out)
+{
+	const char *p = strrchr(stat, ')');
+
+	if (!p)
+		return -1;
+	p++;
+	/* After ") " comes field 3 (state); starttime is field 22. */
+	for (int field = 3; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			return -1;
+		while (*p && *p != ' ')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(p, &end, 10);
+	if (errno || (*end && *end != ' ' && *end != '\n'))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+uint64_t proc_start_time(int pid)
+{
+	char path[64], buf[1024];
+	uint64_t v;
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return proc_stat_parse_starttime(buf, &v) < 0 ? 0 : v;
+}
+
+bool cmdline_buf_has(const char *buf, size_t len, const char *flag, const char *value)
+{
+	size_t vlen = strlen(value);
+	const char *prev = NULL;
+
+	for (size_t i = 0; i < len;) {
+		const char *arg = buf + i;
+		size_t alen = strnlen(arg, len - i);
+		if (prev && strcmp(prev, flag) == 0 && alen >= vlen &&
+		    memcmp(arg, value, vlen) == 0 && (arg[vlen] == '\0' || arg[vlen] == ','))
+			return true;
+		prev = alen < len - i ? arg : NULL; /* last arg may lack its NUL */
+		i += alen + 1;
+	}
+	return false;
+}
+
+bool proc_cmdline_has(pid_t pid, const char *flag, const char *value)
+{
+	char path[64];
+	size_t cap = 64 * 1024, len = 0;
+	_cleanup_free_ char *buf = malloc(cap);
+
+	if (!buf)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	while (len < cap) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	return cmdline_buf_has(buf, len, flag, value);
+}
+
+/* ---- sockets and files ---- */
+
+int unix_connect(const char *path, int *fdp, space_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return err_set(err, ENAMETOOLONG, "socket path too long: %s", path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return err_sys(err, errno, "socket");
+	/* A unix stream connect completes or fails at once (EAGAIN only when
+	 * the listener's backlog is full). */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return err_sys(err, errno, "connect %s", path);
+	*fdp = steal_fd(&fd);
+	return 0;
+}
+
+void file_last_line(const char *path, char *buf, size_t len)
+{
+	char tail[1024];
+
+	buf[0] = '\0';
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)sizeof(tail) - 1 ? size - (off_t)sizeof(tail) + 1 : 0;
+	ssize_t n = pread(fd, tail, sizeof(tail) - 1, from);
+	if (n <= 0)
+		return;
+	tail[n] = '\0';
+	/* Only what follows the last "--- " header line (one start's output). */
+	char *p = tail, *hdr = NULL;
+	for (char *h = strstr(tail, "--- "); h; h = strstr(h + 1, "--- "))
+		if (h == tail || h[-1] == '\n')
+			hdr = h;
+	if (hdr)
+		p = strchr(hdr, '\n') ? strchr(hdr, '\n') + 1 : hdr + strlen(hdr);
+	/* Lines joined with " / ", blank ones dropped. */
+	size_t o = 0;
+	for (char *line = strtok(p, "\r\n"); line && o + 1 < len; line = strtok(NULL, "\r\n")) {
+		int w = snprintf(buf + o, len - o, "%s%s", o ? " / " : "", line);
+		if (w < 0)
+			break;
+		o += (size_t)w < len - o ? (size_t)w : len - o - 1;
+	}
+}

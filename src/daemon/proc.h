@@ -1,0 +1,82 @@
+/* proc.h -- child processes of the daemon: argv building, spawning, pidfds, /proc checks */
+#ifndef SPACE_PROC_H
+#define SPACE_PROC_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* A growable NULL-terminated argument vector. An allocation failure is
+ * sticky (`failed`) so a builder checks once at the end, not after each add. */
+struct strv {
+	char **v;
+	size_t n, cap;
+	bool failed;
+};
+void strv_add(struct strv *s, const char *str);
+void strv_addf(struct strv *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void strv_free(struct strv *s);
+/* Index of the first element equal to str, or -1. */
+int strv_find(const struct strv *s, const char *str);
+
+/* How a child is set up between fork() and exec(). Every step that fails is
+ * reported to the parent (proc_spawn returns -1 with the step named). */
+struct spawn_opts {
+	char *const *argv;   /* argv[0] is looked up in PATH */
+	char *const *env_add; /* "K=V" strings added to the inherited environment, may be NULL */
+	int stdout_fd;       /* -1: /dev/null */
+	int stderr_fd;       /* -1: /dev/null */
+	bool new_session;    /* setsid(): no controlling terminal, own process group */
+	bool netns;          /* unshare(CLONE_NEWNET) and bring lo up */
+	/* Hardening, applied in this order right before exec (see proc.c). */
+	const char *cgroup_dir; /* join: write our pid to <dir>/cgroup.procs */
+	uid_t uid;              /* 0: keep */
+	gid_t gid;
+};
+
+/* fork + exec. On success *pid is the child and *pidfd (if pidfd != NULL) a
+ * close-on-exec pidfd for it; the caller owns both and must reap the child. */
+int proc_spawn(const struct spawn_opts *o, pid_t *pid, int *pidfd, space_err *err);
+
+/* Runs argv to completion (bounded by timeout_ms: SIGKILL after), output to
+ * log_fd (-1: /dev/null). Fails with the exit status in the message. For short
+ * synchronous steps such as `qemu-img create`. */
+int proc_run(char *const *argv, int log_fd, int timeout_ms, space_err *err);
+
+/* pidfd_open(2) / pidfd_send_signal(2) (Linux >= 5.3), errno on failure. */
+int proc_pidfd_open(pid_t pid);
+int proc_pidfd_signal(int pidfd, int sig);
+
+/* Waits up to timeout_ms for a child to end (pidfd readable) and reaps it.
+ * Returns 0 and the wait status, or -1 (ETIMEDOUT: still running). */
+int proc_wait_child(pid_t pid, int pidfd, int timeout_ms, int *status);
+/* SIGKILL + reap, bounded (for failed starts). */
+void proc_kill_reap(pid_t pid, int pidfd);
+
+/* "exited with status N" / "killed by signal N" for a wait status. */
+void proc_status_text(int status, char *buf, size_t len);
+
+/* The starttime field (22) of a /proc/<pid>/stat line; parses after the last
+ * ')' because comm may contain spaces and parentheses. -1 on a bad line. */
+int proc_stat_parse_starttime(const char *stat, uint64_t *out);
+/* Does /proc/<pid>/cmdline contain the argument `flag` directly followed by
+ * an argument equal to `value` or starting with `value,`? */
+bool proc_cmdline_has(pid_t pid, const char *flag, const char *value);
+/* Same, over a NUL-separated buffer (testable without a process). */
+bool cmdline_buf_has(const char *buf, size_t len, const char *flag, const char *value);
+
+/* Connects a SOCK_STREAM unix socket (close-on-exec, non-blocking). */
+int unix_connect(const char *path, int *fd, space_err *err);
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+int64_t mono_ms(void);
+
+/* What a log file says since its last "--- " header line, lines joined with
+ * " / " (for "qemu said: ..." in errors); "" if nothing. */
+void file_last_line(const char *path, char *buf, size_t len);
+
+#endif
