@@ -137,6 +137,14 @@ void sessions_free(struct sandbox *sb)
 
 	for (s = sb->sessions; s; s = next) {
 		next = s->next;
+		/* Readers still attached learn the session is gone and end their streams. */
+		while (s->watches) {
+			struct session_watch *w = s->watches;
+
+			s->watches = w->next;
+			w->s = NULL;
+			w->fn(w);
+		}
 		if (s->spool)
 			spool_close(s->spool);
 		evbuffer_free(s->stdin_q);

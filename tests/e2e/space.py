@@ -663,7 +663,8 @@ class Session:
         deadline = time.monotonic() + timeout
         while True:
             rec = self.get()
-            if rec["state"] != "created":
+            # The pid arrives from the agent a moment after the state turns running.
+            if rec["state"] != "created" and (rec["state"] != "running" or rec["pid"] is not None):
                 assert rec["state"] == "running", f"session did not start: {rec}"
                 assert rec["pid"] is not None and rec["started_at"] is not None, rec
                 return rec

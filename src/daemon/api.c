@@ -1,0 +1,61 @@
+/* api.c -- the control-plane listener: API-key check and the route table */
+#include "api.h"
+
+#include <string.h>
+
+#include "daemon.h"
+#include "log.h"
+
+static const struct http_route api_routes[] = {
+	{ EVHTTP_REQ_GET, "/v1/info", api_info_get },
+	{ EVHTTP_REQ_GET, "/v1/templates", api_templates_list },
+	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes", api_sandboxes_create },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes", api_sandboxes_list },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}", api_sandboxes_get },
+	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}", api_sandboxes_delete },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/logs", api_sandboxes_logs },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions", api_sessions_create },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions", api_sessions_list },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions/{}", api_sessions_get },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions/{}/token", api_sessions_token },
+	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
+};
+
+/* Every control-plane request carries the API key, unknown routes included,
+ * so nothing about the API is learned without it. An empty configured key
+ * opens nothing. */
+static int api_auth(struct http_req *r)
+{
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	char key[sizeof(r->d->cfg.api_key)];
+
+	if (!h) {
+		http_reply_error(r->req, 401, "unauthorized", "missing Authorization: Bearer <api key>");
+		return -1;
+	}
+	if (http_bearer(h, key, sizeof(key)) < 0 || !r->d->cfg.api_key[0] ||
+	    !http_secret_equal(key, r->d->cfg.api_key)) {
+		http_reply_error(r->req, 401, "unauthorized", "invalid API key");
+		return -1;
+	}
+	return 0;
+}
+
+static struct http_plane api_plane = {
+	.name = "api",
+	.routes = api_routes,
+	.nroutes = sizeof(api_routes) / sizeof(api_routes[0]),
+	.auth = api_auth,
+	.auth_first = true,
+};
+
+int api_start(struct spaced *d, space_err *err)
+{
+	api_plane.d = d;
+	api_plane.max_body = d->cfg.max_body_bytes > 0 ? (size_t)d->cfg.max_body_bytes : (1u << 20);
+	if (!d->cfg.api_key[0])
+		log_warn("api: no API key is configured; every control-plane request will be refused");
+	d->api_http = http_listen(d->base, d->cfg.listen, &api_plane, err);
+	return d->api_http ? 0 : err_wrap(err, "control plane");
+}

@@ -1,0 +1,27 @@
+/* api_info.c -- GET /v1/info: version, accelerator, data-plane URL, capacity, uptime */
+#include <unistd.h>
+
+#include "api.h"
+#include "daemon.h"
+
+void api_info_get(struct http_req *r)
+{
+	struct spaced *d = r->d;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+	int64_t mem_mib = pages > 0 && page > 0 ? (int64_t)pages * page / (1024 * 1024) : 0;
+	int64_t up = d->started_ms > 0 ? (now_ms() - d->started_ms) / 1000 : 0;
+
+	http_reply_json(r->req, 200,
+			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I},s:I}",
+				  "version", SPACE_VERSION,
+				  "accelerator", accel_name(d->accel),
+				  "accelerator_reason", d->accel_reason,
+				  "data_plane_url", d->cfg.data_url,
+				  "capacity",
+				  "max_sandboxes", d->cfg.max_sandboxes,
+				  "sandboxes_running", sandbox_count_running(d),
+				  "host_vcpus", (json_int_t)(cpus > 0 ? cpus : 1),
+				  "host_memory_mib", (json_int_t)mem_mib,
+				  "uptime_s", (json_int_t)(up > 0 ? up : 0)));
+}

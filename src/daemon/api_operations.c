@@ -1,0 +1,82 @@
+/* api_operations.c -- GET /v1/operations/{id}, with ?wait=N long-polling until the operation is done */
+#include <stdlib.h>
+
+#include "api.h"
+#include "daemon.h"
+#include "render.h"
+#include "store.h"
+
+#define WAIT_MAX_S 60
+
+/* A held request waiting for its operation. Freed by whichever comes first:
+ * the waiter's callback (reply sent) or the client going away (waiter
+ * cancelled). */
+struct op_poll {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	struct op_waiter *waiter;
+};
+
+static void poll_done(struct spaced *d, const struct op_rec *op, void *arg)
+{
+	struct op_poll *p = arg;
+	struct evhttp_request *req = p->hold.req;
+
+	(void)d;
+	http_hold_end(&p->hold);
+	http_reply_json(req, 200, op_to_json(op));
+	free(p);
+}
+
+static void poll_gone(struct http_hold *h)
+{
+	struct op_poll *p = (struct op_poll *)h;
+
+	op_wait_cancel(p->waiter);
+	free(p);
+}
+
+void api_operations_get(struct http_req *r)
+{
+	const char *id = r->param[0], *wait_s = http_query(r, "wait");
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+	struct op_poll *p;
+	uint64_t wait = 0;
+
+	if (!id_valid(id, "op-")) {
+		http_reply_error(r->req, 404, "not_found", "no operation '%s'", id);
+		return;
+	}
+	if (wait_s && (http_parse_u64(wait_s, &wait) < 0 || wait > WAIT_MAX_S)) {
+		http_reply_error(r->req, 400, "bad_request", "wait must be a whole number of seconds, 0..%d",
+				 WAIT_MAX_S);
+		return;
+	}
+	if (store_op_get(r->d->store, id, &op, &err) < 0) {
+		if (err.code == ENOENT)
+			http_reply_error(r->req, 404, "not_found", "no operation '%s'", id);
+		else
+			http_reply_err(r->req, &err);
+		return;
+	}
+	if (wait == 0 || op_state_done(op.state)) {
+		http_reply_json(r->req, 200, op_to_json(&op));
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	/* op_wait never calls back from inside itself (daemon.h), so the hold
+	 * can begin after it. */
+	if (op_wait(r->d, id, (int)wait, poll_done, p, &p->waiter, &err) < 0) {
+		free(p);
+		if (err.code == ENOENT)
+			http_reply_error(r->req, 404, "not_found", "no operation '%s'", id);
+		else
+			http_reply_err(r->req, &err);
+		return;
+	}
+	http_hold_begin(&p->hold, r->req, poll_gone);
+}

@@ -1,0 +1,175 @@
+/* dataplane.c -- the data-plane listener: session-token auth, stdin, signals, session state */
+#include "dataplane.h"
+
+#include <signal.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "render.h"
+
+static const struct {
+	const char *name;
+	int signo;
+} signal_names[] = {
+	{ "HUP", SIGHUP },     { "INT", SIGINT },       { "QUIT", SIGQUIT },   { "ILL", SIGILL },
+	{ "TRAP", SIGTRAP },   { "ABRT", SIGABRT },     { "IOT", SIGIOT },     { "BUS", SIGBUS },
+	{ "FPE", SIGFPE },     { "KILL", SIGKILL },     { "USR1", SIGUSR1 },   { "SEGV", SIGSEGV },
+	{ "USR2", SIGUSR2 },   { "PIPE", SIGPIPE },     { "ALRM", SIGALRM },   { "TERM", SIGTERM },
+	{ "STKFLT", SIGSTKFLT }, { "CHLD", SIGCHLD },   { "CONT", SIGCONT },   { "STOP", SIGSTOP },
+	{ "TSTP", SIGTSTP },   { "TTIN", SIGTTIN },     { "TTOU", SIGTTOU },   { "URG", SIGURG },
+	{ "XCPU", SIGXCPU },   { "XFSZ", SIGXFSZ },     { "VTALRM", SIGVTALRM }, { "PROF", SIGPROF },
+	{ "WINCH", SIGWINCH }, { "IO", SIGIO },         { "POLL", SIGPOLL },   { "PWR", SIGPWR },
+	{ "SYS", SIGSYS },
+};
+
+int signal_from_name(const char *name)
+{
+	if (strncasecmp(name, "SIG", 3) == 0)
+		name += 3;
+	for (size_t i = 0; i < sizeof(signal_names) / sizeof(signal_names[0]); i++)
+		if (strcasecmp(name, signal_names[i].name) == 0)
+			return signal_names[i].signo;
+	return -1;
+}
+
+int signal_parse(const json_t *v, space_err *err)
+{
+	json_int_t n = -1;
+
+	if (json_is_integer(v)) {
+		n = json_integer_value(v);
+	} else if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		uint64_t u;
+		if (http_parse_u64(s, &u) == 0)
+			n = u <= 64 ? (json_int_t)u : -1;
+		else if ((n = signal_from_name(s)) < 0)
+			return err_set(err, EINVAL, "unknown signal '%s'", s);
+	} else {
+		return err_set(err, EINVAL, "signal must be a name (\"SIGTERM\") or a number");
+	}
+	if (n < 1 || n > 64)
+		return err_set(err, EINVAL, "signal number must be 1..64");
+	return (int)n;
+}
+
+/* The session named in the path, opened only by its own current token
+ * (header or ?token=). The API key is no token: it opens nothing here. */
+static int dp_auth(struct http_req *r)
+{
+	const char *sid = r->param[0];
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	const char *q = http_query(r, "token");
+	space_err err = { 0 };
+	struct session *s;
+	char token[128];
+
+	if (h) {
+		if (http_bearer(h, token, sizeof(token)) < 0) {
+			http_reply_error(r->req, 401, "unauthorized", "malformed Authorization header");
+			return -1;
+		}
+	} else if (q && strlen(q) < sizeof(token)) {
+		strcpy(token, q);
+	} else {
+		http_reply_error(r->req, 401, "unauthorized",
+				 "missing session token (Authorization: Bearer <token> or ?token=)");
+		return -1;
+	}
+	s = id_valid(sid, "ss-") ? session_find(r->d, sid) : NULL;
+	if (!s) {
+		explicit_bzero(token, sizeof(token));
+		http_reply_error(r->req, 404, "not_found", "no session '%s'", sid);
+		return -1;
+	}
+	if (session_check_token(s, token, &err) < 0) {
+		explicit_bzero(token, sizeof(token));
+		http_reply_error(r->req, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "invalid token");
+		return -1;
+	}
+	explicit_bzero(token, sizeof(token));
+	r->obj = s;
+	return 0;
+}
+
+static void dp_session_get(struct http_req *r)
+{
+	struct session *s = r->obj;
+
+	http_reply_json(r->req, 200, session_to_json(session_rec(s), session_output_length(s)));
+}
+
+static bool query_true(const char *v)
+{
+	return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0);
+}
+
+static void dp_stdin(struct http_req *r)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	size_t len = evbuffer_get_length(in);
+	const void *data = len ? (const void *)evbuffer_pullup(in, -1) : (const void *)"";
+	space_err err = { 0 };
+
+	if (!data) {
+		http_reply_error(r->req, 500, "internal", "out of memory reading stdin");
+		return;
+	}
+	if (session_stdin(r->obj, data, len, query_true(http_query(r, "close")), &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_empty(r->req, 204);
+}
+
+static void dp_stdin_close(struct http_req *r)
+{
+	space_err err = { 0 };
+
+	if (session_stdin(r->obj, NULL, 0, 1, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_empty(r->req, 204);
+}
+
+static void dp_signal(struct http_req *r)
+{
+	space_err err = { 0 };
+	json_t *body = http_body_json(r);
+	int signo;
+
+	if (!body)
+		return;
+	signo = signal_parse(json_object_get(body, "signal"), &err);
+	json_decref(body);
+	if (signo < 0 || session_signal(r->obj, signo, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_empty(r->req, 204);
+}
+
+static const struct http_route dp_routes[] = {
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}", dp_session_get },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/attach", dp_attach },
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}/attach", dp_attach },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", dp_stdin },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin/close", dp_stdin_close },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/signal", dp_signal },
+};
+
+static struct http_plane dp_plane = {
+	.name = "data",
+	.routes = dp_routes,
+	.nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]),
+	.auth = dp_auth,
+	.auth_first = false, /* the route names the session the token must open */
+};
+
+int dataplane_start(struct spaced *d, space_err *err)
+{
+	dp_plane.d = d;
+	dp_plane.max_body = d->cfg.max_stdin_bytes > 0 ? (size_t)d->cfg.max_stdin_bytes : (4u << 20);
+	d->data_http = http_listen(d->base, d->cfg.data_listen, &dp_plane, err);
+	return d->data_http ? 0 : err_wrap(err, "data plane");
+}

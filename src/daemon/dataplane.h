@@ -1,0 +1,29 @@
+/* dataplane.h -- the data-plane listener's handlers and their pure helpers */
+#ifndef SPACE_DATAPLANE_H
+#define SPACE_DATAPLANE_H
+
+#include <event2/buffer.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "http.h"
+
+/* {"signal": "SIGTERM" | "TERM" | 15 | "15"} -> signal number (1..64), or
+ * -1 with EINVAL. */
+int signal_parse(const json_t *v, space_err *err);
+/* "SIGTERM"/"TERM" (any case) -> 15; -1 if unknown. */
+int signal_from_name(const char *name);
+
+/* dp_attach.c: POST|GET /v1/sessions/{sid}/attach as server-sent events. */
+void dp_attach(struct http_req *r);
+/* Appends one SSE event: "event: <event>\nid: <id>\ndata: <base64>\n\n".
+ * Returns 0, or -1 when out of memory. */
+int sse_format_data(struct evbuffer *out, const char *event, uint64_t id, const void *data, size_t len);
+/* Where a reader starts: Last-Event-ID, else ?offset=, else 0. -1 with
+ * EINVAL if it is not a number or lies beyond `length`. */
+int sse_start_offset(const char *last_event_id, const char *offset_param, uint64_t length, uint64_t *out,
+		     space_err *err);
+
+#endif

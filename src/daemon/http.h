@@ -1,0 +1,129 @@
+/* http.h -- what the control-plane and data-plane listeners share: binding, routing, replies, auth */
+#ifndef SPACE_HTTP_H
+#define SPACE_HTTP_H
+
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct spaced;
+
+#define HTTP_MAX_SEGS 12
+#define HTTP_MAX_PARAMS 4
+/* The longest path we route (anything longer is not ours: 404). */
+#define HTTP_MAX_PATH 2048
+/* Idle/read/write timeout of a connection (not of long-polls and streams). */
+#define HTTP_TIMEOUT_S 120
+#define HTTP_MAX_HEADERS (32u << 10)
+
+/* One request being dispatched. Lives on the dispatcher's stack: a handler
+ * that answers later copies what it needs (req, d) before returning. */
+struct http_req {
+	struct spaced *d;
+	struct evhttp_request *req;
+	enum evhttp_cmd_type method;
+	char path[HTTP_MAX_PATH];         /* decoded segments, NUL-separated */
+	const char *seg[HTTP_MAX_SEGS];
+	int nseg;
+	const char *param[HTTP_MAX_PARAMS]; /* what the route's {} matched */
+	int nparam;
+	struct evkeyvalq query;           /* decoded ?k=v pairs */
+	size_t max_body;
+	void *obj;                        /* what the plane's auth step resolved (data plane: the session) */
+};
+
+typedef void (*http_handler)(struct http_req *r);
+
+struct http_route {
+	enum evhttp_cmd_type method;
+	const char *pattern; /* "/v1/sandboxes/{}/sessions": {} matches one segment */
+	http_handler fn;
+};
+
+/* A listener's routes and its authorisation step. */
+struct http_plane {
+	const char *name;               /* "api", "data": for log lines */
+	const struct http_route *routes;
+	size_t nroutes;
+	/* Returns 0 to go on, or -1 having answered (401...). Called before
+	 * routing when auth_first (so unknown routes also need the key), else
+	 * after a route matched. */
+	int (*auth)(struct http_req *r);
+	bool auth_first;
+	size_t max_body;
+	struct spaced *d;               /* set by whoever starts the listener */
+};
+
+/* Binds "ADDR:PORT" ("127.0.0.1:7070", "[::1]:7070", ":7070" = every
+ * address) and serves `plane` on base. max_body plus slack is also handed to
+ * libevent as its hard cap (see docs/design/http.md). */
+struct evhttp *http_listen(struct event_base *base, const char *addr_port, const struct http_plane *plane,
+			   space_err *err);
+/* Splits "ADDR:PORT". host gets "" for ":PORT". */
+int http_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port, space_err *err);
+
+/* ---- routing (pure; unit-tested) ---- */
+enum http_match { HTTP_MATCH, HTTP_NO_ROUTE, HTTP_BAD_METHOD };
+/* Decodes %XX escapes of one path segment in place. -1 on a bad escape or
+ * an escaped NUL or '/'. */
+int http_pct_decode(char *s);
+/* Splits an undecoded path ("/v1/x/y") into decoded segments stored in r
+ * (r->path, r->seg, r->nseg). A trailing '/' is ignored. -1: not a path
+ * we can route (too long, too many segments, bad escape). */
+int http_split_path(struct http_req *r, const char *path);
+/* Finds the route for method + r->seg; fills r->param. On HTTP_BAD_METHOD,
+ * `allow` (if not NULL) gets the methods the path does accept ("GET, POST"). */
+enum http_match http_route_find(const struct http_route *routes, size_t n, struct http_req *r,
+				const struct http_route **out, char *allow, size_t allowlen);
+const char *http_method_name(enum evhttp_cmd_type m);
+
+/* ---- requests ---- */
+/* The body as a JSON object (an empty body reads as {}). Answers 400/413
+ * itself and returns NULL. The caller owns the result. */
+json_t *http_body_json(struct http_req *r);
+/* Pure part of http_body_json: parse, with messages like "malformed JSON at
+ * line 1 col 5: ...". */
+json_t *http_parse_json_object(const char *buf, size_t len, space_err *err);
+/* Query parameter (decoded) or NULL. */
+const char *http_query(struct http_req *r, const char *key);
+/* "Authorization: Bearer X" -> X (copied into out). 0, or -1 if absent or
+ * malformed. */
+int http_bearer(const char *header, char *out, size_t outlen);
+/* Compares secrets in time independent of where they differ (and of their
+ * lengths: both are hashed first). */
+bool http_secret_equal(const char *a, const char *b);
+/* Strict unsigned decimal: digits only, no sign or spaces, no overflow. */
+int http_parse_u64(const char *s, uint64_t *out);
+
+/* ---- replies ---- */
+/* Sends j (and drops the caller's reference) as application/json. */
+void http_reply_json(struct evhttp_request *req, int status, json_t *j);
+void http_reply_error(struct evhttp_request *req, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Status and code from e->code (err_http_status / err_code_name). */
+void http_reply_err(struct evhttp_request *req, const space_err *e);
+void http_reply_empty(struct evhttp_request *req, int status);
+/* The body an error reply carries (pure; unit-tested). */
+json_t *http_error_body(const char *code, const char *message);
+
+/* ---- replies that are answered later (long-poll, streams) ----
+ * While a handler holds a request, the connection is watched for the client
+ * going away; on_gone runs once (the request is already released then:
+ * never touch it again). Before the final reply, call http_hold_end(). */
+struct http_hold {
+	struct evhttp_request *req;
+	struct evhttp_connection *evcon;
+	void (*on_gone)(struct http_hold *h);
+	bool active;
+};
+/* Lifts the connection's read timeout while held (long-polls and streams
+ * may be silent for longer than it). */
+void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h));
+void http_hold_end(struct http_hold *h);
+
+#endif

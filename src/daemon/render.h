@@ -1,0 +1,20 @@
+/* render.h -- the API's JSON shapes of templates, sandboxes, operations and sessions */
+#ifndef SPACE_RENDER_H
+#define SPACE_RENDER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* Each returns a new object (NULL only when out of memory), shaped exactly as
+ * docs/api/reference.md says; absent times and values are JSON null. */
+json_t *template_to_json(const struct template_rec *t);
+json_t *sandbox_to_json(const struct sandbox_rec *s);
+json_t *op_to_json(const struct op_rec *op);
+/* output_bytes: session_output_length() of the live session, else 0. */
+json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes);
+/* {"url":..,"token":..,"expires_at":..} handed out with a session token. */
+json_t *data_plane_to_json(const char *url, const char *token, int64_t expires_ms);
+
+#endif

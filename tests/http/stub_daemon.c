@@ -1,0 +1,354 @@
+/* stub_daemon.c -- the real HTTP layer (data plane + operations long-poll) over a fake session and
+ * fake operations, so SSE streaming, pacing, resume, disconnects and long-polls can be exercised
+ * without VMs. Built and driven by tests/http/run.sh; not part of spaced.
+ *
+ * Fake session ss-00000000000000aa (token "tok"): on first attach it produces STUB_BYTES bytes
+ * (default 64 MiB) of a known pattern, alternating stdout/stderr every 1 MiB, in 32 KiB records,
+ * pausing while the slowest watcher lags more than 8 MiB, then exits with code 3. Session
+ * ss-00000000000000bb never produces anything and never ends (for disconnect tests).
+ * Operation op-00000000000000aa finishes 2 s after the first wait on it.
+ * GET /stats on the control listener reports watches and waiters alive (to check cleanup). */
+#include <event2/event.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/dataplane.h"
+#include "daemon/api.h"
+#include "daemon/daemon.h"
+#include "daemon/render.h"
+#include "daemon/spool.h"
+#include "daemon/store.h"
+#include "log.h"
+
+#define LAG_MAX (8u << 20)
+#define REC (32u << 10)
+
+struct session {
+	struct spaced *d;
+	struct session_rec rec;
+	struct spool *sp;
+	struct session_watch *watches;
+	uint64_t target, produced;
+	bool started, done;
+	struct event *gen;
+};
+
+static struct session s_a, s_b;
+static int waiters_alive, waiters_cancelled, watches_alive;
+
+static uint8_t pat(uint64_t i)
+{
+	return (uint8_t)(i * 131 + (i >> 8) * 7 + 1);
+}
+
+static void notify(struct session *s)
+{
+	struct session_watch *w, *next;
+
+	for (w = s->watches; w; w = next) {
+		next = w->next;
+		w->fn(w);
+	}
+}
+
+static uint64_t slowest(struct session *s)
+{
+	uint64_t m = UINT64_MAX;
+
+	for (struct session_watch *w = s->watches; w; w = w->next)
+		if (w->pos < m)
+			m = w->pos;
+	return m;
+}
+
+static void gen_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct session *s = arg;
+	static uint8_t buf[REC];
+	struct timeval tv = { 0, 1000 };
+	space_err err = { 0 };
+	int n = 0;
+
+	(void)fd;
+	(void)what;
+	while (s->produced < s->target && n++ < 64) {
+		uint64_t m = slowest(s);
+		size_t len = s->target - s->produced < REC ? (size_t)(s->target - s->produced) : REC;
+		if (m != UINT64_MAX && s->produced > m + LAG_MAX)
+			break; /* paced: wait for session_watch_progress */
+		for (size_t i = 0; i < len; i++)
+			buf[i] = pat(s->produced + i);
+		if (spool_append(s->sp, (int)((s->produced >> 20) & 1) + 1, buf, len, &err) < 0) {
+			log_error("%s", err.msg);
+			exit(1);
+		}
+		s->produced += len;
+	}
+	if (s->produced >= s->target && !s->done) {
+		s->done = true;
+		s->rec.state = SESS_EXITED;
+		s->rec.exit_code = 3;
+		s->rec.ended_ms = now_ms();
+	}
+	notify(s);
+	if (!s->done)
+		evtimer_add(s->gen, &tv);
+}
+
+struct session *session_find(struct spaced *d, const char *id)
+{
+	(void)d;
+	if (!strcmp(id, s_a.rec.id))
+		return &s_a;
+	if (!strcmp(id, s_b.rec.id))
+		return &s_b;
+	return NULL;
+}
+
+int session_check_token(struct session *s, const char *token, space_err *err)
+{
+	char want[16];
+
+	snprintf(want, sizeof(want), "tok%s", s == &s_a ? "" : "b");
+	return http_secret_equal(token, want) ? 0 : err_set(err, EACCES, "invalid token");
+}
+
+const struct session_rec *session_rec(const struct session *s)
+{
+	return &s->rec;
+}
+
+int session_start(struct session *s, space_err *err)
+{
+	(void)err;
+	if (!s->started && s == &s_a) {
+		struct timeval tv = { 0, 0 };
+		s->started = true;
+		s->rec.state = SESS_RUNNING;
+		s->rec.pid = 42;
+		evtimer_add(s->gen, &tv);
+	}
+	return 0;
+}
+
+int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err)
+{
+	(void)s;
+	(void)data;
+	log_info("stdin %zu bytes close=%d", len, close_after);
+	(void)err;
+	return 0;
+}
+
+int session_signal(struct session *s, int signo, space_err *err)
+{
+	(void)s;
+	(void)err;
+	log_info("signal %d", signo);
+	return 0;
+}
+
+uint64_t session_output_length(const struct session *s)
+{
+	return spool_length(s->sp);
+}
+
+ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max, space_err *err)
+{
+	return spool_read(s->sp, off, stream, buf, max, err);
+}
+
+int session_done(const struct session *s)
+{
+	return s->done;
+}
+
+void session_watch_add(struct session *s, struct session_watch *w)
+{
+	w->s = s;
+	w->next = s->watches;
+	s->watches = w;
+	watches_alive++;
+}
+
+void session_watch_del(struct session_watch *w)
+{
+	if (!w->s)
+		return;
+	for (struct session_watch **pp = &w->s->watches; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	}
+	w->s = NULL;
+	watches_alive--;
+}
+
+void session_watch_progress(struct session_watch *w)
+{
+	struct session *s = w->s;
+	struct timeval tv = { 0, 0 };
+
+	if (s && !s->done && s->started && !evtimer_pending(s->gen, NULL))
+		evtimer_add(s->gen, &tv);
+}
+
+/* ---- operations ---- */
+
+struct op_waiter {
+	struct spaced *d;
+	struct event *ev;
+	op_wait_cb cb;
+	void *arg;
+	int timeout_s;
+};
+
+static struct op_rec op_a;
+static int64_t op_done_at;
+
+int store_op_get(struct store *st, const char *id, struct op_rec *out, space_err *err)
+{
+	(void)st;
+	if (strcmp(id, op_a.id))
+		return err_set(err, ENOENT, "no operation");
+	if (op_done_at && now_ms() >= op_done_at)
+		op_a.state = OP_SUCCEEDED;
+	*out = op_a;
+	return 0;
+}
+
+static void waiter_fire(evutil_socket_t fd, short what, void *arg)
+{
+	struct op_waiter *w = arg;
+	struct op_rec op;
+
+	(void)fd;
+	(void)what;
+	store_op_get(NULL, op_a.id, &op, NULL);
+	w->cb(w->d, &op, w->arg);
+	event_free(w->ev);
+	free(w);
+	waiters_alive--;
+}
+
+int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg, struct op_waiter **out,
+	    space_err *err)
+{
+	struct op_waiter *w;
+	struct timeval tv = { timeout_s < 2 ? timeout_s : 2, 0 };
+
+	if (strcmp(id, op_a.id))
+		return err_set(err, ENOENT, "no operation");
+	if (!op_done_at)
+		op_done_at = now_ms() + 2000;
+	w = calloc(1, sizeof(*w));
+	w->d = d;
+	w->cb = cb;
+	w->arg = arg;
+	w->ev = evtimer_new(d->base, waiter_fire, w);
+	evtimer_add(w->ev, &tv);
+	*out = w;
+	waiters_alive++;
+	return 0;
+}
+
+void op_wait_cancel(struct op_waiter *w)
+{
+	event_free(w->ev);
+	free(w);
+	waiters_alive--;
+	waiters_cancelled++;
+}
+
+static void stats(struct http_req *r)
+{
+	http_reply_json(r->req, 200,
+			json_pack("{s:i,s:i,s:i,s:I}", "watches", watches_alive, "waiters", waiters_alive,
+				  "cancelled", waiters_cancelled, "produced", (json_int_t)s_a.produced));
+}
+
+static int no_auth(struct http_req *r)
+{
+	(void)r;
+	return 0;
+}
+
+static const struct http_route ctl_routes[] = {
+	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
+	{ EVHTTP_REQ_GET, "/stats", stats },
+};
+
+static struct http_plane ctl = {
+	.name = "stub-api", .routes = ctl_routes, .nroutes = 2, .auth = no_auth, .auth_first = true,
+	.max_body = 1 << 20,
+};
+
+static void on_term(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	event_base_loopexit(arg, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	static struct spaced d;
+	space_err err = { 0 };
+	const char *bytes = getenv("STUB_BYTES");
+	struct event *term;
+	struct evhttp *ctl_http;
+
+	if (argc < 4) {
+		fprintf(stderr, "usage: %s CTL_ADDR DATA_ADDR SPOOL_DIR\n", argv[0]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	d.base = event_base_new();
+	snprintf(d.cfg.data_listen, sizeof(d.cfg.data_listen), "%s", argv[2]);
+	d.cfg.max_stdin_bytes = 4 << 20;
+	ctl.d = &d;
+
+	struct session *ss[] = { &s_a, &s_b };
+	for (int i = 0; i < 2; i++) {
+		char path[512];
+		struct session *s = ss[i];
+		snprintf(s->rec.id, sizeof(s->rec.id), "ss-00000000000000%s", i ? "bb" : "aa");
+		snprintf(s->rec.sandbox_id, sizeof(s->rec.sandbox_id), "sb-00000000000000aa");
+		s->rec.state = SESS_CREATED;
+		s->rec.created_ms = now_ms();
+		s->d = &d;
+		s->gen = evtimer_new(d.base, gen_cb, s);
+		snprintf(path, sizeof(path), "%s/%s.spool", argv[3], s->rec.id);
+		unlink(path);
+		if (spool_open(&s->sp, path, &err) < 0) {
+			fprintf(stderr, "%s\n", err.msg);
+			return 1;
+		}
+	}
+	s_a.target = bytes ? strtoull(bytes, NULL, 10) : (64u << 20);
+	snprintf(op_a.id, sizeof(op_a.id), "op-00000000000000aa");
+	snprintf(op_a.kind, sizeof(op_a.kind), "create");
+	snprintf(op_a.sandbox_id, sizeof(op_a.sandbox_id), "sb-00000000000000aa");
+	op_a.state = OP_RUNNING;
+	op_a.created_ms = op_a.updated_ms = now_ms();
+
+	ctl_http = http_listen(d.base, argv[1], &ctl, &err);
+	if (!ctl_http || dataplane_start(&d, &err) < 0) {
+		fprintf(stderr, "%s\n", err.msg);
+		return 1;
+	}
+	term = evsignal_new(d.base, SIGTERM, on_term, d.base);
+	event_add(term, NULL);
+	event_base_dispatch(d.base);
+	evhttp_free(d.data_http);
+	evhttp_free(ctl_http);
+	for (int i = 0; i < 2; i++) {
+		spool_close(ss[i]->sp);
+		event_free(ss[i]->gen);
+	}
+	event_free(term);
+	event_base_free(d.base);
+	return 0;
+}
