@@ -91,8 +91,8 @@ $(BUILD)/san/%.a:
 unit_libs = $(if $(filter test_agent_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_proto,$(1)),,$(BUILD)/san/libdaemon.a))) $(BUILD)/san/libcommon.a
 .SECONDEXPANSION:
 $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -o $@ $< \
+	@mkdir -p $(@D) $(BUILD)/unitdeps
+	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS)
 
 unit: deps
@@ -107,6 +107,6 @@ bench: all
 	@python3 bench/bench.py
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/san
+	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san
 
--include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/unitdeps -name '*.d' 2>/dev/null)

@@ -257,7 +257,7 @@ static int parse_create(struct spaced *d, json_t *req, struct sandbox_rec *r, st
 			space_err *err)
 {
 	static const char *known[] = { "template", "vcpus", "memory_mib", "env", "metadata", "timeout_s", NULL };
-	const char *k, *ref = "base";
+	const char *k, *ref;
 	json_t *v;
 	long long vcpus = 0, mem = 0, timeout = d->cfg.default_timeout_s;
 
@@ -271,11 +271,9 @@ static int parse_create(struct spaced *d, json_t *req, struct sandbox_rec *r, st
 			return err_set(err, EINVAL, "unknown field '%.64s'", k);
 	}
 	v = json_object_get(req, "template");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) >= sizeof(r->template_ref))
-			return err_set(err, EINVAL, "template must be a non-empty string");
-		ref = json_string_value(v);
-	}
+	if (!json_is_string(v) || !json_string_length(v) || json_string_length(v) >= sizeof(r->template_ref))
+		return err_set(err, EINVAL, "template is required: a template reference such as \"base\"");
+	ref = json_string_value(v);
 	if (get_int(req, "vcpus", 1, 16, &vcpus, err) < 0 || get_int(req, "memory_mib", 64, 65536, &mem, err) < 0 ||
 	    get_int(req, "timeout_s", 0, 604800, &timeout, err) < 0)
 		return -1;

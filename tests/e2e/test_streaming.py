@@ -40,7 +40,7 @@ def test_reconnect_mid_stream_loses_and_repeats_nothing(api, sb):
     got += r2.output
     assert int(r2.last_id) == len(got)
     # Third: resume with ?offset=, to the end.
-    r3 = s.attach(offset=r2.last_id, how="query").collect(timeout=300)
+    r3 = s.attach(offset=r2.last_id, how="query").collect(deadline=time.monotonic() + 300)
     got += r3.output
     assert r3.exited and r3.exit_code == 0, r3
     assert len(got) == len(SEQ_OUT), f"{len(got)} bytes, want {len(SEQ_OUT)}"

@@ -1,0 +1,203 @@
+/* agent.h -- space-agent's shared state: the host channel, process channels, the event loop */
+#ifndef SPACE_AGENT_H
+#define SPACE_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "outbuf.h"
+#include "proto.h"
+
+/* Limits.  Every buffer the agent holds is bounded by one of these. */
+#define AGENT_MAX_CHANS 1024
+/* Bytes of output held over all channels (each also <= PROTO_OUT_WINDOW): keeps a guest
+ * with many chatty processes and a slow host from spending its memory on the agent. */
+#define AGENT_OUT_BUDGET (16u << 20)
+/* Outgoing control frames (A_HELLO, A_PONG, A_LOG, errors) queued at most; above it the
+ * agent stops reading the port until the host reads (A_LOG is dropped instead). */
+#define AGENT_CTLQ_MAX (256u << 10)
+/* Bytes assembled for the port at once. */
+#define AGENT_WBUF_SIZE (PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD) * 2
+/* How often a disconnected or missing port is looked at again. */
+#define AGENT_RETRY_MS 100
+/* After the main process exits, how long descendants may keep its pipes open (see proc.c). */
+#define AGENT_EXIT_GRACE_MS 1000
+#define AGENT_EXIT_DRAIN_MAX (1u << 20)
+
+/* What an epoll event refers to (epoll_event.data.ptr points at one of these). */
+enum agent_watch_kind { W_PORT, W_SIGNAL, W_STATUS, W_STDOUT, W_STDERR, W_STDIN };
+
+struct agent_proc;
+struct agent_watch {
+	enum agent_watch_kind kind;
+	struct agent_proc *proc; /* NULL for port/signal */
+	int fd;
+	uint32_t events; /* currently registered interest, 0 = not in epoll */
+};
+
+enum agent_proc_state {
+	P_STARTING, /* forked, waiting for the exec status pipe */
+	P_RUNNING,  /* exec succeeded (A_STARTED due or sent) */
+	P_DONE,     /* exited, pipes closed: A_EXIT due or sent, kept until H_RELEASE */
+	P_FREED,    /* released or failed: freed before the loop sleeps */
+};
+
+/* One process channel. */
+struct agent_proc {
+	uint32_t id;
+	enum agent_proc_state state;
+	pid_t pid;
+	bool reaped;
+	int status; /* waitpid status, valid when reaped */
+	int64_t exited_at_ms, grace_until_ms; /* monotonic; grace 0 = not in grace */
+	bool grace_over;
+	uint64_t drained_after_grace[2];
+	char argv0[64];
+
+	struct agent_watch w_status, w_out, w_err, w_in;
+	struct agent_obuf out;
+	struct agent_ibuf in;
+	bool has_stdin;       /* the process was given a stdin pipe */
+	bool stdin_close;     /* H_STDIN_CLOSE received: close after the buffer drains */
+
+	/* What the host must still be told (regenerated after a reconnect). */
+	bool started_sent, exit_sent;
+	uint64_t stdin_ack_sent;
+	bool stdin_ack_forced;
+
+	struct agent_proc *next, *prev;           /* all channels */
+	struct agent_proc *pnext, *pprev;         /* channels with frames to send */
+	bool pending;
+};
+
+struct agent_ctl {
+	struct agent_ctl *next;
+	size_t len;
+	uint8_t data[]; /* a whole frame */
+};
+
+enum agent_port_kind { PORT_NONE, PORT_DEV, PORT_SOCK };
+
+/* The connection to the host: the virtio-serial port, or a unix socket in tests. */
+struct agent_port {
+	enum agent_port_kind kind;
+	char path[256];      /* device or socket path; empty: discover the virtio port */
+	struct agent_watch w;
+	bool up;             /* the host is connected (as far as we can tell) */
+	bool hello;          /* H_HELLO received on this connection: channel frames may flow */
+	bool desync;         /* framing lost: discard input until an H_HELLO header */
+	int64_t retry_at_ms; /* when down: next look */
+	bool missing_logged;
+
+	uint8_t inbuf[PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD];
+	size_t inlen;
+
+	uint8_t wbuf[AGENT_WBUF_SIZE];
+	size_t wlen, woff; /* [woff, wlen) still to write */
+
+	struct agent_ctl *ctl_head, *ctl_tail;
+	size_t ctl_bytes;
+};
+
+struct agent {
+	bool pid1;
+	bool set_clock;
+	bool quit;
+	int epfd;
+	struct agent_watch w_sig;
+	struct agent_port port;
+
+	struct agent_proc *procs;
+	unsigned nprocs;
+	struct agent_proc *pend_head, *pend_tail;
+	struct agent_proc *dead; /* released, freed before the loop sleeps */
+	size_t out_held;      /* sum of channels' held output */
+	bool budget_blocked;  /* some channel stopped reading for lack of AGENT_OUT_BUDGET */
+	unsigned in_grace;    /* channels whose grace timer runs */
+	struct rlimit nofile; /* the limit children get back (the agent raises its own) */
+
+	/* Log rate limiting (the console may be a slow serial port). */
+	int64_t log_window_ms;
+	unsigned log_count, log_dropped;
+
+	uint8_t scratch[PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD];
+};
+
+/* loop.c */
+int64_t agent_now_ms(void);
+int agent_watch_set(struct agent *a, struct agent_watch *w, uint32_t events);
+void agent_watch_close(struct agent *a, struct agent_watch *w);
+int agent_loop_init(struct agent *a);
+int agent_run(struct agent *a);
+
+/* log (loop.c): console line, plus an A_LOG to the host when `to_host`. */
+void agent_log(struct agent *a, bool to_host, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* chan.c: the host channel */
+void agent_port_init(struct agent *a, const char *path);
+void agent_port_poll_retry(struct agent *a);
+void agent_port_event(struct agent *a, uint32_t events);
+void agent_port_flush(struct agent *a);
+/* Queue a control frame; drop_if_full: drop (rather than exceed AGENT_CTLQ_MAX). */
+int agent_ctl_send(struct agent *a, uint16_t type, uint32_t chan, const void *payload,
+		   size_t len, bool drop_if_full);
+void agent_send_error(struct agent *a, uint32_t chan, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Framing of the incoming stream, separate from I/O for tests: consume whole frames from
+ * buf[0..*len), calling fn for each; handles desync (see agent-protocol.md).  Returns
+ * the number of frames delivered. */
+typedef void (*agent_frame_fn)(void *ctx, const struct proto_hdr *h, const uint8_t *payload);
+typedef void (*agent_badframe_fn)(void *ctx, enum proto_rc rc);
+unsigned agent_deframe(uint8_t *buf, size_t *len, bool *desync, agent_frame_fn fn,
+		       agent_badframe_fn bad, void *ctx);
+
+/* msg.c: host messages */
+void agent_handle_frame(void *ctx, const struct proto_hdr *h, const uint8_t *payload);
+void agent_handle_badframe(void *ctx, enum proto_rc rc);
+/* Emit one frame of p's pending output into out (at most cap bytes); returns its length,
+ * 0 when p has nothing more to send. */
+size_t agent_proc_next_frame(struct agent *a, struct agent_proc *p, uint8_t *out, size_t cap);
+
+/* proc.c: process channels */
+struct agent_proc *agent_proc_find(struct agent *a, uint32_t id);
+int agent_proc_exec(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+void agent_proc_event(struct agent *a, struct agent_watch *w, uint32_t events);
+void agent_proc_reap(struct agent *a);
+void agent_proc_ack(struct agent *a, struct agent_proc *p, uint64_t off);
+void agent_proc_stdin(struct agent *a, struct agent_proc *p, uint64_t off, const uint8_t *d,
+		      size_t n);
+void agent_proc_stdin_close(struct agent *a, struct agent_proc *p);
+int agent_proc_signal(struct agent *a, struct agent_proc *p, int signo);
+void agent_proc_release(struct agent *a, struct agent_proc *p);
+void agent_proc_rewind_all(struct agent *a);
+void agent_proc_timers(struct agent *a, int64_t now, int64_t *next);
+void agent_proc_mark_pending(struct agent *a, struct agent_proc *p);
+void agent_proc_free_dead(struct agent *a);
+void agent_proc_kill_all(struct agent *a);
+void agent_proc_rearm_budget(struct agent *a);
+
+/* spawn.c: the child side of H_EXEC */
+struct proto_exec;
+struct agent_user;
+/* Build the environment: envp, plus HOME/USER/LOGNAME from u and a default PATH when
+ * absent.  Returns a malloc'ed NULL-terminated array (strings point into envp or are
+ * malloc'ed), NULL on allocation failure. */
+char **agent_build_env(const char *const *envp, const struct agent_user *u);
+/* execvp semantics with PATH taken from env (not the agent's own); returns errno. */
+int agent_execvpe(const char *file, char *const argv[], char *const env[]);
+/* In the forked child: set up and exec; never returns.  fds: stdin read end (-1: /dev/null),
+ * stdout and stderr write ends, status pipe (gets i32 errno + message on failure). */
+void agent_child_exec(const struct agent *a, const struct proto_exec *x, const int fds[4])
+	__attribute__((noreturn));
+
+/* init.c: PID-1 duties */
+void agent_init_system(struct agent *a);
+bool agent_cmdline_get(const char *cmdline, const char *key, char *out, size_t outlen);
+int agent_set_clock(struct agent *a, uint64_t realtime_ns);
+void agent_poweroff(struct agent *a) __attribute__((noreturn));
+
+#endif

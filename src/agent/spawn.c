@@ -1,0 +1,247 @@
+/* spawn.c -- the child side of H_EXEC: session, stdio, credentials, cwd, environment, exec.
+ * Runs between fork() and exec() in a copy of the single-threaded agent, so it may allocate.
+ * Any failure is reported through the CLOEXEC status pipe as (i32 errno, message) and the
+ * child exits 127; a successful exec closes the pipe, which the agent reads as "started". */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "users.h"
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+static bool has_key(const char *const *envp, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (; envp && *envp; envp++)
+		if (strncmp(*envp, key, kl) == 0 && (*envp)[kl] == '=')
+			return true;
+	return false;
+}
+
+char **agent_build_env(const char *const *envp, const struct agent_user *u)
+{
+	const char *add[4][2] = { { NULL, NULL } };
+	size_t n = 0, nadd = 0, strbytes = 0, i;
+	char **env, *s;
+
+	while (envp && envp[n])
+		n++;
+	if (u->home[0] && !has_key(envp, "HOME"))
+		add[nadd][0] = "HOME", add[nadd++][1] = u->home;
+	if (u->name[0] && !has_key(envp, "USER"))
+		add[nadd][0] = "USER", add[nadd++][1] = u->name;
+	if (u->name[0] && !has_key(envp, "LOGNAME"))
+		add[nadd][0] = "LOGNAME", add[nadd++][1] = u->name;
+	if (!has_key(envp, "PATH"))
+		add[nadd][0] = "PATH", add[nadd++][1] = DEFAULT_PATH;
+	for (i = 0; i < nadd; i++)
+		strbytes += strlen(add[i][0]) + 1 + strlen(add[i][1]) + 1;
+	/* One block: the pointer array, then the added strings; free(env) releases it all. */
+	env = malloc((n + nadd + 1) * sizeof(char *) + strbytes);
+	if (!env)
+		return NULL;
+	for (i = 0; i < n; i++)
+		env[i] = (char *)envp[i];
+	s = (char *)(env + n + nadd + 1);
+	for (i = 0; i < nadd; i++) {
+		env[n + i] = s;
+		s += sprintf(s, "%s=%s", add[i][0], add[i][1]) + 1;
+	}
+	env[n + nadd] = NULL;
+	return env;
+}
+
+static const char *env_get(char *const env[], const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (; env && *env; env++)
+		if (strncmp(*env, key, kl) == 0 && (*env)[kl] == '=')
+			return *env + kl + 1;
+	return NULL;
+}
+
+/* A file that is not a binary and has no #! line: run it with /bin/sh, as execvp does. */
+static void exec_sh(const char *path, char *const argv[], char *const env[])
+{
+	size_t argc = 0, i;
+	char **nargv;
+
+	while (argv[argc])
+		argc++;
+	nargv = calloc(argc + 2, sizeof(char *));
+	if (!nargv)
+		return;
+	nargv[0] = (char *)"sh";
+	nargv[1] = (char *)path;
+	for (i = 1; i < argc; i++)
+		nargv[i + 1] = argv[i];
+	execve("/bin/sh", nargv, env);
+	free(nargv);
+}
+
+int agent_execvpe(const char *file, char *const argv[], char *const env[])
+{
+	const char *path, *p;
+	bool eacces = false;
+	char buf[PATH_MAX];
+
+	if (!file || !file[0])
+		return ENOENT;
+	if (strchr(file, '/')) {
+		execve(file, argv, env);
+		if (errno == ENOEXEC) {
+			exec_sh(file, argv, env);
+			errno = ENOEXEC;
+		}
+		return errno;
+	}
+	if (strlen(file) > NAME_MAX)
+		return ENAMETOOLONG;
+	path = env_get(env, "PATH");
+	if (!path)
+		path = DEFAULT_PATH;
+	for (p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dl = (size_t)(end - p);
+		int e;
+
+		/* An empty entry means the current directory. */
+		if (dl + 1 + strlen(file) + 1 <= sizeof(buf)) {
+			if (dl) {
+				memcpy(buf, p, dl);
+				buf[dl] = '/';
+				strcpy(buf + dl + 1, file);
+			} else {
+				strcpy(buf, file);
+			}
+			execve(buf, argv, env);
+			e = errno;
+			if (e == ENOEXEC) {
+				exec_sh(buf, argv, env);
+				return ENOEXEC;
+			}
+			switch (e) {
+			case EACCES:
+				eacces = true;
+				break;
+			case ENOENT:
+			case ENOTDIR:
+			case ESTALE:
+			case ENODEV:
+			case ETIMEDOUT:
+			case ELOOP:
+			case ENAMETOOLONG:
+				break;
+			default:
+				return e;
+			}
+		}
+		if (!*end)
+			break;
+		p = end;
+	}
+	return eacces ? EACCES : ENOENT;
+}
+
+static void __attribute__((noreturn, format(printf, 3, 4)))
+child_fail(int status_fd, int e, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	buf[0] = (char)(e & 0xff);
+	buf[1] = (char)((e >> 8) & 0xff);
+	buf[2] = (char)((e >> 16) & 0xff);
+	buf[3] = (char)((e >> 24) & 0xff);
+	va_start(ap, fmt);
+	n = vsnprintf(buf + 4, sizeof(buf) - 4, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n > sizeof(buf) - 5)
+		n = sizeof(buf) - 5;
+	/* One write below PIPE_BUF: the agent reads it whole. */
+	if (write(status_fd, buf, 4 + (size_t)n) < 0)
+		_exit(126);
+	_exit(127);
+}
+
+void agent_child_exec(const struct agent *a, const struct proto_exec *x, const int fds[4])
+{
+	int sfd = fds[3], nullfd, sig, e;
+	const char *cwd;
+	struct agent_user u;
+	char msg[256];
+	sigset_t none;
+	char **env;
+
+	/* Own session and process group, so H_SIGNAL can reach the whole job. */
+	setsid();
+	/* Signal state is inherited across exec: undo the agent's (blocked SIGCHLD for the
+	 * signalfd, ignored SIGPIPE). */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	setrlimit(RLIMIT_NOFILE, &a->nofile);
+
+	/* The agent keeps 0-2 open (console or /dev/null), so the pipe fds are all >= 3 and
+	 * the dup2()s below cannot clobber one another. */
+	if (fds[0] >= 0) {
+		if (dup2(fds[0], 0) < 0)
+			child_fail(sfd, errno, "stdin: %s", strerror(errno));
+	} else {
+		nullfd = open("/dev/null", O_RDONLY);
+		if (nullfd < 0 || dup2(nullfd, 0) < 0)
+			child_fail(sfd, errno, "open /dev/null: %s", strerror(errno));
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
+		child_fail(sfd, errno, "stdout/stderr: %s", strerror(errno));
+
+	if (agent_user_resolve("/etc/passwd", "/etc/group", x->user, x->uid, x->gid, &u, msg,
+			       sizeof(msg)) < 0)
+		child_fail(sfd, errno, "%s", msg);
+	if (geteuid() == 0) {
+		if (setgroups((size_t)u.ngroups, u.groups) < 0)
+			child_fail(sfd, errno, "setgroups: %s", strerror(errno));
+		if (setgid(u.gid) < 0)
+			child_fail(sfd, errno, "setgid %u: %s", (unsigned)u.gid, strerror(errno));
+		if (setuid(u.uid) < 0)
+			child_fail(sfd, errno, "setuid %u: %s", (unsigned)u.uid, strerror(errno));
+	} else if (u.uid != getuid() || u.gid != getgid()) {
+		/* Only in host tests: the agent itself is not root. */
+		child_fail(sfd, EPERM, "switch to uid %u gid %u: agent is not root",
+			   (unsigned)u.uid, (unsigned)u.gid);
+	}
+
+	cwd = x->cwd && x->cwd[0] ? x->cwd : NULL;
+	if (cwd) {
+		if (chdir(cwd) < 0)
+			child_fail(sfd, errno, "chdir %s: %s", cwd, strerror(errno));
+	} else if (!u.home[0] || chdir(u.home) < 0) {
+		/* A home that does not exist is not worth failing the command for. */
+		if (chdir("/") < 0)
+			child_fail(sfd, errno, "chdir /: %s", strerror(errno));
+	}
+
+	env = agent_build_env(x->envp, &u);
+	if (!env)
+		child_fail(sfd, ENOMEM, "exec %s: out of memory", x->argv[0]);
+	e = agent_execvpe(x->argv[0], (char *const *)x->argv, env);
+	child_fail(sfd, e, "exec %s: %s", x->argv[0], strerror(e));
+}

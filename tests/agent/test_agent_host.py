@@ -1,0 +1,402 @@
+"""test_agent_host.py -- space-agent run on the host as a normal process, driven over a unix
+socket by agentproto.Host (the daemon's side of the protocol).
+
+Run: make build/bin/space-agent && python3 -m pytest tests/agent -q
+"""
+import errno
+import os
+import signal
+import struct
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import agentproto as P  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+AGENT = os.environ.get("SPACE_AGENT_BIN", os.path.join(ROOT, "build", "bin", "space-agent"))
+
+# RSS bound for the streaming tests; an ASan build needs more (shadow memory, quarantine).
+MAX_RSS_KB = int(os.environ.get("SPACE_AGENT_MAX_RSS_KB", 16 * 1024))
+
+pytestmark = pytest.mark.skipif(
+    not os.access(AGENT, os.X_OK),
+    reason=f"{AGENT} not built (run `make build/bin/space-agent`)")
+
+
+@pytest.fixture
+def host(tmp_path):
+    h = P.Host(AGENT, tmp_path)
+    h.start_agent()
+    h.accept()
+    h.hello()
+    yield h
+    log = h.agent_log()
+    h.close()
+    # The agent must never crash, whatever a test did to it.
+    assert "AddressSanitizer" not in log and "runtime error" not in log, log
+
+
+ENV = ["PATH=/usr/local/bin:/usr/bin:/bin"]
+
+
+def test_echo(host):
+    c = host.run(1, ["echo", "hi"], env=ENV)
+    assert c.error is None
+    assert c.pid and c.pid > 1
+    assert bytes(c.out) == b"hi\n"
+    assert c.exit == (3, 0, 0)
+
+
+def test_exit_code_and_stderr(host):
+    c = host.run(2, ["sh", "-c", "echo out; echo err >&2; exit 3"], env=ENV)
+    assert c.exit[1:] == (3, 0)
+    assert bytes(c.out) == b"out\n" and bytes(c.err) == b"err\n"
+    assert c.exit[0] == 8
+
+
+def test_killed_by_signal(host):
+    c = host.run(3, ["sh", "-c", "kill -9 $$"], env=ENV)
+    assert c.exit[1:] == (-1, 9)
+
+
+def test_h_signal(host):
+    c = host.exec(4, ["sleep", "100"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.send(P.H_SIGNAL, 4, struct.pack("<I", signal.SIGTERM))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert c.exit[1:] == (-1, signal.SIGTERM)
+    # A bad signal number is reported, not acted on.
+    host.send(P.H_SIGNAL, 4, struct.pack("<I", 99))
+    host.wait_for(lambda: any("bad signal" in m for m in host.logs), timeout=5)
+
+
+def test_exec_failures(host):
+    c = host.run(5, ["definitely-not-a-command"], env=ENV)
+    assert c.error[0] == errno.ENOENT
+    assert "exec definitely-not-a-command" in c.error[1]
+    assert c.exit is None
+    c = host.run(6, ["true"], env=ENV, cwd="/nonexistent-dir")
+    assert c.error[0] == errno.ENOENT and "chdir" in c.error[1]
+    c = host.run(7, ["true"], env=ENV, user="no-such-user-xyz")
+    assert c.error[0] == errno.ENOENT and "no-such-user-xyz" in c.error[1]
+    # A malformed H_EXEC payload (argc 0).
+    host.send(P.H_EXEC, 8, struct.pack("<5I", 0, 0, 0, 0, 0) + b"\0\0")
+    host.wait_for(lambda: host.chan(8).error is not None)
+    assert host.chan(8).error[0] == errno.EINVAL
+    # The failed channels are gone: nothing listed.
+    assert host.hello() == {}
+
+
+def test_path_search_uses_given_env(tmp_path, host):
+    d = tmp_path / "bin"
+    d.mkdir()
+    tool = d / "mytool"
+    tool.write_text("echo from-mytool\n")  # no #!: run by /bin/sh, as execvp does
+    tool.chmod(0o755)
+    c = host.run(9, ["mytool"], env=[f"PATH=/usr/bin:{d}"])
+    assert bytes(c.out) == b"from-mytool\n", c.error
+    c = host.run(10, ["mytool"], env=["PATH=/usr/bin:/bin"])
+    assert c.error[0] == errno.ENOENT
+
+
+def test_env_user_cwd(host):
+    uid = os.getuid()
+    c = host.run(11, ["/usr/bin/env"], env=["FOO=bar"], uid=uid, gid=os.getgid(), cwd="/tmp")
+    env = dict(line.split("=", 1) for line in bytes(c.out).decode().splitlines())
+    assert env["FOO"] == "bar"
+    assert env["PATH"].startswith("/usr/local/sbin")
+    if uid == 0:
+        assert env["HOME"] == "/root" and env["USER"] == "root" and env["LOGNAME"] == "root"
+    assert set(env) <= {"FOO", "PATH", "HOME", "USER", "LOGNAME", "PWD"}
+    c = host.run(12, ["pwd"], env=ENV, cwd="/tmp")
+    assert bytes(c.out) == b"/tmp\n"
+    # Given variables win over the user's.
+    c = host.run(13, ["sh", "-c", "echo $HOME"], env=ENV + ["HOME=/x"])
+    assert bytes(c.out) == b"/x\n"
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching users needs root")
+def test_user_by_name(host):
+    c = host.run(14, ["sh", "-c", "id -u; id -g; echo $HOME; pwd"], env=ENV, user="nobody")
+    lines = bytes(c.out).decode().split()
+    assert lines[0] == "65534", (c.out, c.err, c.error)
+
+
+def test_stdin_roundtrip(host):
+    c = host.exec(20, ["cat"], env=ENV, stdin=True)
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(20, 0, b"hello ")
+    host.stdin(20, 0, b"hello ")          # duplicate: dropped
+    host.stdin(20, 3, b"lo world\n")      # overlaps: only the new tail is taken
+    host.send(P.H_STDIN_CLOSE, 20)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out) == b"hello world\n"
+    assert c.stdin_ack == 12
+    assert c.exit[1:] == (0, 0)
+
+
+def test_stdin_large_with_window(host):
+    """2 MiB through cat, never more than IN_WINDOW beyond the agent's A_STDIN_ACK."""
+    data = os.urandom(2 << 20)
+    c = host.exec(21, ["cat"], env=ENV, stdin=True)
+    host.wait_for(lambda: c.pid is not None)
+    off = 0
+    while off < len(data):
+        n = min(P.MAX_CHUNK, len(data) - off, c.stdin_ack + P.IN_WINDOW - off)
+        if n <= 0:
+            host.pump()
+            continue
+        host.stdin(21, off, data[off:off + n])
+        off += n
+    host.send(P.H_STDIN_CLOSE, 21)
+    host.wait_for(lambda: c.exit is not None, timeout=30)
+    assert bytes(c.out) == data
+    assert c.stdin_ack == len(data)
+
+
+def test_stdin_gap_is_rejected(host):
+    c = host.exec(22, ["cat"], env=ENV, stdin=True)
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(22, 100, b"x")
+    host.wait_for(lambda: any("beyond" in m for m in host.logs), timeout=5)
+    host.send(P.H_STDIN_CLOSE, 22)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out) == b""
+
+
+def test_stdin_without_pipe_is_acked(host):
+    c = host.exec(24, ["sleep", "0.2"], env=ENV)  # no stdin flag: /dev/null
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(24, 0, b"abc")
+    host.wait_for(lambda: c.stdin_ack == 3, timeout=5)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+
+
+def test_stdin_dropped_when_process_exits(host):
+    c = host.exec(23, ["true"], env=ENV, stdin=True)
+    host.wait_for(lambda: c.exit is not None)
+    host.stdin(23, 0, b"nobody reads this")
+    host.wait_for(lambda: c.stdin_ack == 17, timeout=5)
+
+
+def test_concurrent(host):
+    cmds = {30 + i: ["sh", "-c", f"for i in 1 2 3 4 5; do echo {i}-$i; sleep 0.02; done"]
+            for i in range(4)}
+    for cid, argv in cmds.items():
+        host.exec(cid, argv, env=ENV)
+    host.wait_for(lambda: all(host.chan(c).exit is not None for c in cmds), timeout=20)
+    for i, cid in enumerate(cmds):
+        assert bytes(host.chan(cid).out) == "".join(f"{i}-{k}\n" for k in range(1, 6)).encode()
+
+
+def test_many_channels(host):
+    ids = range(100, 300)
+    for cid in ids:
+        host.exec(cid, ["echo", str(cid)], env=ENV)
+    host.wait_for(lambda: all(host.chan(c).exit is not None for c in ids), timeout=60)
+    for cid in ids:
+        assert bytes(host.chan(cid).out) == f"{cid}\n".encode()
+        host.send(P.H_RELEASE, cid)
+    assert host.hello() == {}
+
+
+def test_channel_cap(host):
+    """At most 1024 live channels; the next exec fails with EMFILE, and a release frees one."""
+    ids = range(1000, 2024)
+    for cid in ids:
+        host.exec(cid, ["sleep", "30"], env=ENV)
+    host.wait_for(lambda: all(host.chan(c).pid for c in ids), timeout=60)
+    c = host.run(5000, ["true"], env=ENV)
+    assert c.error and c.error[0] == errno.EMFILE
+    host.send(P.H_SIGNAL, 1000, struct.pack("<I", 9))
+    host.wait_for(lambda: host.chan(1000).exit is not None, timeout=10)
+    host.send(P.H_RELEASE, 1000)
+    c = host.run(5001, ["true"], env=ENV)
+    assert c.exit == (0, 0, 0)
+    for cid in ids[1:]:
+        host.send(P.H_SIGNAL, cid, struct.pack("<I", 9))
+    host.wait_for(lambda: all(host.chan(c).exit is not None for c in ids), timeout=30)
+
+
+def test_stream_100m_flow_control(host):
+    """100 MiB of output with a host that acks late: total exact, window respected, RSS flat."""
+    total = 100 << 20
+    host.auto_ack = False
+    c = host.exec(40, ["head", "-c", str(total), "/dev/zero"], env=ENV)
+    max_rss = 0
+    stalled = False
+    last_rss = 0.0
+    while c.exit is None:
+        typ, _, _ = host.pump(timeout=30)
+        if typ != P.A_DATA:
+            continue
+        if not stalled and len(c.data) >= 10 << 20:
+            # Stop acking for a while: the agent must stop at the window, not buffer.
+            stalled = True
+            with pytest.raises(TimeoutError):
+                host.wait_for(lambda: False, timeout=0.5)
+            assert len(c.data) - c.acked <= P.OUT_WINDOW
+            max_rss = max(max_rss, host.rss_kb())
+        # Ack only once a quarter window is outstanding: a slowish host.  (A host must ack
+        # whatever it holds eventually: the agent sends nothing beyond the window.)
+        if len(c.data) - c.acked >= P.OUT_WINDOW // 4:
+            host.ack(40, len(c.data))
+        if time.monotonic() - last_rss > 0.05:
+            last_rss = time.monotonic()
+            max_rss = max(max_rss, host.rss_kb())
+    assert c.exit == (total, 0, 0)
+    assert len(c.out) == total and c.out.count(0) == total
+    assert c.max_beyond_ack <= P.OUT_WINDOW
+    assert max_rss < MAX_RSS_KB, f"agent RSS {max_rss} KiB"
+
+
+def test_reconnect_rewinds_to_acked(host):
+    """Bytes received but not acked before a reconnect are resent from the last ack."""
+    host.auto_ack = False
+    n = 200000
+    expect = "".join(f"{i}\n" for i in range(1, n + 1)).encode()
+    c = host.exec(50, ["seq", str(n)], env=ENV)
+    host.wait_for(lambda: len(c.data) >= 100000)
+    host.ack(50, 50000)
+    time.sleep(0.1)
+    host.disconnect()
+    # Forget what we had beyond the ack, as a restarted daemon would.
+    del c.data[50000:]
+    c.out = bytearray(c.data)
+    host.accept()
+    assert host.hello() == {50: P.CHAN_RUNNING}
+    host.auto_ack = True
+    host.ack(50, len(c.data))
+    host.wait_for(lambda: c.exit is not None, timeout=20)
+    assert bytes(c.out) == expect
+    assert c.exit == (len(expect), 0, 0)
+
+
+def test_exit_while_disconnected(host):
+    c = host.exec(51, ["sh", "-c", "echo a; sleep 0.3; echo b"], env=ENV)
+    host.wait_for(lambda: len(c.data) == 2)
+    host.disconnect()
+    time.sleep(0.8)
+    host.accept()
+    assert host.hello() == {51: P.CHAN_EXITED}
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out) == b"a\nb\n" and c.exit == (4, 0, 0)
+    # Exit and data are kept until released, and resent after every reconnect.
+    host.disconnect()
+    host.accept()
+    c2 = host.chans[51] = P.Chan(51)
+    c2.acked = 4
+    c2.data = bytearray(b"a\nb\n")
+    assert host.hello() == {51: P.CHAN_EXITED}
+    host.wait_for(lambda: c2.exit is not None, timeout=5)
+    assert c2.exit == (4, 0, 0) and c2.pid == c.pid
+    host.send(P.H_RELEASE, 51)
+    assert host.hello() == {}
+
+
+def test_output_held_while_disconnected_is_bounded(host):
+    """With no host the process blocks on its pipe; nothing is lost on reconnect."""
+    host.auto_ack = False
+    total = 8 << 20
+    c = host.exec(52, ["head", "-c", str(total), "/dev/urandom"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.disconnect()
+    time.sleep(1.0)
+    assert host.rss_kb() < MAX_RSS_KB
+    host.accept()
+    c.data = bytearray()
+    c.out = bytearray()
+    c.acked = 0
+    host.auto_ack = True
+    host.hello()
+    host.wait_for(lambda: c.exit is not None, timeout=30)
+    assert len(c.out) == total and c.exit == (total, 0, 0)
+
+
+def test_no_busy_loop_while_disconnected(host):
+    host.disconnect()
+    time.sleep(0.3)
+    before = host.cpu_seconds()
+    time.sleep(1.5)
+    assert host.cpu_seconds() - before < 0.2
+    host.accept()
+    host.hello()
+    assert host.run(53, ["echo", "back"], env=ENV).out == b"back\n"
+
+
+def test_descendant_holding_pipes(host):
+    """`cmd &` keeps stdout open: the channel still ends, shortly after the main process."""
+    t0 = time.monotonic()
+    c = host.run(54, ["sh", "-c", "sleep 30 & echo started"], env=ENV, timeout=10)
+    assert bytes(c.out) == b"started\n" and c.exit[1:] == (0, 0)
+    assert time.monotonic() - t0 < 5
+
+
+def test_ping_settime(host):
+    host.send(P.H_PING, 0, struct.pack("<Q", 0xDEADBEEF12345678))
+    host.wait_for(lambda: host.pongs)
+    assert host.pongs == [0xDEADBEEF12345678]
+    # H_SETTIME is accepted (a host run never sets the clock).
+    host.send(P.H_SETTIME, 0, struct.pack("<Q", 1))
+    host.send(P.H_PING, 0, struct.pack("<Q", 2))
+    host.wait_for(lambda: len(host.pongs) == 2)
+    assert abs(time.time() - 1.7e9) < 1e10
+
+
+def test_malformed_frames(host):
+    host.send(999, 0, b"junk")                       # unknown type
+    host.send(P.H_PING, 0, b"short")                 # wrong length
+    host.send(P.H_ACK, 0, struct.pack("<Q", 1))      # channel frame on chan 0
+    host.send(P.H_ACK, 77, struct.pack("<Q", 1))     # unknown chan
+    host.send(P.H_HELLO, 5, struct.pack("<IQ", 1, 0))  # control frame on a chan
+    host.send_raw(P.HDR.pack(1, P.H_PING, 1, 0) + b"x")  # flags set
+    host.wait_for(lambda: len(host.logs) >= 6, timeout=5)
+    # A length over the maximum loses the framing: A_ERROR EPROTO, input discarded ...
+    host.send_raw(P.HDR.pack(P.MAX_PAYLOAD + 1, P.H_PING, 0, 0) + os.urandom(5000))
+    host.wait_for(lambda: host.errors0, timeout=5)
+    assert host.errors0[0][0] == errno.EPROTO
+    # ... until an H_HELLO header, which resynchronises without reconnecting.
+    assert host.hello() == {}
+    assert host.run(60, ["echo", "ok"], env=ENV).out == b"ok\n"
+    assert host.proc.poll() is None
+
+
+def test_bad_ack_and_release_running(host):
+    c = host.exec(61, ["sleep", "5"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.send(P.H_ACK, 61, struct.pack("<Q", 1 << 40))
+    host.send(P.H_RELEASE, 61)
+    host.wait_for(lambda: len(host.logs) >= 2, timeout=5)
+    assert host.hello() == {61: P.CHAN_RUNNING}
+    host.send(P.H_SIGNAL, 61, struct.pack("<I", 9))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+
+
+def test_chan_in_use(host):
+    c = host.exec(62, ["sleep", "5"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.send(P.H_EXEC, 62, P.encode_exec(["true"], env=ENV))
+    host.wait_for(lambda: host.errors0, timeout=5)
+    assert host.errors0[0][0] == errno.EEXIST
+    host.send(P.H_SIGNAL, 62, struct.pack("<I", 9))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+
+
+def test_version_mismatch(host):
+    host.send(P.H_HELLO, 0, struct.pack("<IQ", 99, 0))
+    host.wait_for(lambda: host.errors0, timeout=5)
+    assert host.errors0[0][0] == errno.EPROTONOSUPPORT
+    host.hello()
+
+
+def test_shutdown_kills_and_exits(host):
+    c = host.exec(70, ["sleep", "100"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 0))
+    assert host.proc.wait(5) == 0
+    time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.kill(c.pid, 0)
