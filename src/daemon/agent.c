@@ -116,7 +116,7 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 	uint32_t *chans, *states;
 	uint64_t *offs;
 
-	if (r->bad || n > 65536 || (size_t)n * 16 > r->n)
+	if (r->bad || n > 65536 || (size_t)n * 16 != r->n)
 		return -1;
 	if (version != PROTO_VERSION) {
 		log_warn("sandbox %s: agent speaks protocol %u, we speak %u", a->sb->rec.id, version,
@@ -244,6 +244,14 @@ static void read_cb(struct bufferevent *bev, void *arg)
 			return;
 		p = evbuffer_pullup(in, PROTO_HDR_SIZE);
 		rc = proto_parse_hdr(p, avail, &h);
+		/* A new connection may begin mid-frame (bytes the agent wrote to the
+		 * port before we attached): until the agent's A_HELLO, skip byte by
+		 * byte to the first header that is one. */
+		if (!a->ready && (rc != PROTO_OK || h.type != A_HELLO || h.chan != 0 || h.flags != 0 ||
+				  h.len < 8 || (h.len - 8) % 16 != 0)) {
+			evbuffer_drain(in, 1);
+			continue;
+		}
 		if (rc != PROTO_OK) {
 			log_warn("sandbox %s: agent channel: %s; reconnecting", a->sb->rec.id,
 				 proto_strerror(rc));
