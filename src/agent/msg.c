@@ -51,6 +51,8 @@ static void send_hello(struct agent *a)
 	for (p = a->procs; p; p = p->next) {
 		proto_wr_u32(&w, p->id);
 		proto_wr_u32(&w, p->state == P_DONE ? PROTO_CHAN_EXITED : PROTO_CHAN_RUNNING);
+		/* stdin received so far: where the host resumes stdin after it restarted */
+		proto_wr_u64(&w, p->in.received);
 	}
 	if (!w.bad)
 		agent_ctl_send(a, A_HELLO, 0, w.buf, w.len, false);

@@ -156,6 +156,7 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 	struct session *s = NULL;
 
 	proto_rd_init(&r, p, h->len);
+	log_debug("sandbox %s: agent frame type %u chan %u len %u", a->sb->rec.id, h->type, h->chan, h->len);
 	if (h->type == A_HELLO)
 		return handle_hello(a, &r);
 	if (!a->ready)

@@ -219,6 +219,8 @@ int main(int argc, char **argv)
 	struct spaced d = { 0 };
 
 	log_set_prefix("spaced");
+	if (getenv("SPACE_DEBUG") && *getenv("SPACE_DEBUG"))
+		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
 	config_load(&d.cfg, argc, argv);
 	d.started_ms = now_ms();

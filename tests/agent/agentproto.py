@@ -176,9 +176,9 @@ class Host:
         """Apply one frame to the host's state; returns it for callers that wait on it."""
         if typ == A_HELLO:
             ver, n = struct.unpack_from("<II", p)
-            if len(p) != 8 + 8 * n:
+            if len(p) != 8 + 16 * n:
                 raise ProtocolError("A_HELLO length")
-            lst = [struct.unpack_from("<II", p, 8 + 8 * i) for i in range(n)]
+            lst = [struct.unpack_from("<II", p, 8 + 16 * i) for i in range(n)]
             self.hellos.append((ver, lst))
         elif typ == A_STARTED:
             if len(p) != 4:
