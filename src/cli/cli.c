@@ -1,0 +1,144 @@
+/* cli.c -- what spacectl's verbs share: usage errors, argument parsing
+ * helpers, table output */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+
+int ctl_usage_error(const struct ctl_verb *v, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fmt) {
+		fprintf(stderr, "spacectl: %s: ", v->name);
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc('\n', stderr);
+	}
+	fprintf(stderr, "usage: spacectl %s %s\n", v->name, v->usage);
+	fprintf(stderr, "Try 'spacectl help %s' for more information.\n", v->name);
+	return CTL_EXIT_USAGE;
+}
+
+void ctl_print_help(const struct ctl_verb *v, FILE *out)
+{
+	fprintf(out, "usage: spacectl %s %s\n\n%s\n", v->name, v->usage, v->summary);
+	if (v->help && *v->help)
+		fprintf(out, "\n%s", v->help);
+}
+
+int ctl_fail(const struct ctl *c, const space_err *e, int status)
+{
+	fflush(stdout);
+	fprintf(stderr, "spacectl: %s: %s\n", c->verb, e->msg);
+	return status;
+}
+
+int ctl_kv_add(json_t *obj, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	_cleanup_free_ char *key = NULL;
+
+	if (!eq || eq == arg)
+		return -1;
+	key = strndup(arg, (size_t)(eq - arg));
+	if (!key)
+		return -1;
+	return json_object_set_new(obj, key, json_string(eq + 1));
+}
+
+int ctl_parse_long(const char *s, long min, long max, long *out)
+{
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int ctl_table_init(struct ctl_table *t, size_t ncols, const char *const *header)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	return ctl_table_add(t, header);
+}
+
+int ctl_table_add(struct ctl_table *t, const char *const *row)
+{
+	size_t i;
+
+	if (t->nrows == t->cap) {
+		size_t ncap = t->cap ? t->cap * 2 : 16;
+		char **nc = realloc(t->cells, ncap * t->ncols * sizeof(*nc));
+
+		if (!nc)
+			return -1;
+		t->cells = nc;
+		t->cap = ncap;
+	}
+	for (i = 0; i < t->ncols; i++) {
+		char *s = strdup(row[i] ? row[i] : "-");
+		char *p;
+
+		if (!s) {
+			while (i--)
+				free(t->cells[t->nrows * t->ncols + i]);
+			return -1;
+		}
+		/* One row per line, whatever the server put in a name. */
+		for (p = s; *p; p++)
+			if ((unsigned char)*p < 0x20)
+				*p = ' ';
+		t->cells[t->nrows * t->ncols + i] = s;
+	}
+	t->nrows++;
+	return 0;
+}
+
+void ctl_table_print(const struct ctl_table *t, FILE *out)
+{
+	size_t r, i, *w = calloc(t->ncols, sizeof(*w));
+
+	if (!w)
+		return;
+	for (r = 0; r < t->nrows; r++)
+		for (i = 0; i < t->ncols; i++) {
+			size_t l = strlen(t->cells[r * t->ncols + i]);
+
+			if (l > w[i])
+				w[i] = l;
+		}
+	for (r = 0; r < t->nrows; r++) {
+		for (i = 0; i < t->ncols; i++) {
+			const char *s = t->cells[r * t->ncols + i];
+
+			if (i + 1 < t->ncols)
+				fprintf(out, "%-*s  ", (int)(w[i] < INT_MAX ? w[i] : 0), s);
+			else
+				fprintf(out, "%s\n", s);
+		}
+	}
+	free(w);
+}
+
+void ctl_table_free(struct ctl_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	memset(t, 0, sizeof(*t));
+}

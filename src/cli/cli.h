@@ -1,0 +1,49 @@
+/* cli.h -- what spacectl's verbs share: the verb table entry, usage
+ * errors, argument parsing helpers and table output */
+#ifndef SPACE_CLI_CLI_H
+#define SPACE_CLI_CLI_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "client.h"
+
+struct ctl_verb {
+	const char *name;
+	const char *usage;   /* after "spacectl <name> " */
+	const char *summary; /* one line for `spacectl help` */
+	const char *help;    /* option details for `spacectl help <name>` */
+	/* argv[0] is "spacectl <name>" (getopt's messages use it). */
+	int (*run)(struct ctl *c, int argc, char **argv);
+};
+
+extern const struct ctl_verb ctl_verb_info, ctl_verb_templates, ctl_verb_create,
+	ctl_verb_ls, ctl_verb_exec, ctl_verb_logs, ctl_verb_rm;
+
+/* Print "spacectl: <verb>: <msg>" (if fmt) and the usage line on stderr;
+ * returns CTL_EXIT_USAGE. */
+int ctl_usage_error(const struct ctl_verb *v, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+void ctl_print_help(const struct ctl_verb *v, FILE *out);
+/* Print "spacectl: <verb>: <e->msg>"; returns `status`. */
+int ctl_fail(const struct ctl *c, const space_err *e, int status);
+
+/* Add "K=V" to a JSON object of strings.  Returns -1 if arg has no '=' or
+ * an empty key. */
+int ctl_kv_add(json_t *obj, const char *arg);
+/* Parse a decimal integer in [min, max], the whole string.  0 or -1. */
+int ctl_parse_long(const char *s, long min, long max, long *out);
+
+/* A text table with a header row; columns padded to their widest cell. */
+struct ctl_table {
+	size_t ncols, nrows, cap;
+	char **cells; /* row-major, row 0 the header */
+};
+
+int ctl_table_init(struct ctl_table *t, size_t ncols, const char *const *header);
+/* Add a row of ncols cells (copied; NULL prints as "-"). */
+int ctl_table_add(struct ctl_table *t, const char *const *row);
+void ctl_table_print(const struct ctl_table *t, FILE *out);
+void ctl_table_free(struct ctl_table *t);
+
+#endif

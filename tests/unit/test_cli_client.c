@@ -1,0 +1,158 @@
+/* test_cli_client.c -- spacectl's pure helpers: API error messages, writes
+ * to slow non-blocking pipes, K=V and number parsing, tables */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/client.h"
+#include "harness.h"
+
+static bool error_is(long status, const char *body, const char *want)
+{
+	struct http_resp rs = { .status = status, .body = (char *)body, .len = strlen(body) };
+	space_err e = { 0 };
+	int rc = http_error(&rs, &e);
+
+	if (strcmp(e.msg, want) != 0)
+		NOTE("got '%s'", e.msg);
+	return rc == -1 && strcmp(e.msg, want) == 0;
+}
+
+static void test_http_error(void)
+{
+	CHECK(error_is(404, "{\"error\":{\"code\":\"not_found\",\"message\":\"sandbox sb-1 not found\"}}",
+		       "sandbox sb-1 not found (not_found, HTTP 404)"),
+	      "error body -> message (code, HTTP status)");
+	CHECK(error_is(500, "{\"error\":{\"code\":\"internal\"}}", "no message (internal, HTTP 500)"),
+	      "error body without a message");
+	CHECK(error_is(502, "<html>Bad\nGateway</html>", "unexpected HTTP 502 response: <html>Bad Gateway</html>"),
+	      "a non-JSON body is shown, made printable");
+	CHECK(error_is(503, "", "unexpected HTTP 503 response with no body"), "an empty body");
+	CHECK(error_is(400, "[1,2]", "unexpected HTTP 400 response: [1,2]"), "JSON that is not an error");
+	CHECK(error_is(400, "{\"error\":\"flat\"}", "unexpected HTTP 400 response: {\"error\":\"flat\"}"),
+	      "an error that is not an object");
+	{
+		char big[1000];
+		struct http_resp rs = { .status = 500, .body = big, .len = sizeof(big) - 1 };
+		space_err e = { 0 };
+
+		memset(big, 'x', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		http_error(&rs, &e);
+		CHECK(strlen(e.msg) < 300 && strstr(e.msg, "...") != NULL,
+		      "a long body is cut short (%zu chars)", strlen(e.msg));
+	}
+}
+
+static void *drain(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[4096];
+	size_t total = 0;
+	ssize_t n;
+
+	usleep(100 * 1000); /* let the writer fill the pipe and hit EAGAIN */
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		total += (size_t)n;
+		usleep(100);
+	}
+	return (void *)total;
+}
+
+static void test_write_all(void)
+{
+	size_t len = 1 << 20, got;
+	char *data = malloc(len);
+	pthread_t t;
+	void *ret;
+	int p[2];
+
+	memset(data, 'q', len);
+	if (pipe(p) < 0)
+		abort();
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	pthread_create(&t, NULL, drain, &p[0]);
+	CHECK(ctl_write_all(p[1], data, len) == 0, "1 MiB into a slow non-blocking pipe");
+	close(p[1]);
+	pthread_join(t, &ret);
+	got = (size_t)ret;
+	CHECK(got == len, "every byte arrived (%zu)", got);
+	close(p[0]);
+
+	if (pipe(p) < 0)
+		abort();
+	close(p[0]);
+	errno = 0;
+	CHECK(ctl_write_all(p[1], data, 10) == -1 && errno == EPIPE,
+	      "a closed reader gives EPIPE (SIGPIPE is ignored in the test)");
+	close(p[1]);
+	free(data);
+}
+
+static void test_args(void)
+{
+	json_t *o = json_object();
+	long v = 0;
+
+	CHECK(ctl_kv_add(o, "A=1") == 0 && strcmp(ctl_jstr(o, "A", ""), "1") == 0, "K=V");
+	CHECK(ctl_kv_add(o, "B=x=y") == 0 && strcmp(ctl_jstr(o, "B", ""), "x=y") == 0,
+	      "split at the first '='");
+	CHECK(ctl_kv_add(o, "C=") == 0 && strcmp(ctl_jstr(o, "C", "?"), "") == 0, "empty value");
+	CHECK(ctl_kv_add(o, "=v") < 0, "empty key rejected");
+	CHECK(ctl_kv_add(o, "novalue") < 0, "no '=' rejected");
+	CHECK(ctl_kv_add(o, "D=\xff") < 0, "invalid UTF-8 rejected");
+	json_decref(o);
+
+	CHECK(ctl_parse_long("42", 1, 100, &v) == 0 && v == 42, "number");
+	CHECK(ctl_parse_long("0", 1, 100, &v) < 0, "below the range");
+	CHECK(ctl_parse_long("4x", 1, 100, &v) < 0, "trailing junk");
+	CHECK(ctl_parse_long("", 1, 100, &v) < 0, "empty");
+	CHECK(ctl_parse_long("99999999999999999999", 0, 100, &v) < 0, "overflow");
+
+	o = json_pack("{s:s, s:i, s:f, s:n, s:f}", "s", "str", "i", 7, "f", 2.5, "n", "huge", 1e300);
+	CHECK(strcmp(ctl_jstr(o, "s", "d"), "str") == 0 && strcmp(ctl_jstr(o, "i", "d"), "d") == 0,
+	      "string accessor with default");
+	CHECK(ctl_jint(o, "i", -1) == 7 && ctl_jint(o, "f", -1) == 2 && ctl_jint(o, "n", -1) == -1 &&
+		      ctl_jint(o, "huge", -1) == -1 && ctl_jint(NULL, "i", -1) == -1,
+	      "integer accessor: ints, reals, null, out of range, no object");
+	json_decref(o);
+}
+
+static void test_table(void)
+{
+	static const char *const hdr[] = { "ID", "STATE" };
+	const char *r1[] = { "sb-1", "running" }, *r2[] = { "sb-long-id", NULL },
+		   *r3[] = { "evil\nname", "x" };
+	struct ctl_table t;
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	ctl_table_init(&t, 2, hdr);
+	ctl_table_add(&t, r1);
+	ctl_table_add(&t, r2);
+	ctl_table_add(&t, r3);
+	ctl_table_print(&t, f);
+	fclose(f);
+	if (!CHECK(strcmp(out, "ID          STATE\n"
+			       "sb-1        running\n"
+			       "sb-long-id  -\n"
+			       "evil name   x\n") == 0,
+		   "table: aligned columns, NULL as '-', control characters blanked"))
+		NOTE("got:\n%s", out);
+	ctl_table_free(&t);
+	free(out);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	test_http_error();
+	test_write_all();
+	test_args();
+	test_table();
+	return DONE();
+}
