@@ -8,6 +8,7 @@
 
 #include "daemon.h"
 #include "model.h"
+#include "proto.h"
 #include "spool.h"
 #include "vm.h"
 
@@ -56,6 +57,11 @@ void sandbox_agent_ready(struct sandbox *sb);
 void sandbox_agent_lost(struct sandbox *sb, const char *why);
 
 /* session.c */
+void session_persist(struct session *s);
+/* A runtime session for rec (copied), linked into sb, its spool opened. */
+struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err);
+/* session_create.c: H_EXEC for this session; -1 if it would not fit one frame. */
+int session_exec_encode(const struct session *s, struct proto_wr *w);
 int sessions_load(struct sandbox *sb, space_err *err);
 void sessions_free(struct sandbox *sb);
 /* The sandbox failed or is going away: finish sessions still running. */

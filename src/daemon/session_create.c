@@ -1,0 +1,299 @@
+/* session_create.c -- command sessions: request validation, the H_EXEC they become, and data-plane tokens */
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proto.h"
+#include "runtime.h"
+#include "store.h"
+
+#define MAX_TOKEN_TTL_S 86400
+
+/* ---- tokens ---- */
+
+static void sha256_hex(const char *in, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+	static const char hex[] = "0123456789abcdef";
+
+	EVP_Digest(in, strlen(in), md, &mdlen, EVP_sha256(), NULL);
+	for (unsigned i = 0; i < 32; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 15];
+	}
+	out[64] = '\0';
+}
+
+static int issue_token(struct session *s, int ttl_s, char token[65], space_err *err)
+{
+	unsigned char raw[32];
+	static const char hex[] = "0123456789abcdef";
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		return err_set(err, EIO, "generating token: no randomness");
+	for (unsigned i = 0; i < 32; i++) {
+		token[2 * i] = hex[raw[i] >> 4];
+		token[2 * i + 1] = hex[raw[i] & 15];
+	}
+	token[64] = '\0';
+	sha256_hex(token, s->rec.token_hash);
+	if (ttl_s <= 0)
+		ttl_s = s->d->cfg.token_ttl_s;
+	s->rec.token_expires_ms = now_ms() + (int64_t)ttl_s * 1000;
+	return 0;
+}
+
+int session_check_token(struct session *s, const char *token, space_err *err)
+{
+	char h[65];
+
+	if (!token || strlen(token) != 64)
+		return err_set(err, EACCES, "invalid session token");
+	sha256_hex(token, h);
+	if (CRYPTO_memcmp(h, s->rec.token_hash, 64) != 0)
+		return err_set(err, EACCES, "invalid session token");
+	if (now_ms() >= s->rec.token_expires_ms)
+		return err_set(err, EACCES, "session token expired; get a new one from the control plane");
+	return 0;
+}
+
+/* ---- creation ---- */
+
+static int check_env_object(json_t *env, const char *what, space_err *err)
+{
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(env))
+		return err_set(err, EINVAL, "%s must be an object of strings", what);
+	if (json_object_size(env) > 1024)
+		return err_set(err, EINVAL, "%s has more than 1024 entries", what);
+	json_object_foreach(env, k, v) {
+		if (!*k || strlen(k) > 256 || strchr(k, '='))
+			return err_set(err, EINVAL, "%s: invalid variable name '%.64s'", what, k);
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "%s.%.64s must be a string", what, k);
+	}
+	return 0;
+}
+
+static bool valid_user(const char *u)
+{
+	size_t n = strlen(u);
+
+	if (n == 0 || n > 32)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(u[i] == '_' || u[i] == '-' || u[i] == '.' || (u[i] >= 'a' && u[i] <= 'z') ||
+		      (u[i] >= 'A' && u[i] <= 'Z') || (u[i] >= '0' && u[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* Environment for the process: template defaults, then the sandbox's, then the session's. */
+static json_t *merged_env(const struct session *s)
+{
+	json_t *env = json_object();
+
+	if (!env)
+		return NULL;
+	if (json_is_object(s->sb->tmpl.env))
+		json_object_update(env, s->sb->tmpl.env);
+	if (json_is_object(s->sb->rec.env))
+		json_object_update(env, s->sb->rec.env);
+	if (json_is_object(s->rec.env))
+		json_object_update(env, s->rec.env);
+	return env;
+}
+
+int session_exec_encode(const struct session *s, struct proto_wr *w)
+{
+	static struct proto_exec x; /* large: keep it off the stack; single-threaded */
+	json_t *env = merged_env(s), *v;
+	const char *k;
+	char **strs = NULL;
+	size_t i, n = 0;
+	int rc = -1;
+
+	if (!env)
+		return -1;
+	memset(&x, 0, sizeof(x));
+	x.flags = s->rec.stdin_open ? PROTO_EXEC_STDIN : 0;
+	x.user = s->rec.user;
+	x.cwd = s->rec.cwd;
+	x.argc = (uint32_t)json_array_size(s->rec.argv);
+	if (x.argc < 1 || x.argc > PROTO_EXEC_MAX_ARGS || json_object_size(env) > PROTO_EXEC_MAX_ARGS)
+		goto out;
+	for (i = 0; i < x.argc; i++)
+		x.argv[i] = json_string_value(json_array_get(s->rec.argv, i));
+	strs = calloc(json_object_size(env) + 1, sizeof(char *));
+	if (!strs)
+		goto out;
+	json_object_foreach(env, k, v) {
+		if (asprintf(&strs[n], "%s=%s", k, json_string_value(v) ? json_string_value(v) : "") < 0)
+			goto out;
+		x.envp[n] = strs[n];
+		n++;
+	}
+	x.envc = (uint32_t)n;
+	rc = proto_exec_encode(w, &x);
+out:
+	for (i = 0; strs && i < n; i++)
+		free(strs[i]);
+	free(strs);
+	json_decref(env);
+	return rc;
+}
+
+static int parse_session_req(struct session_rec *r, json_t *req, int *ttl, space_err *err)
+{
+	const char *k;
+	json_t *v, *argv = json_object_get(req, "argv");
+	size_t i;
+
+	json_object_foreach(req, k, v) {
+		if (strcmp(k, "argv") && strcmp(k, "env") && strcmp(k, "cwd") && strcmp(k, "user") &&
+		    strcmp(k, "stdin") && strcmp(k, "token_ttl_s"))
+			return err_set(err, EINVAL, "unknown field '%.64s'", k);
+	}
+	if (!json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > PROTO_EXEC_MAX_ARGS)
+		return err_set(err, EINVAL, "argv must be an array of 1 to %d strings", PROTO_EXEC_MAX_ARGS);
+	json_array_foreach(argv, i, v) {
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "argv[%zu] must be a string", i);
+		if (memchr(json_string_value(v), '\0', json_string_length(v)))
+			return err_set(err, EINVAL, "argv[%zu] contains a NUL byte", i);
+	}
+	if (!*json_string_value(json_array_get(argv, 0)))
+		return err_set(err, EINVAL, "argv[0] must not be empty");
+	r->argv = json_incref(argv);
+	v = json_object_get(req, "env");
+	if (v && !json_is_null(v)) {
+		if (check_env_object(v, "env", err) < 0)
+			return -1;
+		r->env = json_deep_copy(v);
+	} else {
+		r->env = json_object();
+	}
+	v = json_object_get(req, "cwd");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || json_string_length(v) >= sizeof(r->cwd) ||
+		    (json_string_length(v) && json_string_value(v)[0] != '/'))
+			return err_set(err, EINVAL, "cwd must be an absolute path shorter than %zu bytes",
+				       sizeof(r->cwd));
+		snprintf(r->cwd, sizeof(r->cwd), "%s", json_string_value(v));
+	}
+	v = json_object_get(req, "user");
+	if (v && !json_is_null(v)) {
+		if (!json_is_string(v) || !valid_user(json_string_value(v)))
+			return err_set(err, EINVAL, "user must be a user name (letters, digits, _ - .)");
+		snprintf(r->user, sizeof(r->user), "%s", json_string_value(v));
+	}
+	v = json_object_get(req, "stdin");
+	if (v && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return err_set(err, EINVAL, "stdin must be true or false");
+		r->stdin_open = json_is_true(v);
+	}
+	v = json_object_get(req, "token_ttl_s");
+	*ttl = 0;
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_TOKEN_TTL_S)
+			return err_set(err, EINVAL, "token_ttl_s must be an integer from 1 to %d", MAX_TOKEN_TTL_S);
+		*ttl = (int)json_integer_value(v);
+	}
+	return 0;
+}
+
+static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandbox **out, space_err *err)
+{
+	struct sandbox *sb = sandbox_find(d, sb_id);
+
+	if (!sb) {
+		struct sandbox_rec rec;
+
+		if (store_sandbox_get(d->store, sb_id, &rec, err) < 0)
+			return -1;
+		sandbox_rec_clear(&rec);
+		return err_set(err, EBUSY, "sandbox %s is deleted", sb_id);
+	}
+	*out = sb;
+	return 0;
+}
+
+int session_create(struct spaced *d, const char *sb_id, json_t *req, struct session_rec *out,
+		   char token[65], space_err *err)
+{
+	struct session_rec r = { 0 };
+	struct proto_wr w;
+	struct sandbox *sb = NULL;
+	struct session *s;
+	int ttl, rc;
+
+	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+		return -1;
+	if (sb->rec.state != SB_RUNNING)
+		return err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));
+	if (!json_is_object(req))
+		return err_set(err, EINVAL, "request body must be a JSON object");
+	if (parse_session_req(&r, req, &ttl, err) < 0) {
+		session_rec_clear(&r);
+		return -1;
+	}
+	if (!r.user[0])
+		snprintf(r.user, sizeof(r.user), "%s", sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root");
+	id_new(r.id, "ss-");
+	snprintf(r.sandbox_id, sizeof(r.sandbox_id), "%s", sb->rec.id);
+	r.chan = sb->rec.next_chan++;
+	r.state = SESS_CREATED;
+	r.created_ms = now_ms();
+	s = session_alloc(sb, &r, err);
+	session_rec_clear(&r);
+	if (!s)
+		return -1;
+	/* Refuse now, not at attach, what cannot be sent to the agent in one frame. */
+	proto_wr_init(&w);
+	rc = session_exec_encode(s, &w);
+	proto_wr_free(&w);
+	if (rc < 0) {
+		sb->sessions = s->next;
+		spool_close(s->spool);
+		evbuffer_free(s->stdin_q);
+		session_rec_clear(&s->rec);
+		free(s);
+		return err_set(err, EINVAL, "argv and environment together exceed %d KiB", PROTO_MAX_PAYLOAD / 1024);
+	}
+	if (issue_token(s, ttl, token, err) < 0)
+		return -1;
+	sandbox_persist(sb);
+	session_persist(s);
+	*out = s->rec;
+	out->argv = json_incref(s->rec.argv);
+	out->env = json_incref(s->rec.env);
+	return 0;
+}
+
+int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
+		      char token[65], int64_t *expires_ms, space_err *err)
+{
+	struct sandbox *sb = NULL;
+	struct session *s;
+
+	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+		return -1;
+	s = session_find(d, ss_id);
+	if (!s || s->sb != sb)
+		return err_set(err, ENOENT, "session %s not found in sandbox %s", ss_id, sb_id);
+	if (ttl_s > MAX_TOKEN_TTL_S)
+		return err_set(err, EINVAL, "token_ttl_s must be at most %d", MAX_TOKEN_TTL_S);
+	if (issue_token(s, ttl_s, token, err) < 0)
+		return -1;
+	session_persist(s);
+	*expires_ms = s->rec.token_expires_ms;
+	return 0;
+}
+
