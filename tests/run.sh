@@ -2,11 +2,14 @@
 # run.sh -- the whole test suite (what `make test` runs once everything is built).
 #
 # 1. C unit tests: build/unit/test_* through tests/unit/run.sh (prints `unit: N passed, N failed`).
-# 2. pytest over tests/e2e (and tests/agent when present), results read from a JUnit XML file.
-# 3. The closing line is exactly `N passed, N failed` (totals); the exit status is nonzero if
+# 2. The HTTP layer over a stub daemon (tests/http/run.sh, ASan, no VMs): its TAP lines
+#    (`ok` / `not ok`) count one each (prints `http: N passed, N failed`).
+# 3. pytest over tests/e2e (and tests/agent when present), results read from a JUnit XML file.
+# 4. The closing line is exactly `N passed, N failed` (totals); the exit status is nonzero if
 #    anything failed or nothing ran.
 #
 # Environment: SPACE_TEST_TIMEOUT (seconds for the pytest run, default 2400),
+# SPACE_HTTP_TIMEOUT (seconds for the HTTP stage, default 300; FUZZ_ROUNDS passes through),
 # PYTEST_ARGS (extra arguments, e.g. "-k stdin -x"), SPACE_TEST_KEEP=1 keeps daemon state dirs.
 set -uo pipefail
 
@@ -55,6 +58,30 @@ if ((${#unit_bins[@]})); then
     fi
 else
     echo "unit: no unit test binaries in build/unit"
+fi
+
+# ---- HTTP layer: the real listeners over a stub daemon, then fuzzing (TAP)
+if [[ -x tests/http/run.sh ]]; then
+    http_log=$results/http.log
+    timeout -k 10 "${SPACE_HTTP_TIMEOUT:-300}" tests/http/run.sh 2>&1 | tee "$http_log"
+    http_rc=${PIPESTATUS[0]}
+    hp=$(grep -c '^ok ' "$http_log")
+    hf=$(grep -c '^not ok ' "$http_log")
+    if ((http_rc == 124 || http_rc == 137)); then
+        echo "http: killed after ${SPACE_HTTP_TIMEOUT:-300}s"
+    fi
+    echo "http: $hp passed, $hf failed"
+    passed=$((passed + hp))
+    failed=$((failed + hf))
+    # A build failure, a crash or a timeout without a `not ok` line still fails the run;
+    # so does a run that reported nothing.
+    if ((http_rc != 0 && hf == 0)) || ((hp + hf == 0)); then
+        echo "http: tests/http/run.sh exited $http_rc"
+        failed=$((failed + 1))
+    fi
+else
+    echo "http: tests/http/run.sh missing"
+    failed=$((failed + 1))
 fi
 
 # ---- pytest

@@ -157,6 +157,10 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 
 	proto_rd_init(&r, p, h->len);
 	log_debug("sandbox %s: agent frame type %u chan %u len %u", a->sb->rec.id, h->type, h->chan, h->len);
+	/* Checked before the channel lookup: a frame for an unknown channel is
+	 * ignored, but flags or a type the agent cannot send are violations. */
+	if (h->flags != 0 || h->type < A_HELLO || h->type > A_LOG)
+		return -1;
 	if (h->type == A_HELLO)
 		return handle_hello(a, &r);
 	if (!a->ready)
