@@ -409,15 +409,14 @@ void agent_port_flush(struct agent *a)
 	struct agent_port *pt = &a->port;
 
 	while (pt->up) {
-		if (pt->woff == pt->wlen)
+		/* Refill only once wbuf has drained: the port takes at most 32 KiB per
+		 * write, and compacting a partly written buffer after each write
+		 * would copy every byte several times (costly under TCG). */
+		if (pt->woff == pt->wlen) {
 			pt->woff = pt->wlen = 0;
-		else if (pt->woff > 0 && sizeof(pt->wbuf) - pt->wlen < MAX_FRAME) {
-			memmove(pt->wbuf, pt->wbuf + pt->woff, pt->wlen - pt->woff);
-			pt->wlen -= pt->woff;
-			pt->woff = 0;
+			while (fill_one(a))
+				;
 		}
-		while (fill_one(a))
-			;
 		if (pt->woff == pt->wlen)
 			break;
 		{
