@@ -50,6 +50,12 @@ static void agent_drop(struct agent *a, const char *why, int retry_ms)
 	agent_schedule_retry(a, retry_ms);
 }
 
+void agent_resync(struct agent *a, const char *why)
+{
+	if (a && a->bev)
+		agent_drop(a, why, 1000);
+}
+
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;

@@ -81,6 +81,9 @@ struct agent *agent_new(struct sandbox *sb, const char *sock_path);
 void agent_free(struct agent *a);
 bool agent_ready(const struct agent *a);
 int agent_send(struct agent *a, uint16_t type, uint32_t chan, const void *payload, size_t len);
+/* Drop and re-open the channel (after a second): the agent then resends
+ * everything not yet acknowledged. Safe inside the channel's callbacks. */
+void agent_resync(struct agent *a, const char *why);
 /* Bytes queued toward QEMU not yet written (for pacing stdin). */
 size_t agent_queued(const struct agent *a);
 

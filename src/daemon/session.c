@@ -339,8 +339,11 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 		return;
 	}
 	if (spool_append(s->spool, stream, p, n, &err) < 0) {
-		/* Not acknowledged: the agent keeps the bytes and the process waits. */
-		log_error("session %s: %s", s->rec.id, err.msg);
+		/* Not acknowledged: the agent keeps the bytes and the process waits.
+		 * Reconnecting makes the agent resend from its last ACK, so the bytes
+		 * arrive again once there is room (e.g. the disk was full). */
+		log_error("session %s: %s; retrying", s->rec.id, err.msg);
+		agent_resync(s->sb->agent, "output could not be stored");
 		return;
 	}
 	maybe_ack(s);
