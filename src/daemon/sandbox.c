@@ -1,10 +1,12 @@
 /* sandbox.c -- sandbox lifecycle: create, boot, fail, delete, expire, and reconcile at start-up */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cleanup.h"
 #include "log.h"
+#include "proc.h"
 #include "runtime.h"
 #include "store.h"
 
@@ -446,6 +448,50 @@ static int attach_op(const struct op_rec *op, void *arg)
 	return 0;
 }
 
+/* The QEMU of sandbox `id`, found by the id on its command line (-name
+ * guest=<id>,...), or 0. Catches a QEMU whose pid was never recorded: the
+ * daemon died between starting it and writing the pid down. */
+static int find_qemu_by_id(const char *id)
+{
+	_cleanup_closedir_ DIR *proc = opendir("/proc");
+	char want[ID_LEN + 8];
+	struct dirent *de;
+
+	if (!proc)
+		return 0;
+	snprintf(want, sizeof(want), "guest=%s", id);
+	while ((de = readdir(proc))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end || pid <= 1)
+			continue;
+		if (proc_cmdline_has((pid_t)pid, "-name", want))
+			return (int)pid;
+	}
+	return 0;
+}
+
+static int adopt(struct sandbox *sb, const struct vm_spec *spec, space_err *err)
+{
+	int pid;
+
+	if (sb->rec.pid &&
+	    vm_adopt(sb->d->base, spec, sb->rec.pid, sb->rec.pid_start, vm_exited, sb, &sb->vm, err) == 0)
+		return 0;
+	pid = find_qemu_by_id(sb->rec.id);
+	if (!pid || pid == sb->rec.pid)
+		return err->code ? -1 : err_set(err, ESRCH, "no qemu process recorded");
+	log_info("sandbox %s: found its qemu (pid %d) by id", sb->rec.id, pid);
+	err_clear(err);
+	if (vm_adopt(sb->d->base, spec, pid, proc_start_time(pid), vm_exited, sb, &sb->vm, err) < 0)
+		return -1;
+	sb->rec.pid = pid;
+	sb->rec.pid_start = vm_pid_start(sb->vm);
+	sandbox_persist(sb);
+	return 0;
+}
+
 static void reconcile_one(struct sandbox *sb)
 {
 	struct vm_spec spec;
@@ -463,8 +509,7 @@ static void reconcile_one(struct sandbox *sb)
 		return;
 	}
 	sandbox_spec(sb, &spec, &b);
-	if (!sb->rec.pid ||
-	    vm_adopt(sb->d->base, &spec, sb->rec.pid, sb->rec.pid_start, vm_exited, sb, &sb->vm, &err) < 0) {
+	if (adopt(sb, &spec, &err) < 0) {
 		if (st == SB_DELETING) {
 			finish_delete(sb);
 			return;
