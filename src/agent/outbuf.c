@@ -19,18 +19,38 @@ static size_t pow2_at_least(size_t n, size_t lo, size_t hi)
 	return c < hi ? c : hi;
 }
 
-/* Copy [from, from+n) of the old ring into a new one of size ncap. */
-static uint8_t *ring_grow(uint8_t *old, size_t ocap, uint64_t from, size_t n, size_t ncap)
+/* A ring's byte limit for a requested window. */
+static size_t ring_limit(size_t limit)
 {
-	uint8_t *nr = malloc(ncap);
-	size_t i;
+	return pow2_at_least(limit, RING_MIN, (size_t)1 << 30);
+}
 
-	if (!nr)
-		return NULL;
-	for (i = 0; i < n && old; i++)
-		nr[(from + i) & (ncap - 1)] = old[(from + i) & (ocap - 1)];
-	free(old);
-	return nr;
+/* Make *ring hold at least need (<= limit) bytes, keeping [from, from+held).  0, or -1 when
+ * out of memory (the old ring is kept). */
+static int ring_fit(uint8_t **ring, size_t *cap, size_t limit, uint64_t from, size_t held,
+		    size_t need)
+{
+	size_t ncap, i;
+	uint8_t *nr;
+
+	if (need <= *cap)
+		return 0;
+	ncap = pow2_at_least(need, RING_MIN, limit);
+	if (!(nr = malloc(ncap)))
+		return -1;
+	for (i = 0; i < held && *ring; i++)
+		nr[(from + i) & (ncap - 1)] = (*ring)[(from + i) & (*cap - 1)];
+	free(*ring);
+	*ring = nr;
+	*cap = ncap;
+	return 0;
+}
+
+static void ring_free(uint8_t **ring, size_t *cap)
+{
+	free(*ring);
+	*ring = NULL;
+	*cap = 0;
 }
 
 static void ring_copy_out(const uint8_t *ring, size_t cap, uint64_t from, size_t n, uint8_t *out)
@@ -54,14 +74,12 @@ static void ring_copy_in(uint8_t *ring, size_t cap, uint64_t to, const uint8_t *
 void agent_obuf_init(struct agent_obuf *b, size_t limit)
 {
 	memset(b, 0, sizeof(*b));
-	b->limit = pow2_at_least(limit, RING_MIN, (size_t)1 << 30);
+	b->limit = ring_limit(limit);
 }
 
 void agent_obuf_free(struct agent_obuf *b)
 {
-	free(b->ring);
-	b->ring = NULL;
-	b->cap = 0;
+	ring_free(&b->ring, &b->cap);
 }
 
 size_t agent_obuf_held(const struct agent_obuf *b)
@@ -83,15 +101,8 @@ uint8_t *agent_obuf_reserve(struct agent_obuf *b, size_t want, size_t *len)
 
 	if (want == 0 || held + want > b->limit)
 		return NULL;
-	if (held + want > b->cap) {
-		size_t ncap = pow2_at_least(held + want, RING_MIN, b->limit);
-		uint8_t *nr = ring_grow(b->ring, b->cap, b->acked, held, ncap);
-
-		if (!nr)
-			return NULL;
-		b->ring = nr;
-		b->cap = ncap;
-	}
+	if (ring_fit(&b->ring, &b->cap, b->limit, b->acked, held, held + want) < 0)
+		return NULL;
 	at = (size_t)(b->tail & (b->cap - 1));
 	cont = b->cap - at;
 	if (cont > b->cap - held)
@@ -205,14 +216,12 @@ void agent_obuf_rewind(struct agent_obuf *b)
 void agent_ibuf_init(struct agent_ibuf *b, size_t limit)
 {
 	memset(b, 0, sizeof(*b));
-	b->limit = pow2_at_least(limit, RING_MIN, (size_t)1 << 30);
+	b->limit = ring_limit(limit);
 }
 
 void agent_ibuf_free(struct agent_ibuf *b)
 {
-	free(b->ring);
-	b->ring = NULL;
-	b->cap = 0;
+	ring_free(&b->ring, &b->cap);
 }
 
 size_t agent_ibuf_len(const struct agent_ibuf *b)
@@ -233,15 +242,8 @@ enum agent_ibuf_rc agent_ibuf_put(struct agent_ibuf *b, uint64_t off, const uint
 	n -= skip;
 	if (held + n > b->limit)
 		return AGENT_IBUF_OVERFLOW;
-	if (held + n > b->cap) {
-		size_t ncap = pow2_at_least(held + n, RING_MIN, b->limit);
-		uint8_t *nr = ring_grow(b->ring, b->cap, b->consumed, held, ncap);
-
-		if (!nr)
-			return AGENT_IBUF_NOMEM;
-		b->ring = nr;
-		b->cap = ncap;
-	}
+	if (ring_fit(&b->ring, &b->cap, b->limit, b->consumed, held, held + n) < 0)
+		return AGENT_IBUF_NOMEM;
 	ring_copy_in(b->ring, b->cap, b->received, p, n);
 	b->received += n;
 	return AGENT_IBUF_OK;

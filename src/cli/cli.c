@@ -1,8 +1,9 @@
 /* cli.c -- what spacectl's verbs share: usage errors, argument parsing
- * helpers, table output */
+ * helpers, showing an answer, table output */
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -66,6 +67,51 @@ int ctl_parse_long(const char *s, long min, long max, long *out)
 		return -1;
 	*out = v;
 	return 0;
+}
+
+int ctl_common_opt(struct ctl *c, const struct ctl_verb *v, int opt)
+{
+	switch (opt) {
+	case 'j':
+		c->json = true;
+		return -1;
+	case 'h':
+		ctl_print_help(v, stdout);
+		return CTL_EXIT_OK;
+	default:
+		return ctl_usage_error(v, NULL);
+	}
+}
+
+int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int opt, rc;
+
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1)
+		if ((rc = ctl_common_opt(c, v, opt)) >= 0)
+			return rc;
+	if (optind != argc)
+		return ctl_usage_error(v, "unexpected argument '%s'", argv[optind]);
+	return -1;
+}
+
+int ctl_get_show(const struct ctl *c, const char *path,
+		 int (*show)(const struct ctl *c, const json_t *resp))
+{
+	space_err e = { 0 };
+	json_t *resp = NULL;
+	int rc;
+
+	if (ctl_call(c, "GET", path, NULL, &resp, &e) < 0)
+		return ctl_fail(c, &e, CTL_EXIT_FAIL);
+	rc = c->json ? ctl_print_json(resp) : show(c, resp);
+	json_decref(resp);
+	return rc;
 }
 
 int ctl_table_init(struct ctl_table *t, size_t ncols, const char *const *header)
@@ -141,4 +187,31 @@ void ctl_table_free(struct ctl_table *t)
 		free(t->cells[i]);
 	free(t->cells);
 	memset(t, 0, sizeof(*t));
+}
+
+int ctl_print_list(const struct ctl *c, const json_t *resp, const char *key, size_t ncols,
+		   const char *const *header, int (*add_row)(struct ctl_table *t, const json_t *item))
+{
+	const json_t *list = json_object_get(resp, key), *item;
+	struct ctl_table t;
+	space_err e = { 0 };
+	size_t i;
+	int rc = CTL_EXIT_OK;
+
+	if (!json_is_array(list)) {
+		err_set(&e, EBADMSG, "the answer has no \"%s\" list", key);
+		return ctl_fail(c, &e, CTL_EXIT_FAIL);
+	}
+	if (ctl_table_init(&t, ncols, header) < 0)
+		return CTL_EXIT_FAIL;
+	json_array_foreach(list, i, item) {
+		if (add_row(&t, item) < 0) {
+			rc = CTL_EXIT_FAIL;
+			break;
+		}
+	}
+	if (rc == CTL_EXIT_OK)
+		ctl_table_print(&t, stdout);
+	ctl_table_free(&t);
+	return rc;
 }

@@ -1,5 +1,5 @@
 /* cli.h -- what spacectl's verbs share: the verb table entry, usage
- * errors, argument parsing helpers and table output */
+ * errors, argument parsing helpers, showing an answer and table output */
 #ifndef SPACE_CLI_CLI_H
 #define SPACE_CLI_CLI_H
 
@@ -33,6 +33,18 @@ int ctl_fail(const struct ctl *c, const space_err *e, int status);
 int ctl_kv_add(json_t *obj, const char *arg);
 /* Parse a decimal integer in [min, max], the whole string.  0 or -1. */
 int ctl_parse_long(const char *s, long min, long max, long *out);
+/* Handle a getopt result that is --json ('j'), --help ('h') or unknown.
+ * Returns -1 to go on (--json), else the exit status to return at once. */
+int ctl_common_opt(struct ctl *c, const struct ctl_verb *v, int opt);
+/* Parse the command line of a verb whose only options are --json and --help
+ * and that takes no argument.  Returns -1 to go on, else the exit status to
+ * return at once (help printed, or a usage error). */
+int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv);
+
+/* GET path and print the answer: as it is with --json, else with show(),
+ * which returns the exit status.  Returns the exit status. */
+int ctl_get_show(const struct ctl *c, const char *path,
+		 int (*show)(const struct ctl *c, const json_t *resp));
 
 /* A text table with a header row; columns padded to their widest cell. */
 struct ctl_table {
@@ -45,5 +57,10 @@ int ctl_table_init(struct ctl_table *t, size_t ncols, const char *const *header)
 int ctl_table_add(struct ctl_table *t, const char *const *row);
 void ctl_table_print(const struct ctl_table *t, FILE *out);
 void ctl_table_free(struct ctl_table *t);
+/* Print the array at key of resp as a table under header, one row per
+ * element added by add_row() (which returns ctl_table_add's result); a
+ * missing array is an error.  Returns the exit status. */
+int ctl_print_list(const struct ctl *c, const json_t *resp, const char *key, size_t ncols,
+		   const char *const *header, int (*add_row)(struct ctl_table *t, const json_t *item));
 
 #endif

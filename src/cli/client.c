@@ -398,6 +398,19 @@ int ctl_wait_operation(const struct ctl *c, const char *op_id, json_t **final,
 	}
 }
 
+char *ctl_trim_url(const char *url)
+{
+	char *u = strdup(url);
+	size_t n;
+
+	if (!u)
+		return NULL;
+	n = strlen(u);
+	while (n && u[n - 1] == '/')
+		u[--n] = '\0';
+	return u;
+}
+
 char *ctl_escape(const char *s)
 {
 	char *t = curl_easy_escape(NULL, s, 0);
@@ -408,6 +421,16 @@ char *ctl_escape(const char *s)
 	r = strdup(t);
 	curl_free(t);
 	return r;
+}
+
+char *ctl_sandbox_path(const char *id, const char *suffix)
+{
+	_cleanup_free_ char *esc = ctl_escape(id);
+	char *path;
+
+	if (!esc || asprintf(&path, "/v1/sandboxes/%s%s", esc, suffix) < 0)
+		return NULL;
+	return path;
 }
 
 int ctl_write_all(int fd, const void *buf, size_t n)

@@ -86,8 +86,14 @@ int ctl_get_raw(const struct ctl *c, const char *path, int fd, space_err *e);
 int ctl_wait_operation(const struct ctl *c, const char *op_id, json_t **final,
 		       space_err *e);
 
+/* "http://host:port/" -> "http://host:port" (paths are appended to it), as a copy to
+ * free(); NULL when out of memory. */
+char *ctl_trim_url(const char *url);
 /* URL-escape one path segment or query value; free() the result. */
 char *ctl_escape(const char *s);
+/* "/v1/sandboxes/<escaped id><suffix>"; free() the result.  NULL when out
+ * of memory. */
+char *ctl_sandbox_path(const char *id, const char *suffix);
 
 /* Write all of buf to fd: retries EINTR and short writes, waits out
  * EAGAIN with poll().  Returns 0, or -1 with errno set. */

@@ -27,7 +27,7 @@ static int run(struct ctl *c, int argc, char **argv)
 	const char *template = DEFAULT_TEMPLATE, *id, *op_id;
 	space_err e = { 0 };
 	bool wait = false;
-	int opt, rc = CTL_EXIT_OK;
+	int opt, st, rc = CTL_EXIT_OK;
 	long n;
 
 	if (!body || !env || !meta) {
@@ -71,15 +71,11 @@ static int run(struct ctl *c, int argc, char **argv)
 		case 'w':
 			wait = true;
 			break;
-		case 'j':
-			c->json = true;
-			break;
-		case 'h':
-			ctl_print_help(v, stdout);
-			goto out;
 		default:
-			rc = ctl_usage_error(v, NULL);
-			goto out;
+			if ((st = ctl_common_opt(c, v, opt)) >= 0) {
+				rc = st;
+				goto out;
+			}
 		}
 	}
 	if (optind != argc) {
@@ -110,7 +106,7 @@ static int run(struct ctl *c, int argc, char **argv)
 		fflush(stdout);
 	}
 	if (wait) {
-		_cleanup_free_ char *esc = ctl_escape(id), *path = NULL;
+		_cleanup_free_ char *path = ctl_sandbox_path(id, "");
 
 		if (ctl_wait_operation(c, op_id, &op, &e) < 0) {
 			rc = ctl_fail(c, &e, CTL_EXIT_FAIL);
@@ -118,8 +114,7 @@ static int run(struct ctl *c, int argc, char **argv)
 		}
 		if (c->json) {
 			/* Report the sandbox as it is now, not as it was. */
-			if (!esc || asprintf(&path, "/v1/sandboxes/%s", esc) < 0 ||
-			    ctl_call(c, "GET", path, NULL, &sb, &e) < 0) {
+			if (!path || ctl_call(c, "GET", path, NULL, &sb, &e) < 0) {
 				rc = ctl_fail(c, &e, CTL_EXIT_FAIL);
 				goto out;
 			}

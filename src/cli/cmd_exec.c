@@ -286,12 +286,12 @@ static int follow(struct stream *st)
 static int create_session(struct ctl *c, const char *id, json_t *body,
 			  struct exec_session *s, space_err *e)
 {
-	_cleanup_free_ char *esc = ctl_escape(id), *path = NULL;
+	_cleanup_free_ char *path = ctl_sandbox_path(id, "/sessions");
 	json_t *resp = NULL;
 	const char *sid;
 	int rc;
 
-	if (!esc || asprintf(&path, "/v1/sandboxes/%s/sessions", esc) < 0)
+	if (!path)
 		return err_set(e, ENOMEM, "out of memory");
 	if (ctl_call(c, "POST", path, body, &resp, e) < 0)
 		return -1;

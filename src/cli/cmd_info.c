@@ -1,5 +1,4 @@
 /* cmd_info.c -- `spacectl info`: the daemon's version, accelerator, capacity */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -9,42 +8,12 @@ static void line(const char *key, const char *fmt_value)
 	printf("%-17s %s\n", key, fmt_value);
 }
 
-static int run(struct ctl *c, int argc, char **argv)
+static int show(const struct ctl *c, const json_t *info)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	json_t *info, *cap;
-	space_err e = { 0 };
+	const json_t *cap = json_object_get(info, "capacity");
 	char buf[256];
-	int opt;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'j':
-			c->json = true;
-			break;
-		case 'h':
-			ctl_print_help(&ctl_verb_info, stdout);
-			return CTL_EXIT_OK;
-		default:
-			return ctl_usage_error(&ctl_verb_info, NULL);
-		}
-	}
-	if (optind != argc)
-		return ctl_usage_error(&ctl_verb_info, "unexpected argument '%s'", argv[optind]);
-
-	if (ctl_call(c, "GET", "/v1/info", NULL, &info, &e) < 0)
-		return ctl_fail(c, &e, CTL_EXIT_FAIL);
-	if (c->json) {
-		int rc = ctl_print_json(info);
-
-		json_decref(info);
-		return rc;
-	}
-	cap = json_object_get(info, "capacity");
+	(void)c;
 	line("version:", ctl_jstr(info, "version", "?"));
 	line("accelerator:", ctl_jstr(info, "accelerator", "?"));
 	if (*ctl_jstr(info, "accelerator_reason", ""))
@@ -59,8 +28,14 @@ static int run(struct ctl *c, int argc, char **argv)
 	line("host memory:", buf);
 	snprintf(buf, sizeof(buf), "%llds", ctl_jint(info, "uptime_s", 0));
 	line("uptime:", buf);
-	json_decref(info);
 	return CTL_EXIT_OK;
+}
+
+static int run(struct ctl *c, int argc, char **argv)
+{
+	int rc = ctl_parse_json_only(c, &ctl_verb_info, argc, argv);
+
+	return rc >= 0 ? rc : ctl_get_show(c, "/v1/info", show);
 }
 
 const struct ctl_verb ctl_verb_info = {

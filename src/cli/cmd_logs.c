@@ -13,7 +13,7 @@ static int run(struct ctl *c, int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct ctl_verb *v = &ctl_verb_logs;
-	_cleanup_free_ char *esc = NULL, *path = NULL;
+	_cleanup_free_ char *path = NULL;
 	space_err e = { 0 };
 	int opt;
 
@@ -28,8 +28,8 @@ static int run(struct ctl *c, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return ctl_usage_error(v, argc == optind ? "missing sandbox id" : "one sandbox id only");
-	esc = ctl_escape(argv[optind]);
-	if (!esc || asprintf(&path, "/v1/sandboxes/%s/logs", esc) < 0)
+	path = ctl_sandbox_path(argv[optind], "/logs");
+	if (!path)
 		return CTL_EXIT_FAIL;
 	fflush(stdout);
 	if (ctl_get_raw(c, path, STDOUT_FILENO, &e) < 0)

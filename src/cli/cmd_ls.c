@@ -22,30 +22,19 @@ static int query_add(char **q, const char *name, const char *value)
 	return 0;
 }
 
-static int print_table(const json_t *list)
+static int add_row(struct ctl_table *t, const json_t *sb)
+{
+	const char *row[] = { ctl_jstr(sb, "id", "-"), ctl_jstr(sb, "state", "-"),
+			      ctl_jstr(sb, "template", "-"), ctl_jstr(sb, "created_at", "-") };
+
+	return ctl_table_add(t, row);
+}
+
+static int show(const struct ctl *c, const json_t *resp)
 {
 	static const char *const header[] = { "ID", "STATE", "TEMPLATE", "CREATED" };
-	struct ctl_table t;
-	const json_t *sb;
-	size_t i;
-	int rc = CTL_EXIT_OK;
 
-	if (ctl_table_init(&t, 4, header) < 0)
-		return CTL_EXIT_FAIL;
-	json_array_foreach(list, i, sb) {
-		const char *row[] = { ctl_jstr(sb, "id", "-"), ctl_jstr(sb, "state", "-"),
-				      ctl_jstr(sb, "template", "-"),
-				      ctl_jstr(sb, "created_at", "-") };
-
-		if (ctl_table_add(&t, row) < 0) {
-			rc = CTL_EXIT_FAIL;
-			break;
-		}
-	}
-	if (rc == CTL_EXIT_OK)
-		ctl_table_print(&t, stdout);
-	ctl_table_free(&t);
-	return rc;
+	return ctl_print_list(c, resp, "sandboxes", 4, header, add_row);
 }
 
 static int run(struct ctl *c, int argc, char **argv)
@@ -59,8 +48,6 @@ static int run(struct ctl *c, int argc, char **argv)
 	};
 	const struct ctl_verb *v = &ctl_verb_ls;
 	_cleanup_free_ char *query = strdup(""), *path = NULL;
-	space_err e = { 0 };
-	json_t *resp = NULL;
 	int opt, rc;
 
 	if (!query)
@@ -82,33 +69,16 @@ static int run(struct ctl *c, int argc, char **argv)
 				return CTL_EXIT_FAIL;
 			break;
 		}
-		case 'j':
-			c->json = true;
-			break;
-		case 'h':
-			ctl_print_help(v, stdout);
-			return CTL_EXIT_OK;
 		default:
-			return ctl_usage_error(v, NULL);
+			if ((rc = ctl_common_opt(c, v, opt)) >= 0)
+				return rc;
 		}
 	}
 	if (optind != argc)
 		return ctl_usage_error(v, "unexpected argument '%s'", argv[optind]);
 	if (asprintf(&path, "/v1/sandboxes%s", query) < 0)
 		return CTL_EXIT_FAIL;
-
-	if (ctl_call(c, "GET", path, NULL, &resp, &e) < 0)
-		return ctl_fail(c, &e, CTL_EXIT_FAIL);
-	if (c->json) {
-		rc = ctl_print_json(resp);
-	} else if (!json_is_array(json_object_get(resp, "sandboxes"))) {
-		err_set(&e, EBADMSG, "the answer has no \"sandboxes\" list");
-		rc = ctl_fail(c, &e, CTL_EXIT_FAIL);
-	} else {
-		rc = print_table(json_object_get(resp, "sandboxes"));
-	}
-	json_decref(resp);
-	return rc;
+	return ctl_get_show(c, path, show);
 }
 
 const struct ctl_verb ctl_verb_ls = {

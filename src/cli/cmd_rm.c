@@ -8,13 +8,13 @@
 /* Delete one sandbox; prints its operation id (or JSON).  Exit status. */
 static int rm_one(struct ctl *c, const char *id, bool wait)
 {
-	_cleanup_free_ char *esc = ctl_escape(id), *path = NULL;
+	_cleanup_free_ char *path = ctl_sandbox_path(id, "");
 	json_t *resp = NULL, *op = NULL;
 	space_err e = { 0 };
 	const char *op_id;
 	int rc = CTL_EXIT_OK;
 
-	if (!esc || asprintf(&path, "/v1/sandboxes/%s", esc) < 0)
+	if (!path)
 		return CTL_EXIT_FAIL;
 	if (ctl_call(c, "DELETE", path, NULL, &resp, &e) < 0) {
 		err_wrap(&e, "%s", id);
@@ -57,21 +57,16 @@ static int run(struct ctl *c, int argc, char **argv)
 	};
 	const struct ctl_verb *v = &ctl_verb_rm;
 	bool wait = false;
-	int opt, i, rc = CTL_EXIT_OK;
+	int opt, i, st, rc = CTL_EXIT_OK;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'w':
 			wait = true;
 			break;
-		case 'j':
-			c->json = true;
-			break;
-		case 'h':
-			ctl_print_help(v, stdout);
-			return CTL_EXIT_OK;
 		default:
-			return ctl_usage_error(v, NULL);
+			if ((st = ctl_common_opt(c, v, opt)) >= 0)
+				return st;
 		}
 	}
 	if (optind == argc)

@@ -11,19 +11,6 @@
 
 #include "cleanup.h"
 
-static char *trimmed_dup(const char *url)
-{
-	char *u = strdup(url);
-	size_t n;
-
-	if (!u)
-		return NULL;
-	n = strlen(u);
-	while (n && u[n - 1] == '/')
-		u[--n] = '\0';
-	return u;
-}
-
 /* Install url/token from a data_plane object; caller holds the lock. */
 static int set_creds(struct exec_session *s, const json_t *dp, space_err *e)
 {
@@ -32,7 +19,7 @@ static int set_creds(struct exec_session *s, const json_t *dp, space_err *e)
 
 	if (!url || !*url || !token)
 		return err_set(e, EBADMSG, "the answer has no data_plane url and token");
-	nu = trimmed_dup(url);
+	nu = ctl_trim_url(url);
 	nt = strdup(token);
 	if (!nu || !nt) {
 		free(nu);

@@ -79,20 +79,6 @@ static int help(const char *name)
 	return CTL_EXIT_OK;
 }
 
-/* "http://host:port/" -> "http://host:port": paths are appended to it. */
-static char *trim_url(const char *url)
-{
-	char *u = strdup(url);
-	size_t n;
-
-	if (!u)
-		return NULL;
-	n = strlen(u);
-	while (n && u[n - 1] == '/')
-		u[--n] = '\0';
-	return u;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -143,7 +129,7 @@ int main(int argc, char **argv)
 		return usage_error(NULL);
 	}
 
-	base = trim_url(url && *url ? url : CTL_DEFAULT_URL);
+	base = ctl_trim_url(url && *url ? url : CTL_DEFAULT_URL);
 	if (!base) {
 		fprintf(stderr, "spacectl: out of memory\n");
 		return CTL_EXIT_FAIL;

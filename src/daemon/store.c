@@ -181,6 +181,15 @@ int store_collect(struct store *st, sqlite3_stmt *s, struct store_vec *v, store_
 	return 0;
 }
 
+void store_vec_free(struct store_vec *v)
+{
+	for (size_t i = 0; i < v->n && v->clear; i++)
+		v->clear(store_vec_at(v, i));
+	free(v->items);
+	v->items = NULL;
+	v->n = v->cap = 0;
+}
+
 /* ---- schema ---- */
 
 /*

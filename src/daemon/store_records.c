@@ -41,6 +41,11 @@ static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *
 	return 0;
 }
 
+static void clear_sandbox(void *rec)
+{
+	sandbox_rec_clear(rec);
+}
+
 int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
@@ -91,9 +96,10 @@ int store_sandbox_each(struct store *st, unsigned states,
 {
 	static const char ctx[] = "list sandboxes";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	struct store_vec v = { .size = sizeof(struct sandbox_rec) };
+	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct sandbox_rec),
+					     .clear = clear_sandbox };
 	json_t *names;
-	int rc, ret = -1;
+	int rc;
 
 	if (states == 0)
 		states = ((1u << SB__COUNT) - 1) & ~(1u << SB_DELETED);
@@ -113,16 +119,11 @@ int store_sandbox_each(struct store *st, unsigned states,
 	if (rc < 0)
 		return -1;
 	if (store_collect(st, s, &v, read_sandbox, err, ctx) < 0)
-		goto out;
-	ret = 0;
+		return -1;
 	for (size_t i = 0; i < v.n; i++)
 		if (fn(store_vec_at(&v, i), arg))
 			break;
-out:
-	for (size_t i = 0; i < v.n; i++)
-		sandbox_rec_clear(store_vec_at(&v, i));
-	free(v.items);
-	return ret;
+	return 0;
 }
 
 /* ---- operations ---- */
@@ -186,8 +187,7 @@ int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *
 {
 	static const char ctx[] = "list open operations";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	struct store_vec v = { .size = sizeof(struct op_rec) };
-	int ret = -1;
+	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct op_rec) };
 
 	if (store_prepare(st, &s,
 			  "SELECT " OP_COLS " FROM operations WHERE state IN (?1, ?2)"
@@ -198,14 +198,11 @@ int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *
 	    store_bind_text(s, 2, op_state_name(OP_RUNNING)))
 		return store_fail(st, err, ctx);
 	if (store_collect(st, s, &v, read_op, err, ctx) < 0)
-		goto out;
-	ret = 0;
+		return -1;
 	for (size_t i = 0; i < v.n; i++)
 		if (fn(store_vec_at(&v, i), arg))
 			break;
-out:
-	free(v.items);
-	return ret;
+	return 0;
 }
 
 /* ---- sessions ---- */
@@ -244,6 +241,11 @@ static int read_session(sqlite3_stmt *s, void *rec, space_err *err, const char *
 		return -1;
 	}
 	return 0;
+}
+
+static void clear_session(void *rec)
+{
+	session_rec_clear(rec);
 }
 
 int store_session_put(struct store *st, const struct session_rec *r, space_err *err)
@@ -298,8 +300,8 @@ int store_session_each(struct store *st, const char *sandbox_id,
 {
 	static const char ctx[] = "list sessions";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	struct store_vec v = { .size = sizeof(struct session_rec) };
-	int ret = -1;
+	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct session_rec),
+					     .clear = clear_session };
 
 	if (store_prepare(st, &s,
 			  sandbox_id ? "SELECT " SESS_COLS " FROM sessions WHERE sandbox_id = ?1"
@@ -311,14 +313,9 @@ int store_session_each(struct store *st, const char *sandbox_id,
 	if (sandbox_id && store_bind_text(s, 1, sandbox_id))
 		return store_fail(st, err, ctx);
 	if (store_collect(st, s, &v, read_session, err, ctx) < 0)
-		goto out;
-	ret = 0;
+		return -1;
 	for (size_t i = 0; i < v.n; i++)
 		if (fn(store_vec_at(&v, i), arg))
 			break;
-out:
-	for (size_t i = 0; i < v.n; i++)
-		session_rec_clear(store_vec_at(&v, i));
-	free(v.items);
-	return ret;
+	return 0;
 }

@@ -64,6 +64,7 @@ int store_get_row(struct store *st, const char *sql, const char *key, void *out,
 struct store_vec {
 	void *items;
 	size_t n, cap, size;
+	void (*clear)(void *rec); /* releases what one record owns; NULL: nothing */
 };
 /* Steps s to the end, reading each row into a new zeroed slot of v. */
 int store_collect(struct store *st, sqlite3_stmt *s, struct store_vec *v, store_row_fn rd,
@@ -72,5 +73,8 @@ static inline void *store_vec_at(const struct store_vec *v, size_t i)
 {
 	return (char *)v->items + i * v->size;
 }
+/* Clears every record read into v and frees the slots. */
+void store_vec_free(struct store_vec *v);
+#define _cleanup_vec_ __attribute__((cleanup(store_vec_free)))
 
 #endif

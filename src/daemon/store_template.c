@@ -7,6 +7,7 @@
 
 #define NAME_MAX_LEN 63 /* template_rec.name holds 64 */
 #define TAG_MAX_LEN 127
+#define DIGEST_BUF 80 /* template_rec.digest */
 
 static bool is_hex64(const char *s)
 {
@@ -63,6 +64,20 @@ static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char 
 	t->created_ms = sqlite3_column_int64(s, 7);
 	t->image_bytes = sqlite3_column_int64(s, 8);
 	return store_col_json(s, 6, false, &t->env, err, ctx);
+}
+
+static void clear_template(void *rec)
+{
+	template_rec_clear(rec);
+}
+
+/* A digest column: rec is a char[DIGEST_BUF]. */
+static int read_digest(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
+{
+	(void)err;
+	(void)ctx;
+	store_col_str(s, 0, rec, DIGEST_BUF);
+	return 0;
 }
 
 /* The tags now pointing at t->digest, sorted, into t->tags. */
@@ -181,11 +196,9 @@ int store_template_get(struct store *st, const char *digest, struct template_rec
 int store_template_resolve(struct store *st, const char *ref, struct template_rec *out,
 			   space_err *err)
 {
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	char ctx[320], tag[NAME_MAX_LEN + TAG_MAX_LEN + 2], digest[80];
+	char ctx[320], tag[NAME_MAX_LEN + TAG_MAX_LEN + 2], digest[DIGEST_BUF];
 	const char *at;
 	size_t namelen;
-	int rc;
 
 	memset(out, 0, sizeof(*out));
 	snprintf(ctx, sizeof(ctx), "resolve template %.256s", ref);
@@ -217,16 +230,9 @@ int store_template_resolve(struct store *st, const char *ref, struct template_re
 			goto malformed;
 		snprintf(tag, sizeof(tag), "%s:latest", ref);
 	}
-	if (store_prepare(st, &s, "SELECT digest FROM template_tags WHERE tag = ?1", err, ctx) < 0)
+	if (store_get_row(st, "SELECT digest FROM template_tags WHERE tag = ?1", tag, digest,
+			  read_digest, err, ctx) < 0)
 		return -1;
-	if (store_bind_text(s, 1, tag) != SQLITE_OK)
-		return store_fail(st, err, ctx);
-	rc = sqlite3_step(s);
-	if (rc == SQLITE_DONE)
-		return err_set(err, ENOENT, "store: %s: not found", ctx);
-	if (rc != SQLITE_ROW)
-		return store_fail(st, err, ctx);
-	store_col_str(s, 0, digest, sizeof(digest));
 	return template_by_digest(st, digest, out, err, ctx);
 malformed:
 	return err_set(err, EINVAL,
@@ -240,8 +246,8 @@ int store_template_each(struct store *st, int (*fn)(const struct template_rec *,
 {
 	static const char ctx[] = "list templates";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	struct store_vec v = { .size = sizeof(struct template_rec) };
-	int ret = -1;
+	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct template_rec),
+					     .clear = clear_template };
 
 	if (store_prepare(st, &s,
 			  "SELECT " TPL_COLS " FROM templates t WHERE EXISTS"
@@ -250,17 +256,12 @@ int store_template_each(struct store *st, int (*fn)(const struct template_rec *,
 			  err, ctx) < 0)
 		return -1;
 	if (store_collect(st, s, &v, read_template, err, ctx) < 0)
-		goto out;
+		return -1;
 	for (size_t i = 0; i < v.n; i++)
 		if (read_tags(st, store_vec_at(&v, i), err, ctx) < 0)
-			goto out;
-	ret = 0;
+			return -1;
 	for (size_t i = 0; i < v.n; i++)
 		if (fn(store_vec_at(&v, i), arg))
 			break;
-out:
-	for (size_t i = 0; i < v.n; i++)
-		template_rec_clear(store_vec_at(&v, i));
-	free(v.items);
-	return ret;
+	return 0;
 }
