@@ -134,6 +134,14 @@ int vm_kernel_cmdline(const struct vm_spec *spec, char *out, size_t len, space_e
 			       VM_CMDLINE_MAX);
 	return 0;
 }
+/* A unix socket QEMU listens on without waiting for a client; the daemon
+ * connects (and reconnects after a restart). */
+static void add_listen_chardev(struct strv *a, const char *id, const char *path)
+{
+	strv_add(a, "-chardev");
+	strv_addf(a, "socket,id=%s,path=%s,server=on,wait=off", id, path);
+}
+
 
 int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, space_err *err)
 {
@@ -196,20 +204,17 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	strv_add(a, "-device");
 	strv_add(a, "virtio-blk-device,drive=root");
 	/* Agent channel: virtio-serial port "space.agent", QEMU listens. */
-	strv_add(a, "-chardev");
-	strv_addf(a, "socket,id=agent,path=%s,server=on,wait=off", agent);
+	add_listen_chardev(a, "agent", agent);
 	strv_add(a, "-device");
 	strv_add(a, "virtio-serial-device,max_ports=2");
 	strv_add(a, "-device");
 	strv_add(a, "virtserialport,chardev=agent,name=space.agent");
-	strv_add(a, "-chardev");
-	strv_addf(a, "socket,id=qmp,path=%s,server=on,wait=off", qmp);
+	add_listen_chardev(a, "qmp", qmp);
 	strv_add(a, "-mon");
 	strv_add(a, "chardev=qmp,mode=control");
 	/* Serial console to a socket the daemon reads into a bounded log;
 	 * while nobody is connected QEMU drops the output. */
-	strv_add(a, "-chardev");
-	strv_addf(a, "socket,id=con,path=%s,server=on,wait=off", con);
+	add_listen_chardev(a, "con", con);
 	strv_add(a, "-serial");
 	strv_add(a, "chardev:con");
 	strv_add(a, "-device");
