@@ -11,10 +11,13 @@ WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wstrict-prototypes -Wshadow 
         -Wundef -Wvla
 CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc/common -MMD -MP
+# The daemon's folders include each other as "folder/x.h" (scripts/check-layers.sh
+# checks which folder may include which).
+DAEMON_INC := -Isrc/daemon
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 COMMON_SRC := $(wildcard src/common/*.c)
-DAEMON_SRC := $(wildcard src/daemon/*.c)
+DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
 AGENT_SRC  := $(wildcard src/agent/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
@@ -35,24 +38,28 @@ DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent
 
-.PHONY: all deps bins kernel templates template-minimal template-base run test unit e2e bench clean
+
+.PHONY: all deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
 all: bins kernel templates
 
 deps:
 	@scripts/deps.sh
 
-bins: deps
+bins: deps layers
 	@$(MAKE) --no-print-directory $(BINS)
+
+layers:
+	@scripts/check-layers.sh
 
 $(BUILD)/obj/dyn/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(DAEMON_INC) -c $< -o $@
 $(BUILD)/obj/static/%.o: src/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 $(BUILD)/obj/san/%.o: src/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(SAN) -O1 -c $< -o $@
+	$(CC) $(CFLAGS) $(DAEMON_INC) $(SAN) -O1 -c $< -o $@
 
 $(BUILD)/bin/spaced: $(DAEMON_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)

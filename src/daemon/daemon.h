@@ -7,8 +7,8 @@
 #include <limits.h>
 
 #include "err.h"
-#include "model.h"
-#include "vm.h"
+#include "model/model.h"
+#include "vmm/vm.h"
 
 #define SPACE_VERSION "0.1.0"
 

@@ -14,8 +14,8 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "runtime.h"
-#include "store.h"
+#include "sandbox/runtime.h"
+#include "store/store.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define PROBE_TIMEOUT_MS 8000

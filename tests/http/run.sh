@@ -12,11 +12,11 @@ pid=
 trap '[[ -n $pid ]] && kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$work"' EXIT
 
 cc=${CC:-gcc}
-$cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/common -Isrc -O1 -g -DSSE_KEEPALIVE_S=1 \
+$cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/common -Isrc -Isrc/daemon -O1 -g -DSSE_KEEPALIVE_S=1 \
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http.c src/daemon/dataplane.c \
-    src/daemon/dp_attach.c src/daemon/render.c src/daemon/spool.c src/daemon/api_operations.c \
-    src/daemon/model.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto
+    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/dataplane/dataplane.c \
+    src/daemon/dataplane/dp_attach.c src/daemon/api/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c \
+    src/daemon/model/model.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto
 
 # Free loopback ports, chosen by the kernel.
 read -r ctl data < <(python3 -c 'import socket

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/dataplane.h"
-#include "daemon/api.h"
+#include "daemon/dataplane/dataplane.h"
+#include "daemon/api/api.h"
 #include "daemon/daemon.h"
-#include "daemon/render.h"
-#include "daemon/spool.h"
-#include "daemon/store.h"
+#include "daemon/api/render.h"
+#include "daemon/sandbox/spool.h"
+#include "daemon/store/store.h"
 #include "log.h"
 
 #define LAG_MAX (8u << 20)

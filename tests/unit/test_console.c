@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/console.h"
+#include "daemon/vmm/console.h"
 #include "harness.h"
 
 static struct event_base *base;

@@ -27,9 +27,9 @@
 #include <event2/event.h>
 
 #include "daemon/daemon.h"
-#include "daemon/runtime.h"
-#include "daemon/spool.h"
-#include "daemon/store.h"
+#include "daemon/sandbox/runtime.h"
+#include "daemon/sandbox/spool.h"
+#include "daemon/store/store.h"
 #include "harness.h"
 #include "log.h"
 #include "proto.h"

@@ -6,10 +6,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "daemon/api.h"
-#include "daemon/dataplane.h"
-#include "daemon/http.h"
-#include "daemon/model.h"
+#include "daemon/api/api.h"
+#include "daemon/dataplane/dataplane.h"
+#include "daemon/http/http.h"
+#include "daemon/model/model.h"
 #include "harness.h"
 
 static void route_a(struct http_req *r) { (void)r; }

@@ -1,7 +1,7 @@
 /* test_model.c -- state names, the sandbox state machine, ids and time formatting */
 #include <string.h>
 
-#include "daemon/model.h"
+#include "daemon/model/model.h"
 #include "harness.h"
 
 #define C SB_CREATING

@@ -8,8 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon/proc.h"
-#include "daemon/qmp.h"
+#include "daemon/vmm/proc.h"
+#include "daemon/vmm/qmp.h"
 #include "harness.h"
 
 static struct event_base *base;

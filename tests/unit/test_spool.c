@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/spool.h"
+#include "daemon/sandbox/spool.h"
 #include "harness.h"
 
 static char dir[] = "/tmp/test_spool.XXXXXX";

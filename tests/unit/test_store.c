@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/store.h"
-#include "daemon/store_sql.h" /* internals: PRAGMAs and corrupting rows on purpose */
+#include "daemon/store/store.h"
+#include "daemon/store/store_sql.h" /* internals: PRAGMAs and corrupting rows on purpose */
 #include "harness.h"
 
 static char dir[256], db_path[300];

@@ -6,9 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "daemon/proc.h"
-#include "daemon/qmp.h"
-#include "daemon/vm_argv.h"
+#include "daemon/vmm/proc.h"
+#include "daemon/vmm/qmp.h"
+#include "daemon/vmm/vm_argv.h"
 #include "harness.h"
 
 static struct vm_spec base_spec(void)

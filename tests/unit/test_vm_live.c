@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/proc.h"
-#include "daemon/vm.h"
+#include "daemon/vmm/proc.h"
+#include "daemon/vmm/vm.h"
 #include "harness.h"
 
 static struct event_base *base;

@@ -2,7 +2,7 @@
 #ifndef SPACE_API_H
 #define SPACE_API_H
 
-#include "http.h"
+#include "http/http.h"
 
 /* api_info.c */
 void api_info_get(struct http_req *r);

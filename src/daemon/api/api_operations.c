@@ -4,7 +4,7 @@
 #include "api.h"
 #include "daemon.h"
 #include "render.h"
-#include "store.h"
+#include "store/store.h"
 
 #define WAIT_MAX_S 60
 

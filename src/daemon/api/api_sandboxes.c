@@ -10,7 +10,7 @@
 #include "cleanup.h"
 #include "daemon.h"
 #include "render.h"
-#include "store.h"
+#include "store/store.h"
 
 /* The console log is answered from its last this many bytes. */
 #define LOGS_MAX (1u << 20)

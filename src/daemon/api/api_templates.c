@@ -4,7 +4,7 @@
 #include "api.h"
 #include "daemon.h"
 #include "render.h"
-#include "store.h"
+#include "store/store.h"
 
 static int add_template(const struct template_rec *t, void *arg)
 {

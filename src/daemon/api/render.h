@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "model.h"
+#include "model/model.h"
 
 /* Each returns a new object (NULL only when out of memory), shaped exactly as
  * docs/api/reference.md says; absent times and values are JSON null. */

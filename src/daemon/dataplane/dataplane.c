@@ -7,7 +7,7 @@
 
 #include "daemon.h"
 #include "log.h"
-#include "render.h"
+#include "api/render.h"
 
 static const struct {
 	const char *name;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "http.h"
+#include "http/http.h"
 
 /* {"signal": "SIGTERM" | "TERM" | 15 | "15"} -> signal number (1..64), or
  * -1 with EINVAL. */

@@ -4,7 +4,7 @@
 
 #include "daemon.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 
 struct op_waiter {
 	struct spaced *d;

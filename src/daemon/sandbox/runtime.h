@@ -7,10 +7,10 @@
 #include <stdbool.h>
 
 #include "daemon.h"
-#include "model.h"
+#include "model/model.h"
 #include "proto.h"
 #include "spool.h"
-#include "vm.h"
+#include "vmm/vm.h"
 
 struct agent;
 

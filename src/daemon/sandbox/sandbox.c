@@ -6,9 +6,9 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "proc.h"
+#include "vmm/proc.h"
 #include "runtime.h"
-#include "store.h"
+#include "store/store.h"
 
 #define BOOT_TIMEOUT_S 60
 

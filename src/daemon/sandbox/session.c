@@ -7,7 +7,7 @@
 #include "log.h"
 #include "proto.h"
 #include "runtime.h"
-#include "store.h"
+#include "store/store.h"
 
 void session_persist(struct session *s)
 {

@@ -8,7 +8,7 @@
 #include "log.h"
 #include "proto.h"
 #include "runtime.h"
-#include "store.h"
+#include "store/store.h"
 
 #define MAX_TOKEN_TTL_S 86400
 

@@ -14,7 +14,7 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "store.h"
+#include "store/store.h"
 #include "daemon.h"
 
 static const char *const template_files[] = { "vmlinuz", "rootfs.ext4", "template.json" };

@@ -3,7 +3,7 @@
 #define SPACE_STORE_H
 
 #include "err.h"
-#include "model.h"
+#include "model/model.h"
 
 struct store;
 
