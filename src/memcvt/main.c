@@ -101,6 +101,9 @@ static int check_fds(space_err *e)
 		return err_sys(e, errno, "fd %d (image)", IMAGE_FD);
 	if (!S_ISREG(st.st_mode) || st.st_size != 0)
 		return err_set(e, EINVAL, "fd %d (image) is not an empty regular file", IMAGE_FD);
+	/* Linux appends a pwrite on an O_APPEND fd at the end, whatever its offset. */
+	if (fcntl(IMAGE_FD, F_GETFL) & O_APPEND)
+		return err_set(e, EINVAL, "fd %d (image) is open with O_APPEND", IMAGE_FD);
 	return 0;
 }
 
@@ -128,6 +131,7 @@ static int convert(const char *block, struct memcvt_stats *st, space_err *e)
 	const struct memcvt_sink sink = { NULL, sink_state, sink_size, sink_image };
 	_cleanup_memcvt_ struct memcvt *c = NULL;
 	_cleanup_free_ uint8_t *buf = malloc(READ_BUF);
+	unsigned long long total = 0;
 	ssize_t n;
 
 	if (!buf)
@@ -137,11 +141,13 @@ static int convert(const char *block, struct memcvt_stats *st, space_err *e)
 		return -1;
 	/* A bigger pipe means fewer wake-ups; the caller's pipe may refuse it, which is fine. */
 	(void)fcntl(IN_FD, F_SETPIPE_SZ, READ_BUF);
-	while ((n = read_full(IN_FD, buf, READ_BUF, e)) > 0)
+	while ((n = read_full(IN_FD, buf, READ_BUF, e)) > 0) {
 		if (memcvt_feed(c, buf, (size_t)n, e) < 0)
 			return -1;
+		total += (unsigned long long)n;
+	}
 	if (n < 0)
-		return -1;
+		return err_wrap(e, "after %llu bytes", total);
 	return memcvt_finish(c, st, e);
 }
 
@@ -167,13 +173,16 @@ int main(int argc, char **argv)
 	space_err e = { 0 };
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "b:h", opts, NULL)) != -1) {
+	opterr = 0; /* every failure line starts "space-memcvt: " */
+	while ((opt = getopt_long(argc, argv, ":b:h", opts, NULL)) != -1) {
 		if (opt == 'h') {
 			fputs(usage, stdout);
 			return 0;
 		}
 		if (opt != 'b') {
-			fputs(usage, stderr);
+			fprintf(stderr, "space-memcvt: %s \"%s\"\n%s",
+				opt == ':' ? "missing value for" : "unknown option", argv[optind - 1],
+				usage);
 			return 1;
 		}
 		block = optarg;
