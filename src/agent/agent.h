@@ -196,8 +196,18 @@ void agent_child_exec(const struct agent *a, const struct proto_exec *x, const i
 
 /* init.c: PID-1 duties */
 void agent_init_system(struct agent *a);
+/* Letters, digits, '-' and '.', 1..63 bytes, not starting with '-' or '.'. */
+bool agent_valid_hostname(const char *h);
 bool agent_cmdline_get(const char *cmdline, const char *key, char *out, size_t outlen);
 int agent_set_clock(struct agent *a, uint64_t realtime_ns);
 void agent_poweroff(struct agent *a) __attribute__((noreturn));
+
+
+/* identity.c: H_IDENTITY */
+/* Decode and check a payload (pure; pointers into p): exact length, entropy_len at most
+ * PROTO_IDENTITY_MAX_ENTROPY, hostname empty or agent_valid_hostname(). */
+enum proto_rc agent_identity_parse(const uint8_t *p, size_t n, struct proto_identity *id);
+/* Apply a payload and answer A_IDENTITY; a malformed one is logged and dropped. */
+void agent_identity_handle(struct agent *a, const uint8_t *payload, size_t len);
 
 #endif

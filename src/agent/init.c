@@ -89,7 +89,7 @@ static int read_cmdline(char *buf, size_t len)
 	return 0;
 }
 
-static bool valid_hostname(const char *h)
+bool agent_valid_hostname(const char *h)
 {
 	size_t i, n = strlen(h);
 
@@ -167,7 +167,7 @@ void agent_init_system(struct agent *a)
 		 NULL);
 
 	if (!agent_cmdline_get(cmdline, "space.hostname", host, sizeof(host)) ||
-	    !valid_hostname(host)) {
+	    !agent_valid_hostname(host)) {
 		if (strstr(cmdline, "space.hostname="))
 			agent_log(a, false, "space.hostname: invalid, using \"sandbox\"");
 		strcpy(host, "sandbox");
