@@ -200,6 +200,8 @@ void agent_init_system(struct agent *a);
 bool agent_valid_hostname(const char *h);
 bool agent_cmdline_get(const char *cmdline, const char *key, char *out, size_t outlen);
 int agent_set_clock(struct agent *a, uint64_t realtime_ns);
+
+/* shutdown.c: the end of the VM, or of a host test run */
 void agent_poweroff(struct agent *a) __attribute__((noreturn));
 
 
