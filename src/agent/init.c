@@ -131,7 +131,7 @@ static void probe_ok(struct agent *a)
 		agent_log(a, false, "probe: write /dev/console: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	agent_poweroff(a);
+	agent_poweroff(a, PROTO_SHUTDOWN_NOW);
 }
 
 void agent_init_system(struct agent *a)

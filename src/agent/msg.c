@@ -239,12 +239,19 @@ void agent_handle_frame(void *ctx, const struct proto_hdr *h, const uint8_t *pay
 	case H_IDENTITY:
 		agent_identity_handle(a, payload, h->len);
 		return;
-	case H_SHUTDOWN:
+	case H_SHUTDOWN: {
+		uint32_t mode;
+
 		if (!want_len(a, h, 4))
 			return;
-		agent_log(a, false, "H_SHUTDOWN mode %u", proto_rd_u32(&r));
-		agent_poweroff(a);
-		return;
+		mode = proto_rd_u32(&r);
+		if (mode != PROTO_SHUTDOWN_NOW && mode != PROTO_SHUTDOWN_CLEAN) {
+			agent_log(a, true, "H_SHUTDOWN: unknown mode %u: dropped", mode);
+			return;
+		}
+		agent_log(a, false, "H_SHUTDOWN mode %u", mode);
+		agent_poweroff(a, mode);
+	}
 	default:
 		return;
 	}

@@ -466,3 +466,40 @@ def test_shutdown_kills_and_exits(host):
     time.sleep(0.1)
     with pytest.raises(ProcessLookupError):
         os.kill(c.pid, 0)
+
+
+def test_shutdown_clean_terminates_first(tmp_path, host):
+    """Mode 1: children get SIGTERM and time to act on it before the agent exits."""
+    marker = tmp_path / "marker"
+    c = host.exec(71, ["sh", "-c", f"trap 'sleep 0.5; echo term > {marker}; exit 0' TERM; "
+                       "echo ready; while :; do sleep 0.05; done"], env=ENV)
+    host.wait_for(lambda: bytes(c.out) == b"ready\n", timeout=5)
+    t0 = time.monotonic()
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 1))
+    assert host.proc.wait(5) == 0
+    assert marker.read_text() == "term\n"
+    # Waited for the trap (0.5 s), but not for the whole grace: everyone was gone.
+    assert 0.4 < time.monotonic() - t0 < 2.5
+    with pytest.raises(ProcessLookupError):
+        os.kill(c.pid, 0)
+    assert "shutdown: SIGTERM to the channels' processes" in host.agent_log()
+
+
+def test_shutdown_clean_kills_after_grace(host):
+    """Mode 1: a process that ignores SIGTERM is SIGKILLed once the 3 s grace is over."""
+    c = host.exec(72, ["sh", "-c", "trap '' TERM; echo ready; exec sleep 100"], env=ENV)
+    host.wait_for(lambda: bytes(c.out) == b"ready\n", timeout=5)
+    t0 = time.monotonic()
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 1))
+    assert host.proc.wait(10) == 0
+    assert 2.5 < time.monotonic() - t0 < 8
+    with pytest.raises(ProcessLookupError):
+        os.kill(c.pid, 0)
+    assert "SIGKILL" in host.agent_log()
+
+
+def test_shutdown_unknown_mode_ignored(host):
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 7))
+    host.wait_for(lambda: any("unknown mode 7" in m for m in host.logs), timeout=5)
+    assert host.run(73, ["echo", "up"], env=ENV).out == b"up\n"
+    assert host.proc.poll() is None
