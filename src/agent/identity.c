@@ -1,5 +1,4 @@
-/* identity.c -- H_IDENTITY: what a guest cloned, restored or forked from a memory snapshot
- * must not share with its siblings (wall clock, CRNG state, hostname). */
+/* identity.c -- H_IDENTITY: clock, entropy and hostname of a cloned, restored or forked guest */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/random.h>

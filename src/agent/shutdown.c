@@ -1,5 +1,4 @@
-/* shutdown.c -- H_SHUTDOWN: end the VM as PID 1, or the agent itself on a host test run.
- * Blocking is fine here: once shutdown starts nothing else is served again. */
+/* shutdown.c -- H_SHUTDOWN: end the VM as PID 1, or the agent itself on a host test run */
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -32,9 +31,10 @@ static bool all_gone(struct agent *a)
 	return true;
 }
 
-/* Reap until all_gone() or deadline_ms (monotonic); true when all are gone.  SIGCHLD is
- * blocked (loop.c, and again here in case shutdown comes before the loop was set up), so one
- * that arrives between the reap and the wait stays pending and ends the wait at once. */
+/* Reap until all_gone() or deadline_ms (monotonic); true when all are gone.  Blocking is fine:
+ * once shutdown starts nothing else is served again.  SIGCHLD is blocked (loop.c, and again
+ * here in case shutdown comes before the loop was set up), so one that arrives between the
+ * reap and the wait stays pending and ends the wait at once. */
 static bool wait_gone(struct agent *a, int64_t deadline_ms)
 {
 	sigset_t chld;

@@ -1,5 +1,4 @@
-/* test_agent_identity.c -- H_IDENTITY: proto_identity_encode against the agent's parser,
- * the exact-length rule, limits and malformed payloads. */
+/* test_agent_identity.c -- H_IDENTITY: encoder against the agent's parser, malformed payloads */
 #include <string.h>
 
 #include "agent/agent.h"
