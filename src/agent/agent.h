@@ -26,6 +26,8 @@
 /* After the main process exits, how long descendants may keep its pipes open (see proc.c). */
 #define AGENT_EXIT_GRACE_MS 1000
 #define AGENT_EXIT_DRAIN_MAX (1u << 20)
+/* H_SHUTDOWN clean: how long processes get between SIGTERM and SIGKILL. */
+#define AGENT_SHUTDOWN_GRACE_MS 3000
 
 /* What an epoll event refers to (epoll_event.data.ptr points at one of these). */
 enum agent_watch_kind { W_PORT, W_SIGNAL, W_STATUS, W_STDOUT, W_STDERR, W_STDIN };
@@ -177,7 +179,8 @@ void agent_proc_rewind_all(struct agent *a);
 void agent_proc_timers(struct agent *a, int64_t now, int64_t *next);
 void agent_proc_mark_pending(struct agent *a, struct agent_proc *p);
 void agent_proc_free_dead(struct agent *a);
-void agent_proc_kill_all(struct agent *a);
+/* Signal the process group of every channel whose process has not been reaped. */
+void agent_proc_signal_all(struct agent *a, int signo);
 void agent_proc_rearm_budget(struct agent *a);
 
 /* spawn.c: the child side of H_EXEC */
@@ -196,8 +199,21 @@ void agent_child_exec(const struct agent *a, const struct proto_exec *x, const i
 
 /* init.c: PID-1 duties */
 void agent_init_system(struct agent *a);
+/* Letters, digits, '-' and '.', 1..63 bytes, not starting with '-' or '.'. */
+bool agent_valid_hostname(const char *h);
 bool agent_cmdline_get(const char *cmdline, const char *key, char *out, size_t outlen);
 int agent_set_clock(struct agent *a, uint64_t realtime_ns);
-void agent_poweroff(struct agent *a) __attribute__((noreturn));
+
+/* shutdown.c: the end of the VM, or of a host test run.  mode: PROTO_SHUTDOWN_NOW, or
+ * PROTO_SHUTDOWN_CLEAN (SIGTERM and a grace period first, / read-only before the reset). */
+void agent_poweroff(struct agent *a, uint32_t mode) __attribute__((noreturn));
+
+
+/* identity.c: H_IDENTITY */
+/* Decode and check a payload (pure; pointers into p): exact length, entropy_len at most
+ * PROTO_IDENTITY_MAX_ENTROPY, hostname empty or agent_valid_hostname(). */
+enum proto_rc agent_identity_parse(const uint8_t *p, size_t n, struct proto_identity *id);
+/* Apply a payload and answer A_IDENTITY; a malformed one is logged and dropped. */
+void agent_identity_handle(struct agent *a, const uint8_t *payload, size_t len);
 
 #endif

@@ -1,18 +1,15 @@
-/* init.c -- PID-1 duties: filesystems, console, hostname, loopback, clock, power off.
+/* init.c -- PID-1 duties: filesystems, console, hostname, loopback, clock.
  * Only run when the agent is PID 1 in the guest; a host test run skips all of it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
-#include <sys/reboot.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,7 +86,7 @@ static int read_cmdline(char *buf, size_t len)
 	return 0;
 }
 
-static bool valid_hostname(const char *h)
+bool agent_valid_hostname(const char *h)
 {
 	size_t i, n = strlen(h);
 
@@ -134,7 +131,7 @@ static void probe_ok(struct agent *a)
 		agent_log(a, false, "probe: write /dev/console: %s", strerror(errno));
 	if (fd >= 0)
 		close(fd);
-	agent_poweroff(a);
+	agent_poweroff(a, PROTO_SHUTDOWN_NOW);
 }
 
 void agent_init_system(struct agent *a)
@@ -167,7 +164,7 @@ void agent_init_system(struct agent *a)
 		 NULL);
 
 	if (!agent_cmdline_get(cmdline, "space.hostname", host, sizeof(host)) ||
-	    !valid_hostname(host)) {
+	    !agent_valid_hostname(host)) {
 		if (strstr(cmdline, "space.hostname="))
 			agent_log(a, false, "space.hostname: invalid, using \"sandbox\"");
 		strcpy(host, "sandbox");
@@ -189,29 +186,4 @@ int agent_set_clock(struct agent *a, uint64_t realtime_ns)
 	if (!a->set_clock)
 		return 0;
 	return clock_settime(CLOCK_REALTIME, &ts);
-}
-
-void agent_poweroff(struct agent *a)
-{
-	if (!a->pid1) {
-		struct agent_proc *p;
-
-		agent_proc_kill_all(a);
-		/* SIGKILLed: reap them so nothing outlives the agent, even as a zombie. */
-		for (p = a->procs; p; p = p->next)
-			if (!p->reaped && p->pid > 0)
-				waitpid(p->pid, NULL, 0);
-		agent_log(a, false, "shutdown: exiting (not PID 1)");
-		exit(0);
-	}
-	agent_log(a, false, "shutdown: killing all processes, powering off");
-	kill(-1, SIGKILL);
-	sync();
-	/* The VM runs with -no-reboot and `reboot=t`: a reset ends QEMU, whereas a power off
-	 * with acpi=off only halts the CPU.  Power off is the fallback. */
-	reboot(RB_AUTOBOOT);
-	reboot(RB_POWER_OFF);
-	agent_log(a, false, "reboot: %s", strerror(errno));
-	for (;;)
-		pause();
 }

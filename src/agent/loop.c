@@ -137,7 +137,7 @@ static void on_signal(struct agent *a)
 			break;
 		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
 			agent_log(a, false, "signal %u: stopping", si.ssi_signo);
-			agent_proc_kill_all(a);
+			agent_proc_signal_all(a, SIGKILL);
 			a->quit = true;
 		}
 	}

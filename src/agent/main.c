@@ -83,13 +83,13 @@ int main(int argc, char **argv)
 	if (agent_loop_init(a) < 0) {
 		perror("space-agent: event loop");
 		if (a->pid1)
-			agent_poweroff(a);
+			agent_poweroff(a, PROTO_SHUTDOWN_NOW);
 		return 1;
 	}
 	agent_port_init(a, channel);
 	agent_log(a, false, "started (pid %d, protocol v%d, channel %s)", (int)getpid(),
 		  PROTO_VERSION, channel ? channel : "virtio port " PROTO_PORT_NAME);
 	if (agent_run(a) < 0 && a->pid1)
-		agent_poweroff(a);
+		agent_poweroff(a, PROTO_SHUTDOWN_NOW);
 	return 0;
 }

@@ -23,6 +23,7 @@ static const char *type_name(uint16_t t)
 	case H_SETTIME: return "H_SETTIME";
 	case H_SHUTDOWN: return "H_SHUTDOWN";
 	case H_PING: return "H_PING";
+	case H_IDENTITY: return "H_IDENTITY";
 	default: return "unknown";
 	}
 }
@@ -190,6 +191,7 @@ void agent_handle_frame(void *ctx, const struct proto_hdr *h, const uint8_t *pay
 	case H_SETTIME:
 	case H_SHUTDOWN:
 	case H_PING:
+	case H_IDENTITY:
 		if (h->chan != 0) {
 			agent_log(a, true, "%s on chan %u (must be 0): dropped", type_name(h->type),
 				  h->chan);
@@ -234,12 +236,22 @@ void agent_handle_frame(void *ctx, const struct proto_hdr *h, const uint8_t *pay
 		agent_ctl_send(a, A_PONG, 0, out, 8, false);
 		return;
 	}
-	case H_SHUTDOWN:
+	case H_IDENTITY:
+		agent_identity_handle(a, payload, h->len);
+		return;
+	case H_SHUTDOWN: {
+		uint32_t mode;
+
 		if (!want_len(a, h, 4))
 			return;
-		agent_log(a, false, "H_SHUTDOWN mode %u", proto_rd_u32(&r));
-		agent_poweroff(a);
-		return;
+		mode = proto_rd_u32(&r);
+		if (mode != PROTO_SHUTDOWN_NOW && mode != PROTO_SHUTDOWN_CLEAN) {
+			agent_log(a, true, "H_SHUTDOWN: unknown mode %u: dropped", mode);
+			return;
+		}
+		agent_log(a, false, "H_SHUTDOWN mode %u", mode);
+		agent_poweroff(a, mode);
+	}
 	default:
 		return;
 	}

@@ -589,11 +589,12 @@ void agent_proc_rewind_all(struct agent *a)
 	}
 }
 
-void agent_proc_kill_all(struct agent *a)
+void agent_proc_signal_all(struct agent *a, int signo)
 {
 	struct agent_proc *p;
 
+	/* Only before the reap, as in agent_proc_signal: the pid cannot have been reused. */
 	for (p = a->procs; p; p = p->next)
-		if (!p->reaped && p->pid > 0 && kill(-p->pid, SIGKILL) < 0)
-			kill(p->pid, SIGKILL);
+		if (!p->reaped && p->pid > 0 && kill(-p->pid, signo) < 0)
+			kill(p->pid, signo);
 }

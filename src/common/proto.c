@@ -21,6 +21,8 @@ const char *proto_strerror(enum proto_rc rc)
 		return "too many arguments or variables";
 	case PROTO_E_BAD_VALUE:
 		return "field value out of range";
+	case PROTO_E_TRAILING:
+		return "payload longer than its fields";
 	}
 	return "unknown protocol error";
 }
@@ -116,6 +118,11 @@ const char *proto_rd_str(struct proto_rd *r)
 	s = (const char *)r->p;
 	rd_take(r, (size_t)(nul - r->p) + 1);
 	return s;
+}
+
+const uint8_t *proto_rd_bytes(struct proto_rd *r, size_t n)
+{
+	return rd_take(r, n);
 }
 
 const uint8_t *proto_rd_rest(struct proto_rd *r, size_t *len)
@@ -238,4 +245,18 @@ enum proto_rc proto_exec_decode(const uint8_t *p, size_t n, struct proto_exec *x
 	if (r.bad)
 		return PROTO_E_NOT_TERMINATED;
 	return PROTO_OK;
+}
+
+int proto_identity_encode(struct proto_wr *w, const struct proto_identity *id)
+{
+	if (id->entropy_len > PROTO_IDENTITY_MAX_ENTROPY || (id->entropy_len && !id->entropy) ||
+	    (id->net_len && !id->net))
+		return -1;
+	proto_wr_u64(w, id->realtime_ns);
+	proto_wr_u32(w, id->entropy_len);
+	proto_wr_bytes(w, id->entropy, id->entropy_len);
+	proto_wr_str(w, id->hostname);
+	proto_wr_u32(w, id->net_len);
+	proto_wr_bytes(w, id->net, id->net_len);
+	return w->bad ? -1 : 0;
 }

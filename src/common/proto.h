@@ -42,8 +42,9 @@ enum proto_type {
 	H_ACK = 6,         /* u64 offset: host holds output [0, offset) */
 	H_RELEASE = 7,     /* (empty): host recorded the exit; forget chan */
 	H_SETTIME = 8,     /* u64 realtime_ns */
-	H_SHUTDOWN = 9,    /* u32 mode (0 poweroff) */
+	H_SHUTDOWN = 9,    /* u32 mode (PROTO_SHUTDOWN_*) */
 	H_PING = 10,       /* u64 cookie */
+	H_IDENTITY = 11,   /* see struct proto_identity */
 
 	/* agent -> host */
 	A_HELLO = 101,     /* u32 version, u32 nchan, nchan x (u32 chan, u32 state, u64 stdin_offset) */
@@ -54,6 +55,7 @@ enum proto_type {
 	A_STDIN_ACK = 106, /* u64 offset: agent consumed stdin [0, offset) */
 	A_PONG = 107,      /* u64 cookie */
 	A_LOG = 108,       /* string */
+	A_IDENTITY = 109,  /* u32 applied (PROTO_IDENTITY_* bits), i32 errno of the first failed step */
 };
 
 enum proto_stream { PROTO_STDOUT = 1, PROTO_STDERR = 2 };
@@ -80,6 +82,32 @@ struct proto_exec {
 	const char *envp[PROTO_EXEC_MAX_ARGS + 1]; /* NULL-terminated */
 };
 
+/* H_SHUTDOWN modes. */
+#define PROTO_SHUTDOWN_NOW 0   /* SIGKILL everything, reboot (= end the VM) */
+#define PROTO_SHUTDOWN_CLEAN 1 /* SIGTERM, grace, SIGKILL, sync, remount / read-only, reboot */
+
+/* H_IDENTITY payload: what a guest cloned, restored or forked from a memory snapshot must not
+ * share with its siblings.
+ *   u64 realtime_ns (0: leave the clock), u32 entropy_len (0..PROTO_IDENTITY_MAX_ENTROPY),
+ *   entropy_len bytes of host randomness, NUL-terminated hostname ("": leave it),
+ *   u32 net_len, net_len bytes (reserved for the network configuration; 0 for now).
+ * The payload is exactly that long: no trailing bytes. */
+#define PROTO_IDENTITY_MAX_ENTROPY 512
+
+struct proto_identity {
+	uint64_t realtime_ns;
+	uint32_t entropy_len;
+	const uint8_t *entropy;
+	const char *hostname;
+	uint32_t net_len;
+	const uint8_t *net;
+};
+
+/* A_IDENTITY `applied` bits: the steps the agent actually carried out. */
+#define PROTO_IDENTITY_CLOCK 0x1
+#define PROTO_IDENTITY_ENTROPY 0x2
+#define PROTO_IDENTITY_HOSTNAME 0x4
+
 /* Result of parsing; proto_strerror() turns it into text. */
 enum proto_rc {
 	PROTO_OK = 0,
@@ -89,6 +117,7 @@ enum proto_rc {
 	PROTO_E_NOT_TERMINATED = -3,
 	PROTO_E_TOO_MANY = -4,
 	PROTO_E_BAD_VALUE = -5,
+	PROTO_E_TRAILING = -6,
 };
 const char *proto_strerror(enum proto_rc rc);
 
@@ -110,6 +139,8 @@ uint32_t proto_rd_u32(struct proto_rd *r);
 uint64_t proto_rd_u64(struct proto_rd *r);
 /* A NUL-terminated string inside the payload (returned pointer into it). */
 const char *proto_rd_str(struct proto_rd *r);
+/* The next n bytes (pointer into the payload); NULL and `bad` if fewer are left. */
+const uint8_t *proto_rd_bytes(struct proto_rd *r, size_t n);
 /* The remaining bytes. */
 const uint8_t *proto_rd_rest(struct proto_rd *r, size_t *len);
 
@@ -130,5 +161,9 @@ void proto_wr_bytes(struct proto_wr *w, const void *p, size_t n);
 /* H_EXEC: encode from a struct / decode into one (pointers into payload). */
 int proto_exec_encode(struct proto_wr *w, const struct proto_exec *x);
 enum proto_rc proto_exec_decode(const uint8_t *p, size_t n, struct proto_exec *x);
+
+/* H_IDENTITY: encode (-1 if entropy_len is over the maximum or the writer failed).  The
+ * agent decodes it (src/agent/identity.c), where the hostname rules live. */
+int proto_identity_encode(struct proto_wr *w, const struct proto_identity *id);
 
 #endif

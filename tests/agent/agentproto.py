@@ -18,11 +18,14 @@ OUT_WINDOW = 256 * 1024
 IN_WINDOW = 256 * 1024
 MAX_CHUNK = MAX_PAYLOAD - 16
 
-H_HELLO, H_EXEC, H_STDIN, H_STDIN_CLOSE, H_SIGNAL, H_ACK, H_RELEASE, H_SETTIME, H_SHUTDOWN, H_PING = range(1, 11)
-A_HELLO, A_STARTED, A_DATA, A_EXIT, A_ERROR, A_STDIN_ACK, A_PONG, A_LOG = range(101, 109)
+H_HELLO, H_EXEC, H_STDIN, H_STDIN_CLOSE, H_SIGNAL, H_ACK, H_RELEASE, H_SETTIME, H_SHUTDOWN, H_PING, \
+    H_IDENTITY = range(1, 12)
+A_HELLO, A_STARTED, A_DATA, A_EXIT, A_ERROR, A_STDIN_ACK, A_PONG, A_LOG, A_IDENTITY = range(101, 110)
 STDOUT, STDERR = 1, 2
 CHAN_RUNNING, CHAN_EXITED = 1, 2
 EXEC_STDIN = 1
+IDENTITY_MAX_ENTROPY = 512
+IDENTITY_CLOCK, IDENTITY_ENTROPY, IDENTITY_HOSTNAME = 1, 2, 4
 
 NAMES = {v: k for k, v in globals().items() if k[:2] in ("H_", "A_") and isinstance(v, int)}
 
@@ -36,6 +39,12 @@ def encode_exec(argv, env=(), cwd="", user="", uid=0, gid=0, stdin=False):
     for s in [user, cwd, *argv, *env]:
         b += s.encode() + b"\0"
     return b
+
+
+def encode_identity(realtime_ns=0, entropy=b"", hostname="", net=b""):
+    """H_IDENTITY payload, laid out as proto_identity_encode does."""
+    return (struct.pack("<QI", realtime_ns, len(entropy)) + entropy + hostname.encode() + b"\0"
+            + struct.pack("<I", len(net)) + net)
 
 
 class Chan:
@@ -87,6 +96,8 @@ class Host:
         self.errors0 = []   # A_ERROR on chan 0
         self.pongs = []
         self.hellos = []
+        self.identities = []  # A_IDENTITY (applied, error)
+        self.trace = []       # (type, chan) of every frame handled, in order
         self.auto_ack = True
 
     # -- process and connection --
@@ -174,6 +185,7 @@ class Host:
 
     def handle(self, typ, chan, p):
         """Apply one frame to the host's state; returns it for callers that wait on it."""
+        self.trace.append((typ, chan))
         if typ == A_HELLO:
             ver, n = struct.unpack_from("<II", p)
             if len(p) != 8 + 16 * n:
@@ -213,6 +225,13 @@ class Host:
             self.pongs.append(struct.unpack("<Q", p)[0])
         elif typ == A_LOG:
             self.logs.append(p.rstrip(b"\0").decode(errors="replace"))
+        elif typ == A_IDENTITY:
+            if len(p) != 8 or chan != 0:
+                raise ProtocolError("A_IDENTITY length or chan")
+            applied, err = struct.unpack("<Ii", p)
+            if applied & ~(IDENTITY_CLOCK | IDENTITY_ENTROPY | IDENTITY_HOSTNAME) or err < 0:
+                raise ProtocolError(f"A_IDENTITY values {applied:#x} {err}")
+            self.identities.append((applied, err))
         else:
             raise ProtocolError(f"unknown frame type {typ}")
         return typ, chan, p

@@ -6,6 +6,7 @@ Run: make build/bin/space-agent && python3 -m pytest tests/agent -q
 import errno
 import os
 import signal
+import socket
 import struct
 import sys
 import time
@@ -346,6 +347,71 @@ def test_ping_settime(host):
     assert abs(time.time() - 1.7e9) < 1e10
 
 
+def test_identity_host_mode(host):
+    """A well-formed H_IDENTITY is answered; a host run applies none of its steps (it would
+    re-time, feed and rename the machine the tests run on)."""
+    name = socket.gethostname()
+    host.send(P.H_IDENTITY, 0, P.encode_identity(realtime_ns=1, entropy=os.urandom(64),
+                                                 hostname="clone-1"))
+    host.wait_for(lambda: host.identities, timeout=5)
+    assert host.identities == [(0, 0)]
+    assert socket.gethostname() == name
+    assert abs(time.time() - 1.7e9) < 1e10
+    # The limits: the most entropy, nothing at all.
+    host.send(P.H_IDENTITY, 0, P.encode_identity(entropy=os.urandom(P.IDENTITY_MAX_ENTROPY)))
+    host.send(P.H_IDENTITY, 0, P.encode_identity())
+    host.wait_for(lambda: len(host.identities) == 3, timeout=5)
+    assert host.identities[1:] == [(0, 0), (0, 0)]
+
+
+def test_identity_then_exec_in_order(host):
+    """An H_EXEC sent right behind H_IDENTITY (not waiting for A_IDENTITY) runs after it."""
+    host.send(P.H_IDENTITY, 0, P.encode_identity(entropy=os.urandom(32), hostname="clone-2"))
+    c = host.exec(80, ["echo", "after"], env=ENV)
+    host.wait_for(lambda: c.exit is not None, timeout=10)
+    assert bytes(c.out) == b"after\n"
+    assert host.identities == [(0, 0)]
+    assert host.trace.index((P.A_IDENTITY, 0)) < host.trace.index((P.A_STARTED, 80))
+
+
+def test_identity_net_block_ignored(host):
+    """A reserved net block is logged and ignored; the message is still answered."""
+    host.send(P.H_IDENTITY, 0, P.encode_identity(net=b"\x01\x02\x03"))
+    host.wait_for(lambda: host.identities, timeout=5)
+    assert host.identities == [(0, 0)]
+    assert any("network configuration ignored" in m for m in host.logs)
+
+
+def test_identity_malformed(host):
+    """Every malformed H_IDENTITY is dropped with a log line and no answer; the agent carries on."""
+    good = P.encode_identity(realtime_ns=5, entropy=b"\xaa" * 16, hostname="h")
+    bad = [
+        good[:-1],                                              # short by a byte
+        good + b"\0",                                           # a trailing byte
+        good[:11],                                              # no entropy_len
+        struct.pack("<QI", 0, 513) + b"\0" * 513 + b"\0" + struct.pack("<I", 0),  # > 512
+        struct.pack("<QI", 0, 0xFFFFFFFF) + b"\0" * 8,          # a lying entropy_len
+        struct.pack("<QI", 0, 0) + b"no-nul",                   # unterminated hostname
+        P.encode_identity(hostname="bad host"),                 # invalid hostname
+        P.encode_identity(hostname="-x"),
+        P.encode_identity(hostname="a" * 64),                   # too long
+        P.encode_identity()[:-4] + struct.pack("<I", 10) + b"x",  # net_len over the payload
+    ]
+    for payload in bad:
+        host.send(P.H_IDENTITY, 0, payload)
+    host.send(P.H_IDENTITY, 3, good)                            # not on chan 0
+    host.wait_for(lambda: len([m for m in host.logs if "H_IDENTITY" in m]) >= len(bad) + 1,
+                  timeout=5)
+    # Still healthy: a ping, a good identity and an exec all answered, and nothing else was.
+    host.send(P.H_PING, 0, struct.pack("<Q", 7))
+    host.send(P.H_IDENTITY, 0, good)
+    c = host.run(81, ["echo", "ok"], env=ENV)
+    host.wait_for(lambda: host.pongs and host.identities, timeout=5)
+    assert bytes(c.out) == b"ok\n"
+    assert host.identities == [(0, 0)]
+    assert host.proc.poll() is None
+
+
 def test_malformed_frames(host):
     host.send(999, 0, b"junk")                       # unknown type
     host.send(P.H_PING, 0, b"short")                 # wrong length
@@ -400,3 +466,40 @@ def test_shutdown_kills_and_exits(host):
     time.sleep(0.1)
     with pytest.raises(ProcessLookupError):
         os.kill(c.pid, 0)
+
+
+def test_shutdown_clean_terminates_first(tmp_path, host):
+    """Mode 1: children get SIGTERM and time to act on it before the agent exits."""
+    marker = tmp_path / "marker"
+    c = host.exec(71, ["sh", "-c", f"trap 'sleep 0.5; echo term > {marker}; exit 0' TERM; "
+                       "echo ready; while :; do sleep 0.05; done"], env=ENV)
+    host.wait_for(lambda: bytes(c.out) == b"ready\n", timeout=5)
+    t0 = time.monotonic()
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 1))
+    assert host.proc.wait(5) == 0
+    assert marker.read_text() == "term\n"
+    # Waited for the trap (0.5 s), but not for the whole grace: everyone was gone.
+    assert 0.4 < time.monotonic() - t0 < 2.5
+    with pytest.raises(ProcessLookupError):
+        os.kill(c.pid, 0)
+    assert "shutdown: SIGTERM to the channels' processes" in host.agent_log()
+
+
+def test_shutdown_clean_kills_after_grace(host):
+    """Mode 1: a process that ignores SIGTERM is SIGKILLed once the 3 s grace is over."""
+    c = host.exec(72, ["sh", "-c", "trap '' TERM; echo ready; exec sleep 100"], env=ENV)
+    host.wait_for(lambda: bytes(c.out) == b"ready\n", timeout=5)
+    t0 = time.monotonic()
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 1))
+    assert host.proc.wait(10) == 0
+    assert 2.5 < time.monotonic() - t0 < 8
+    with pytest.raises(ProcessLookupError):
+        os.kill(c.pid, 0)
+    assert "SIGKILL" in host.agent_log()
+
+
+def test_shutdown_unknown_mode_ignored(host):
+    host.send(P.H_SHUTDOWN, 0, struct.pack("<I", 7))
+    host.wait_for(lambda: any("unknown mode 7" in m for m in host.logs), timeout=5)
+    assert host.run(73, ["echo", "up"], env=ENV).out == b"up\n"
+    assert host.proc.poll() is None

@@ -189,6 +189,88 @@ static void exec_fuzz(void)
 	}
 }
 
+static void reader_bytes(void)
+{
+	const uint8_t p[] = { 1, 2, 3, 4, 5 };
+	struct proto_rd r;
+
+	proto_rd_init(&r, p, sizeof(p));
+	EXPECT(proto_rd_bytes(&r, 0) == p);
+	EXPECT(proto_rd_bytes(&r, 2) == p);
+	EXPECT(proto_rd_bytes(&r, 3) == p + 2);
+	EXPECT(!r.bad);
+	EXPECT(proto_rd_bytes(&r, 1) == NULL);
+	EXPECT(r.bad);
+	proto_rd_init(&r, p, sizeof(p));
+	EXPECT(proto_rd_bytes(&r, 6) == NULL); /* more than there is: nothing taken */
+	EXPECT(r.bad);
+}
+
+/* The H_IDENTITY layout, byte for byte, as agent-protocol.md states it. */
+static void identity_encode_layout(void)
+{
+	static const uint8_t want[] = {
+		0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* realtime_ns */
+		3, 0, 0, 0, 0xaa, 0xbb, 0xcc,                   /* entropy_len, entropy */
+		's', 'b', '-', '1', 0,                          /* hostname */
+		2, 0, 0, 0, 0x11, 0x22,                         /* net_len, net */
+	};
+	const uint8_t ent[] = { 0xaa, 0xbb, 0xcc }, net[] = { 0x11, 0x22 };
+	struct proto_identity id = {
+		.realtime_ns = 0x0102030405060708ull,
+		.entropy_len = 3,
+		.entropy = ent,
+		.hostname = "sb-1",
+		.net_len = 2,
+		.net = net,
+	};
+	struct proto_wr w;
+
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), 0);
+	EXPECT_EQ(w.len, sizeof(want));
+	EXPECT(w.len == sizeof(want) && memcmp(w.buf, want, sizeof(want)) == 0);
+	proto_wr_free(&w);
+
+	/* All empty: 8 + 4 + 1 + 4 bytes; a NULL hostname is "". */
+	memset(&id, 0, sizeof(id));
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), 0);
+	EXPECT_EQ(w.len, 17);
+	proto_wr_free(&w);
+}
+
+static void identity_encode_limits(void)
+{
+	static uint8_t ent[PROTO_IDENTITY_MAX_ENTROPY + 1];
+	struct proto_identity id = { .entropy = ent, .hostname = "" };
+	struct proto_wr w;
+
+	id.entropy_len = PROTO_IDENTITY_MAX_ENTROPY;
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), 0);
+	EXPECT_EQ(w.len, 8 + 4 + PROTO_IDENTITY_MAX_ENTROPY + 1 + 4);
+	proto_wr_free(&w);
+
+	id.entropy_len = PROTO_IDENTITY_MAX_ENTROPY + 1;
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), -1);
+	EXPECT_EQ(w.len, 0); /* refused before writing anything */
+	proto_wr_free(&w);
+
+	/* A length without its bytes. */
+	id.entropy_len = 4;
+	id.entropy = NULL;
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), -1);
+	proto_wr_free(&w);
+	id.entropy_len = 0;
+	id.net_len = 1;
+	proto_wr_init(&w);
+	EXPECT_EQ(proto_identity_encode(&w, &id), -1);
+	proto_wr_free(&w);
+}
+
 int main(void)
 {
 	RUN(hdr_roundtrip);
@@ -198,5 +280,8 @@ int main(void)
 	RUN(exec_roundtrip);
 	RUN(exec_bad_counts);
 	RUN(exec_fuzz);
+	RUN(reader_bytes);
+	RUN(identity_encode_layout);
+	RUN(identity_encode_limits);
 	return harness_done();
 }
