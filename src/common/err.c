@@ -76,6 +76,8 @@ int err_http_status(int code)
 	case EALREADY:
 	case ECANCELED:
 		return 409;
+	case EDQUOT:
+		return 429;
 	case ENOSPC:
 	case EAGAIN:
 		return 503;
@@ -102,6 +104,8 @@ const char *err_code_name(int code)
 		return "conflict";
 	case 413:
 		return "payload_too_large";
+	case 429:
+		return "at_capacity";
 	case 503:
 		return "unavailable";
 	case 504:

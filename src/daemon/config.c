@@ -23,6 +23,11 @@ static void usage(FILE *f)
 		"  --tb-size MIB             TCG translation cache per VM (default 24)\n"
 		"  --max-sandboxes N         sandboxes running at once (SPACE_MAX_SANDBOXES, default 64)\n"
 		"  --default-timeout SECONDS sandbox lifetime when create names none (default 900, 0 = none)\n"
+		"  --memory-budget MIB       memory all VMs may take together (SPACE_MEMORY_BUDGET; default: host less 1 GiB)\n"
+		"  --vcpu-budget N           vCPUs all VMs may have together (SPACE_VCPU_BUDGET; default: 16 per core)\n"
+		"  --pool NAME=N[,NAME=N]    warm pools to keep (SPACE_POOL; sizes also set with PUT /v1/templates/{ref}/pool)\n"
+		"  --no-ready-snapshots      always boot; never clone creates from template snapshots\n"
+		"  --boot-timeout SECONDS    a VM's guest must answer within this (default 60)\n"
 		"  --version, --help\n");
 }
 
@@ -80,6 +85,12 @@ static void from_env(struct config *cfg)
 		cfg->token_ttl_s = parse_int(v, "SPACE_TOKEN_TTL", 1, 86400);
 	if ((v = getenv("SPACE_MAX_SANDBOXES")) && *v)
 		cfg->max_sandboxes = parse_int(v, "SPACE_MAX_SANDBOXES", 1, 100000);
+	if ((v = getenv("SPACE_MEMORY_BUDGET")) && *v)
+		cfg->memory_budget_mib = parse_int(v, "SPACE_MEMORY_BUDGET", 64, 1 << 30);
+	if ((v = getenv("SPACE_VCPU_BUDGET")) && *v)
+		cfg->vcpu_budget = parse_int(v, "SPACE_VCPU_BUDGET", 1, 1 << 20);
+	if ((v = getenv("SPACE_POOL")) && *v)
+		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
 }
 
 void config_load(struct config *cfg, int argc, char **argv)
@@ -96,6 +107,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "tb-size", required_argument, NULL, 'b' },
 		{ "max-sandboxes", required_argument, NULL, 'm' },
 		{ "default-timeout", required_argument, NULL, 'o' },
+		{ "memory-budget", required_argument, NULL, 'M' },
+		{ "vcpu-budget", required_argument, NULL, 'C' },
+		{ "pool", required_argument, NULL, 'p' },
+		{ "no-ready-snapshots", no_argument, NULL, 'R' },
+		{ "boot-timeout", required_argument, NULL, 'B' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -114,6 +130,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->default_timeout_s = 900;
 	cfg->max_body_bytes = 1 << 20;
 	cfg->max_stdin_bytes = 4 << 20;
+	cfg->ready_snapshots = true;
+	cfg->boot_timeout_s = 60;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -128,6 +146,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 'b': cfg->tb_size_mib = parse_int(optarg, "--tb-size", 1, 4096); break;
 		case 'm': cfg->max_sandboxes = parse_int(optarg, "--max-sandboxes", 1, 100000); break;
 		case 'o': cfg->default_timeout_s = parse_int(optarg, "--default-timeout", 0, 604800); break;
+		case 'M': cfg->memory_budget_mib = parse_int(optarg, "--memory-budget", 64, 1 << 30); break;
+		case 'C': cfg->vcpu_budget = parse_int(optarg, "--vcpu-budget", 1, 1 << 20); break;
+		case 'p': set_str(cfg->pools, sizeof(cfg->pools), optarg, "--pool"); break;
+		case 'R': cfg->ready_snapshots = false; break;
+		case 'B': cfg->boot_timeout_s = parse_int(optarg, "--boot-timeout", 5, 3600); break;
 		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

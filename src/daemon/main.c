@@ -73,6 +73,13 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 		return err_set(err, EBUSY, "another spaced is using state directory %s", real);
 	}
 	/* fd stays open (and locked) for the daemon's life */
+	/* Snapshots clones map live under /dev/shm: that directory must be
+	 * ours alone before anything goes there. */
+	char tmpfs[PATH_MAX];
+	path_tmpfs_root(d, tmpfs);
+	strncat(tmpfs, "/snapshots", sizeof(tmpfs) - strlen(tmpfs) - 1);
+	if (path_mkdirs(tmpfs, err) < 0)
+		return err_wrap(err, "preparing tmpfs for snapshots");
 	return 0;
 }
 
@@ -152,24 +159,6 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	sandbox_tick(arg);
 }
 
-static void shutdown_runtime(struct spaced *d)
-{
-	struct sandbox *sb, *next;
-
-	for (sb = d->sandboxes; sb; sb = next) {
-		next = sb->next;
-		if (sb->vm)
-			vm_free(sb->vm); /* QEMU lives on */
-		agent_free(sb->agent);
-		if (sb->timer)
-			event_free(sb->timer);
-		sessions_free(sb);
-		sandbox_rec_clear(&sb->rec);
-		template_rec_clear(&sb->tmpl);
-		free(sb);
-	}
-	d->sandboxes = NULL;
-}
 
 static int run(struct spaced *d)
 {
@@ -187,7 +176,9 @@ static int run(struct spaced *d)
 		goto fail;
 	choose_accel(d);
 	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
-	if (sandbox_reconcile(d, &err) < 0 || api_start(d, &err) < 0 || dataplane_start(d, &err) < 0)
+	capacity_init(d);
+	if (sandbox_reconcile(d, &err) < 0 || pools_init(d, &err) < 0 || api_start(d, &err) < 0 ||
+	    dataplane_start(d, &err) < 0)
 		goto fail;
 	d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
 	evtimer_add(d->tick, &one);
@@ -206,7 +197,7 @@ static int run(struct spaced *d)
 	event_free(sigint);
 	event_free(sigterm);
 	event_free(d->tick);
-	shutdown_runtime(d);
+	sandbox_shutdown(d);
 	store_close(d->store);
 	return 0;
 fail:

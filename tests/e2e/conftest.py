@@ -33,6 +33,18 @@ def own_daemon():
         d.cleanup()
 
 
+@pytest.fixture(scope="module")
+def own_daemon_small():
+    """A daemon with room for one minimal VM (its memory budget), booting without ready
+    snapshots: for capacity tests."""
+    d = space.Daemon("spaced-small", extra_args=["--memory-budget", "250", "--no-ready-snapshots"])
+    try:
+        d.start()
+        yield d
+    finally:
+        d.cleanup()
+
+
 @pytest.fixture(scope="session")
 def api(daemon):
     return daemon.api

@@ -127,19 +127,21 @@ def check(value, shape, where="$"):
 
 SB_STATES = ("creating", "running", "pausing", "paused", "suspending", "suspended", "restoring",
              "stopping", "stopped", "deleting", "deleted", "failed")
-OP_KINDS = ("create", "pause", "resume", "suspend", "restore", "wake", "fork", "stop", "start",
+OP_KINDS = ("create", "pause", "resume", "suspend", "restore", "fork", "snapshot", "stop", "start",
             "delete")
+START_KINDS = ("boot", "clone", "pool", "fork")
 OP_STATES = ("pending", "running", "succeeded", "failed")
 SS_STATES = ("created", "running", "exited", "failed")
 ERROR_CODES = {400: "bad_request", 401: "unauthorized", 404: "not_found",
                405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
-               503: "unavailable", 500: "internal"}
+               429: "at_capacity", 503: "unavailable", 500: "internal"}
 
 TIME = Pattern(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 DIGEST = Pattern(r"^sha256:[0-9a-f]{64}$")
 SB_ID = Pattern(r"^sb-[0-9a-f]{16}$")
 OP_ID = Pattern(r"^op-[0-9a-f]{16}$")
 SS_ID = Pattern(r"^ss-[0-9a-f]{16}$")
+SN_ID = Pattern(r"^sn-[0-9a-f]{16}$")
 URL = Pattern(r"^https?://[^/\s]+$")
 NONEMPTY = Pattern(r"\S")
 
@@ -147,17 +149,28 @@ ERROR = {"error": {"code": Enum(*ERROR_CODES.values()), "message": NONEMPTY}}
 INFO = {"version": str, "accelerator": Enum("kvm", "tcg"), "accelerator_reason": str,
         "data_plane_url": URL,
         "capacity": {"max_sandboxes": Int(1), "sandboxes_running": Int(0),
-                     "host_vcpus": Int(1), "host_memory_mib": Int(1)},
+                     "host_vcpus": Int(1), "host_memory_mib": Int(1),
+                     "memory_budget_mib": Int(1), "memory_used_mib": Int(0),
+                     "vcpu_budget": Int(1), "vcpus_used": Int(0), "tmpfs_free_mib": Int()},
         "uptime_s": Int(0)}
 TEMPLATE = {"name": NONEMPTY, "digest": DIGEST, "tags": ListOf(str), "vcpus": Int(1),
             "memory_mib": Int(1), "default_user": NONEMPTY, "env": MapOf(str),
-            "image_bytes": Int(1), "created_at": TIME}
+            "image_bytes": Int(1), "created_at": TIME,
+            "pool": {"size": Int(0), "ready": Int(0)}, "ready_snapshot": Nullable(SN_ID)}
 SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "template_digest": DIGEST,
            "vcpus": Int(1, 16), "memory_mib": Int(64, 65536), "env": MapOf(str),
            "metadata": MapOf(str), "timeout_s": Int(0, 604800), "created_at": TIME,
-           "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str)}
+           "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str),
+           "on_timeout": Enum("delete", "suspend"), "start_kind": Enum(*START_KINDS),
+           "parent_id": Nullable(SB_ID), "snapshot": Nullable(SN_ID),
+           "suspended_bytes": Nullable(Int(0))}
 OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": SB_ID, "state": Enum(*OP_STATES),
-             "error": Nullable(str), "created_at": TIME, "updated_at": TIME}
+             "error": Nullable(str), "created_at": TIME, "updated_at": TIME,
+             "result": Nullable({})}
+SNAPSHOT = {"id": SN_ID, "name": Nullable(str), "kind": Enum("ready", "named", "suspend", "fork"),
+            "state": Enum("creating", "ready", "failed"), "sandbox_id": SB_ID, "template": NONEMPTY,
+            "template_digest": DIGEST, "vcpus": Int(1), "memory_mib": Int(1), "bytes": Int(0),
+            "created_at": TIME, "error": Nullable(str)}
 SESSION = {"id": SS_ID, "sandbox_id": SB_ID, "argv": ListOf(str), "env": MapOf(str), "cwd": str,
            "user": str, "stdin": bool, "state": Enum(*SS_STATES), "pid": Nullable(int),
            "exit_code": Nullable(int), "signal": Nullable(int), "error": Nullable(str),
@@ -169,6 +182,11 @@ SHAPES = {
     "templates": {"templates": ListOf(TEMPLATE)},
     "template": TEMPLATE,
     "sandbox+op": {"sandbox": SANDBOX, "operation": OPERATION},
+    "sandbox+maybe_op": {"sandbox": SANDBOX, "operation": Nullable(OPERATION)},
+    "fork": {"sandbox": SANDBOX, "operation": OPERATION, "children": ListOf(SB_ID)},
+    "snapshot+op": {"sandbox": SANDBOX, "operation": OPERATION, "snapshot": Nullable(SNAPSHOT)},
+    "snapshots": {"snapshots": ListOf(SNAPSHOT)},
+    "snapshot": SNAPSHOT,
     "sandboxes": {"sandboxes": ListOf(SANDBOX)},
     "sandbox": SANDBOX,
     "operation": OPERATION,
@@ -326,7 +344,7 @@ class Api:
 
     # -- sandboxes
     def create_sandbox(self, template="minimal", **fields):
-        body = dict(fields, template=template)
+        body = dict(fields) if "snapshot" in fields else dict(fields, template=template)
         r = self.call("POST", "/v1/sandboxes", "sandbox+op", body, expect=202)
         sb, op = r["sandbox"], r["operation"]
         if self.daemon is not None:
@@ -352,6 +370,63 @@ class Api:
         r = self.call("DELETE", f"/v1/sandboxes/{sb_id}", "sandbox+op", expect=202)
         assert r["operation"]["kind"] == "delete" and r["sandbox"]["id"] == sb_id, r
         return r["sandbox"], r["operation"]
+
+    def act(self, sb_id, action, body=None):
+        """POST /v1/sandboxes/{id}/<action> (pause, resume, suspend, restore, stop, start):
+        the 202 answer, checked; returns (sandbox, operation)."""
+        r = self.call("POST", f"/v1/sandboxes/{sb_id}/{action}", "sandbox+op", body or {}, expect=202)
+        assert r["operation"]["kind"] == action and r["operation"]["sandbox_id"] == sb_id, r
+        return r["sandbox"], r["operation"]
+
+    def do(self, sb_id, action, timeout=CREATE_TIMEOUT):
+        """An action waited for; it must succeed. Returns the sandbox afterwards."""
+        _, op = self.act(sb_id, action)
+        op = self.wait_op(op["id"], timeout)
+        assert op["state"] == "succeeded", f"{action} failed: {op}"
+        return self.sandbox(sb_id)
+
+    def wake(self, sb_id):
+        r = self.raw("POST", f"/v1/sandboxes/{sb_id}/wake", {})
+        assert r.status in (200, 202), r
+        return check(r.json, SHAPES["sandbox+maybe_op"], "wake")
+
+    def fork(self, sb_id, count=1, expect=202):
+        r = self.call("POST", f"/v1/sandboxes/{sb_id}/fork", "fork", {"count": count}, expect=expect)
+        if self.daemon is not None:
+            self.daemon.sandbox_ids.update(r["children"])
+        return r
+
+    def snapshot_sandbox(self, sb_id, name):
+        return self.call("POST", f"/v1/sandboxes/{sb_id}/snapshots", "snapshot+op", {"name": name},
+                         expect=202)
+
+    def snapshots(self):
+        return self.call("GET", "/v1/snapshots", "snapshots")["snapshots"]
+
+    def snapshot(self, ref):
+        return self.call("GET", f"/v1/snapshots/{q(ref)}", "snapshot")
+
+    def delete_snapshot(self, ref):
+        return self.call("DELETE", f"/v1/snapshots/{q(ref)}", None, expect=204)
+
+    def set_timeout(self, sb_id, timeout_s, on_timeout=None):
+        body = {"timeout_s": timeout_s}
+        if on_timeout:
+            body["on_timeout"] = on_timeout
+        return self.call("POST", f"/v1/sandboxes/{sb_id}/timeout", "sandbox", body)
+
+    def set_pool(self, ref, size):
+        return self.call("PUT", f"/v1/templates/{q(ref)}/pool", "template", {"size": size})
+
+    def wait_ready_snapshot(self, ref, timeout=CREATE_TIMEOUT):
+        """Waits until the daemon has the template's ready snapshot (creates clone it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            t = self.template(ref)
+            if t["ready_snapshot"]:
+                return t
+            assert time.monotonic() < deadline, f"no ready snapshot of {ref} after {timeout}s"
+            time.sleep(0.2)
 
     def logs(self, sb_id):
         resp = self.call("GET", f"/v1/sandboxes/{sb_id}/logs", None)
@@ -861,6 +936,25 @@ class Daemon:
             return f"(no log: {e})"
         return "\n".join(text.splitlines()[-lines:])
 
+    def state_tag(self):
+        """The daemon's name for its tmpfs and socket directories (paths.c)."""
+        import hashlib
+        return hashlib.sha256(os.path.realpath(self.state_dir).encode()).hexdigest()[:16]
+
+    def own_qemu_pids(self):
+        """Every QEMU this daemon started (its log names each), still alive."""
+        try:
+            text = self.log_text()
+        except OSError:
+            return []
+        pids = []
+        for m in re.finditer(r"vm (sb-[0-9a-f]{16}): qemu pid (\d+) started", text):
+            pid = int(m.group(2))
+            args = cmdline(pid)
+            if args and "qemu" in args[0] and f"guest={m.group(1)}" in " ".join(args):
+                pids.append(pid)
+        return pids
+
     def log_text(self):
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
@@ -891,18 +985,20 @@ class Daemon:
             pass
         for sb_id in self.sandbox_ids:
             for pid in qemu_pids(sb_id):
-                mem = [m.group(1) for a in cmdline(pid)
-                       for m in [re.search(r"mem-path=([^,]+)", a)] if m]
                 try:
                     os.kill(pid, _signal.SIGKILL)
                 except OSError:
                     pass
-                for path in mem:
-                    if os.path.isfile(path):
-                        try:
-                            os.unlink(path)
-                        except OSError:
-                            pass
+        # The daemon's VMs that no client saw (warm pools, ready-snapshot builders).
+        for pid in self.own_qemu_pids():
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+        # Ready and fork snapshots live on tmpfs and outlive the daemon (a restart reuses
+        # them); a test daemon's go with it, and so do its socket directories.
+        shutil.rmtree(f"/dev/shm/space-{self.state_tag()}", ignore_errors=True)
+        shutil.rmtree(f"/run/space/{self.state_tag()}", ignore_errors=True)
         if self in Daemon.running:
             Daemon.running.remove(self)
         if not os.environ.get("SPACE_TEST_KEEP"):

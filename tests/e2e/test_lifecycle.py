@@ -126,7 +126,10 @@ def test_delete_while_creating_cancels_the_create(own_daemon):
 
 def test_daemon_killed_while_booting_readopts_the_creating_sandbox(own_daemon):
     api = own_daemon.api
-    sb, op = api.create_sandbox("minimal", metadata={"t": "boot-restart"})
+    # A size other than the template's: a cold boot, which runs on its own while the daemon
+    # is away (a clone's state load cannot; see the next test).
+    mem = api.template("minimal")["memory_mib"] + 64
+    sb, op = api.create_sandbox("minimal", memory_mib=mem, metadata={"t": "boot-restart"})
     t_kill = time.monotonic()
     own_daemon.proc.kill()
     kill_delay = time.monotonic() - t_kill
@@ -149,6 +152,24 @@ def test_daemon_killed_while_booting_readopts_the_creating_sandbox(own_daemon):
     assert f"sandbox {sb['id']}: adopted qemu pid {pid} (creating)" in own_daemon.log_text()
     exec_works(api, sb["id"])
     print(f"create completed {took:.1f}s after the daemon was killed")
+    assert api.remove_sandbox(sb["id"])["state"] == "deleted"
+
+
+def test_daemon_killed_while_a_clone_starts_still_creates_it(own_daemon):
+    """A clone killed with its daemon before its state loaded starts over from the snapshot;
+    one that loaded is continued. Either way the create succeeds and the sandbox works."""
+    api = own_daemon.api
+    api.wait_ready_snapshot("minimal")
+    sb, op = api.create_sandbox("minimal", metadata={"t": "clone-restart"})
+    own_daemon.proc.kill()
+    own_daemon.stop()
+    own_daemon.start()
+    done = api.wait_op(op["id"], timeout=60)
+    assert done["state"] == "succeeded", f"create after the restart: {done}"
+    rec = api.sandbox(sb["id"])
+    assert rec["state"] == "running" and rec["start_kind"] == "clone", rec
+    exec_works(api, sb["id"])
+    assert len(space.qemu_pids(sb["id"])) == 1, "one VM per sandbox, whatever happened"
     assert api.remove_sandbox(sb["id"])["state"] == "deleted"
 
 

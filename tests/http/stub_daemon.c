@@ -16,6 +16,7 @@
 #include "daemon/dataplane/dataplane.h"
 #include "daemon/api/api.h"
 #include "daemon/daemon.h"
+#include "daemon/sandbox/sandbox.h"
 #include "daemon/api/render.h"
 #include "daemon/sandbox/spool.h"
 #include "daemon/store/store.h"
@@ -329,7 +330,7 @@ int main(int argc, char **argv)
 	}
 	s_a.target = bytes ? strtoull(bytes, NULL, 10) : (64u << 20);
 	snprintf(op_a.id, sizeof(op_a.id), "op-00000000000000aa");
-	snprintf(op_a.kind, sizeof(op_a.kind), "create");
+	op_a.kind = OPK_CREATE;
 	snprintf(op_a.sandbox_id, sizeof(op_a.sandbox_id), "sb-00000000000000aa");
 	op_a.state = OP_RUNNING;
 	op_a.created_ms = op_a.updated_ms = now_ms();

@@ -246,6 +246,14 @@ static void sandbox(struct sandbox_rec *s, const char *id, enum sb_state state, 
 	s->pid = 4242;
 	s->pid_start = 1ULL << 40;
 	s->next_chan = 0xfffffff0u;
+	snprintf(s->disk, sizeof(s->disk), "/var/lib/space/disks/dk-%s.qcow2", id + 3);
+	snprintf(s->parent_id, sizeof(s->parent_id), "sb-00000000000000ee");
+	snprintf(s->snapshot_id, sizeof(s->snapshot_id), "sn-0000000000000001");
+	snprintf(s->source_snapshot, sizeof(s->source_snapshot), "sn-0000000000000002");
+	s->start_kind = START_FORK;
+	s->on_timeout = ON_TIMEOUT_SUSPEND;
+	s->role = ROLE_POOL;
+	s->prev_state = SB_PAUSED;
 }
 
 static int list_sb(const struct sandbox_rec *s, void *arg)
@@ -314,7 +322,11 @@ static void test_sandboxes(struct store *st)
 		      got.created_ms == 400 && got.updated_ms == 405 && got.expires_ms == 900400 &&
 		      got.pid == 4242 && got.pid_start == 1ULL << 40 &&
 		      got.next_chan == 0xfffffff0u &&
-		      !strcmp(got.error, "qemu exited with status 1"),
+		      !strcmp(got.error, "qemu exited with status 1") && !strcmp(got.disk, s.disk) &&
+		      !strcmp(got.parent_id, s.parent_id) && !strcmp(got.snapshot_id, s.snapshot_id) &&
+		      !strcmp(got.source_snapshot, s.source_snapshot) && got.start_kind == START_FORK &&
+		      got.on_timeout == ON_TIMEOUT_SUSPEND && got.role == ROLE_POOL &&
+		      got.prev_state == SB_PAUSED,
 	      "sandbox round trips every field");
 	sandbox_rec_clear(&got);
 	sandbox_rec_clear(&s);
@@ -364,7 +376,7 @@ static void op(struct op_rec *o, const char *id, enum op_state state, int64_t cr
 {
 	memset(o, 0, sizeof(*o));
 	snprintf(o->id, sizeof(o->id), "%s", id);
-	snprintf(o->kind, sizeof(o->kind), "create");
+	o->kind = OPK_CREATE;
 	snprintf(o->sandbox_id, sizeof(o->sandbox_id), SB1);
 	o->state = state;
 	o->created_ms = created;
@@ -393,7 +405,7 @@ static void test_ops(struct store *st)
 	op(&o, "op-000000000000000c", OP_SUCCEEDED, 30);
 	store_op_put(st, &o, &err);
 	op(&o, "op-000000000000000d", OP_FAILED, 5);
-	snprintf(o.kind, sizeof(o.kind), "delete");
+	o.kind = OPK_DELETE;
 	snprintf(o.error, sizeof(o.error), "removing overlay: Permission denied");
 	/* no sandbox row needed: operations carry no foreign key */
 	snprintf(o.sandbox_id, sizeof(o.sandbox_id), "sb-00000000000000aa");
@@ -402,6 +414,15 @@ static void test_ops(struct store *st)
 	CHECK(store_op_get(st, "op-000000000000000d", &got, &err) == 0 &&
 		      !memcmp(&got, &o, sizeof(o)),
 	      "operation round trips every field");
+	op_rec_clear(&got);
+	op(&o, "op-000000000000000e", OP_SUCCEEDED, 40);
+	o.kind = OPK_FORK;
+	o.result = json_pack("{s:[s,s]}", "children", "sb-0000000000000011", "sb-0000000000000012");
+	CHECK(store_op_put(st, &o, &err) == 0 && store_op_get(st, o.id, &got, &err) == 0 &&
+		      got.kind == OPK_FORK && json_equal(got.result, o.result),
+	      "an operation's kind and result round trip");
+	op_rec_clear(&got);
+	op_rec_clear(&o);
 	CHECK(store_op_each_open(st, list_op, &l, &err) == 0 &&
 		      !strcmp(l.seen, "000000000000000a;000000000000000b;"),
 	      "open operations, oldest first: %s", l.seen);
@@ -545,7 +566,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 1, "schema version 1");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 2, "schema version 2");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -589,6 +610,130 @@ static void test_reopen(void)
 	store_close(st);
 }
 
+static void snapshot(struct snapshot_rec *s, const char *id, enum snap_kind kind, const char *name,
+		     int64_t created)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->kind = kind;
+	s->state = SNAPS_READY;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	snprintf(s->sandbox_id, sizeof(s->sandbox_id), SB1);
+	snprintf(s->template_ref, sizeof(s->template_ref), "base");
+	snprintf(s->template_digest, sizeof(s->template_digest), "%s", hexdigest('b'));
+	s->vcpus = 1;
+	s->memory_mib = 256;
+	s->env = json_pack("{s:s}", "A", "1");
+	s->next_chan = 7;
+	snprintf(s->dir, sizeof(s->dir), "/var/lib/space/snapshots/%s", id);
+	snprintf(s->disk, sizeof(s->disk), "/var/lib/space/disks/dk-00.qcow2");
+	s->bytes = 123456789;
+	s->created_ms = created;
+}
+
+static int list_snap(const struct snapshot_rec *s, void *arg)
+{
+	struct listing *l = arg;
+
+	strcat(l->seen, s->id + 3);
+	strcat(l->seen, ";");
+	return 0;
+}
+
+static void test_snapshots(struct store *st)
+{
+	struct snapshot_rec s, got;
+	struct listing l = { 0 };
+	space_err err = { 0 };
+
+	snapshot(&s, "sn-0000000000000002", SNAP_NAMED, "golden", 20);
+	CHECK(store_snapshot_put(st, &s, &err) == 0, "put a named snapshot %s", err.msg);
+	CHECK(store_snapshot_get(st, s.id, &got, &err) == 0 && got.kind == SNAP_NAMED &&
+		      got.state == SNAPS_READY && !strcmp(got.name, "golden") &&
+		      !strcmp(got.sandbox_id, SB1) && !strcmp(got.template_ref, "base") &&
+		      !strcmp(got.template_digest, hexdigest('b')) && got.vcpus == 1 &&
+		      got.memory_mib == 256 && json_equal(got.env, s.env) && got.next_chan == 7 &&
+		      !strcmp(got.dir, s.dir) && !strcmp(got.disk, s.disk) && got.bytes == 123456789 &&
+		      got.created_ms == 20,
+	      "snapshot round trips every field");
+	snapshot_rec_clear(&got);
+	CHECK(store_snapshot_get_by_name(st, "golden", &got, &err) == 0 && !strcmp(got.id, s.id),
+	      "found by name");
+	snapshot_rec_clear(&got);
+	snapshot_rec_clear(&s);
+	snapshot(&s, "sn-0000000000000003", SNAP_NAMED, "golden", 30);
+	CHECK(store_snapshot_put(st, &s, &err) < 0 && err.code == EEXIST,
+	      "a second named snapshot of the same name: EEXIST (%s)", err.msg);
+	snapshot_rec_clear(&s);
+	snapshot(&s, "sn-0000000000000001", SNAP_READY, "", 10);
+	CHECK(store_snapshot_put(st, &s, &err) == 0, "unnamed snapshots do not collide on ''");
+	snapshot_rec_clear(&s);
+	snapshot(&s, "sn-0000000000000004", SNAP_FORK, "", 40);
+	store_snapshot_put(st, &s, &err);
+	snapshot_rec_clear(&s);
+	CHECK(store_snapshot_get_by_name(st, "", &got, &err) < 0 && err.code == ENOENT,
+	      "names only find named snapshots");
+	CHECK(store_snapshot_each(st, 0, list_snap, &l, &err) == 0 &&
+		      !strcmp(l.seen, "0000000000000001;0000000000000002;0000000000000004;"),
+	      "all snapshots by creation: %s", l.seen);
+	memset(&l, 0, sizeof(l));
+	store_snapshot_each(st, (1u << SNAP_READY) | (1u << SNAP_FORK), list_snap, &l, &err);
+	CHECK(!strcmp(l.seen, "0000000000000001;0000000000000004;"), "filtered by kind: %s", l.seen);
+	CHECK(store_snapshot_delete(st, "sn-0000000000000004", &err) == 0 &&
+		      store_snapshot_get(st, "sn-0000000000000004", &got, &err) < 0 && err.code == ENOENT,
+	      "delete removes the row");
+	CHECK(store_snapshot_delete(st, "sn-0000000000000004", &err) < 0 && err.code == ENOENT,
+	      "deleting twice: ENOENT");
+}
+
+/* A database the first schema made is migrated, its rows kept. */
+static void test_migrate_v1(void)
+{
+	char path[400];
+	sqlite3 *db;
+	struct store *st = NULL;
+	struct sandbox_rec s;
+	struct op_rec o;
+	space_err err = { 0 };
+
+	snprintf(path, sizeof(path), "%s/v1.db", dir);
+	CHECK(sqlite3_open(path, &db) == SQLITE_OK, "a v1 database");
+	sqlite3_exec(db,
+		     "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, state TEXT NOT NULL, template_ref TEXT NOT NULL,"
+		     " template_digest TEXT NOT NULL, vcpus INTEGER NOT NULL, memory_mib INTEGER NOT NULL, env TEXT,"
+		     " metadata TEXT, timeout_s INTEGER NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL,"
+		     " expires_ms INTEGER NOT NULL, pid INTEGER NOT NULL, pid_start INTEGER NOT NULL,"
+		     " next_chan INTEGER NOT NULL, error TEXT NOT NULL);"
+		     "CREATE TABLE operations (id TEXT PRIMARY KEY, kind TEXT NOT NULL, sandbox_id TEXT NOT NULL,"
+		     " state TEXT NOT NULL, error TEXT NOT NULL, created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL);"
+		     "CREATE TABLE templates (digest TEXT PRIMARY KEY, name TEXT NOT NULL, dir TEXT NOT NULL,"
+		     " vcpus INTEGER NOT NULL, memory_mib INTEGER NOT NULL, default_user TEXT NOT NULL, env TEXT,"
+		     " created_ms INTEGER NOT NULL, image_bytes INTEGER NOT NULL);"
+		     "CREATE TABLE template_tags (tag TEXT PRIMARY KEY, digest TEXT NOT NULL);"
+		     "CREATE TABLE sessions (id TEXT PRIMARY KEY, sandbox_id TEXT NOT NULL);"
+		     "CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+		     "INSERT INTO sandboxes VALUES ('sb-0000000000000009', 'running', 'base', 'sha256:x', 1, 128,"
+		     " NULL, NULL, 0, 1, 2, 0, 42, 43, 5, '');"
+		     "INSERT INTO operations VALUES ('op-0000000000000009', 'create', 'sb-0000000000000009',"
+		     " 'succeeded', '', 1, 2);"
+		     "PRAGMA user_version = 1;",
+		     0, 0, 0);
+	sqlite3_close(db);
+	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
+	if (!st)
+		return;
+	CHECK(pragma_int(st, "PRAGMA user_version") == 2, "now at version 2");
+	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
+		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
+		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER,
+	      "a v1 sandbox reads back with the new fields' defaults (%s)", err.msg);
+	sandbox_rec_clear(&s);
+	CHECK(store_op_get(st, "op-0000000000000009", &o, &err) == 0 && o.kind == OPK_CREATE && !o.result,
+	      "a v1 operation reads back, without a result");
+	store_close(st);
+	unlink(path);
+}
+
 static void rm_tree(void)
 {
 	static const char *const names[] = { "state.db", "state.db-wal", "state.db-shm" };
@@ -626,8 +771,10 @@ int main(void)
 	test_sessions(st);
 	test_each_writes(st);
 	test_kv(st);
+	test_snapshots(st);
 	store_close(st);
 	test_reopen();
+	test_migrate_v1();
 	rm_tree();
 	return DONE();
 }

@@ -17,9 +17,9 @@ static struct vm_spec base_spec(void)
 		.id = "sb-0123456789abcdef",
 		.run_dir = "/var/lib/space/sandboxes/sb-0123456789abcdef",
 		.sock_dir = "/run/space/ab12/sb-0123456789abcdef",
-		.mem_path = "/dev/shm/space-ab12/sb-0123456789abcdef.mem",
 		.kernel = "/srv/t/vmlinuz",
-		.base_image = "/srv/t/rootfs.ext4",
+		.disk = "/var/lib/space/disks/dk-0123456789abcdef.qcow2",
+		.mem = VM_MEM_ANON,
 		.vcpus = 2,
 		.memory_mib = 128,
 		.accel = ACCEL_TCG,
@@ -67,9 +67,9 @@ static void test_tcg(void)
 	CHECK(!contains(m, "accel="), "-M has no accel= (conflicts with -accel)");
 	CHECK(has_pair(&a, "-accel", "tcg,tb-size=32"), "-accel tcg,tb-size=32");
 	CHECK(has_pair(&a, "-cpu", "max"), "-cpu max under TCG");
-	CHECK(has_pair(&a, "-object",
-		       "memory-backend-file,id=mem,size=128M,mem-path=/dev/shm/space-ab12/sb-0123456789abcdef.mem,share=on"),
-	      "memory backend file, shared, on mem_path");
+	CHECK(has_pair(&a, "-object", "memory-backend-ram,id=mem,size=128M"),
+	      "a cold boot's memory is anonymous RAM named mem");
+	CHECK(strv_find(&a, "-incoming") < 0, "a cold boot waits for no state");
 	CHECK(has_pair(&a, "-m", "128M") && has_pair(&a, "-smp", "2"), "-m 128M -smp 2");
 	CHECK(strv_find(&a, "-nodefaults") > 0 && strv_find(&a, "-no-user-config") > 0 &&
 		      strv_find(&a, "-no-reboot") > 0 && has_pair(&a, "-display", "none"),
@@ -82,36 +82,47 @@ static void test_tcg(void)
 	CHECK(contains(app, "space.hostname=sb-0123456789abcdef") && contains(app, "random.trust_cpu=on"),
 	      "kernel cmdline: hostname and trust_cpu");
 	CHECK(has_pair(&a, "-drive",
-		       "id=root,file=/var/lib/space/sandboxes/sb-0123456789abcdef/overlay.qcow2,format=qcow2,if=none,cache=unsafe,discard=unmap"),
-	      "root drive is the qcow2 overlay in run_dir");
+		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,discard=unmap"),
+	      "root drive is the sandbox's top disk layer");
 	CHECK(has_pair(&a, "-device", "virtio-blk-device,drive=root"), "virtio-blk-device");
-	CHECK(has_pair(&a, "-chardev",
-		       "socket,id=agent,path=/run/space/ab12/sb-0123456789abcdef/agent.sock,server=on,wait=off"),
-	      "agent chardev socket in sock_dir");
+	CHECK(has_pair(&a, "-chardev", "socket,id=agent,fd=3,server=on,wait=off"),
+	      "agent chardev: the listening socket passed as fd 3");
 	CHECK(has_pair(&a, "-device", "virtserialport,chardev=agent,name=space.agent") &&
 		      has_pair(&a, "-device", "virtio-serial-device,max_ports=2"),
 	      "virtio-serial port space.agent");
-	CHECK(has_pair(&a, "-chardev",
-		       "socket,id=qmp,path=/run/space/ab12/sb-0123456789abcdef/qmp.sock,server=on,wait=off") &&
+	CHECK(has_pair(&a, "-chardev", "socket,id=qmp,fd=4,server=on,wait=off") &&
 		      has_pair(&a, "-mon", "chardev=qmp,mode=control"),
-	      "QMP on a socket chardev");
-	CHECK(has_pair(&a, "-chardev",
-		       "socket,id=con,path=/run/space/ab12/sb-0123456789abcdef/console.sock,server=on,wait=off") &&
+	      "QMP on the socket passed as fd 4");
+	CHECK(has_pair(&a, "-chardev", "socket,id=con,fd=5,server=on,wait=off") &&
 		      has_pair(&a, "-serial", "chardev:con"),
-	      "serial console on a socket chardev");
+	      "serial console on the socket passed as fd 5");
 	CHECK(has_pair(&a, "-device", "virtio-rng-device"), "virtio-rng");
 	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without seccomp");
 	CHECK(strv_find(&a, "-netdev") < 0 && strv_find(&a, "-nic") < 0, "no network device yet");
-	/* chardevs are created in order; vm.c waits for the console (last). */
-	int agent = -1, con = -1;
-	for (size_t i = 0; i < a.n; i++) {
-		if (contains(a.v[i], "socket,id=agent"))
-			agent = (int)i;
-		if (contains(a.v[i], "socket,id=con,"))
-			con = (int)i;
-	}
-	CHECK(agent > 0 && con > agent, "console chardev comes after the others");
+	CHECK(VM_FD_AGENT == 3 && VM_FD_QMP == 4 && VM_FD_CONSOLE == 5, "fd numbers as vm_launch passes them");
 	strv_free(&a);
+}
+
+static void test_from_snapshot(void)
+{
+	struct vm_spec s = base_spec();
+	struct strv a = { 0 };
+	space_err err = { 0 };
+
+	s.mem = VM_MEM_IMAGE;
+	s.mem_image = "/dev/shm/space-ab12/snapshots/sn-1/mem";
+	s.incoming = "/dev/shm/space-ab12/snapshots/sn-1/state";
+	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "a clone's argv builds (%s)", err.msg);
+	CHECK(has_pair(&a, "-object",
+		       "memory-backend-file,id=mem,size=128M,mem-path=/dev/shm/space-ab12/snapshots/sn-1/mem,share=off"),
+	      "a clone maps the snapshot's memory image privately (copy-on-write)");
+	CHECK(has_pair(&a, "-incoming", "defer"), "a clone waits for its state over QMP");
+	strv_free(&a);
+	s.mem = VM_MEM_ANON;
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a state without its image is refused");
+	s.mem = VM_MEM_IMAGE;
+	s.mem_image = NULL;
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "an image kind without a path is refused");
 }
 
 static void test_kvm_and_options(void)
@@ -127,8 +138,9 @@ static void test_kvm_and_options(void)
 	CHECK(vm_argv_build(&s, "/usr/bin/qemu", &a, &err) == 0, "kvm argv builds (%s)", err.msg);
 	CHECK(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"), "-accel kvm -cpu host");
 	CHECK(!contains(after(&a, "-accel"), "tb-size"), "no tb-size under KVM");
-	CHECK(contains(after(&a, "-sandbox"), "on,") && contains(after(&a, "-sandbox"), "elevateprivileges=deny"),
-	      "seccomp: QEMU -sandbox on");
+	CHECK(contains(after(&a, "-sandbox"), "on,") && contains(after(&a, "-sandbox"), "elevateprivileges=deny") &&
+		      contains(after(&a, "-sandbox"), "spawn=deny"),
+	      "seccomp: QEMU -sandbox on, no spawning (snapshots pass descriptors instead)");
 	const char *app = after(&a, "-append");
 	size_t n = strlen(app), m = strlen(" loglevel=7 space.x=1");
 	CHECK(n > m && strcmp(app + n - m, " loglevel=7 space.x=1") == 0, "cmdline_extra appended last");
@@ -144,12 +156,13 @@ static void test_escaping(void)
 
 	CHECK(e && strcmp(e, "a,,b,,,,c") == 0, "qemu_opt_escape doubles commas");
 	free(e);
-	s.mem_path = "/dev/shm/x,share=off/mem";
-	s.run_dir = "/r,un";
+	s.mem = VM_MEM_IMAGE;
+	s.mem_image = "/dev/shm/x,share=on/mem";
+	s.disk = "/r,un/top.qcow2";
 	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "paths with commas build");
-	CHECK(contains(after(&a, "-object"), "mem-path=/dev/shm/x,,share=off/mem,share=on"),
-	      "a comma in mem_path cannot inject options");
-	CHECK(contains(after(&a, "-drive"), "file=/r,,un/overlay.qcow2,"), "a comma in run_dir is escaped");
+	CHECK(contains(after(&a, "-object"), "mem-path=/dev/shm/x,,share=on/mem,share=off"),
+	      "a comma in the image path cannot inject options");
+	CHECK(contains(after(&a, "-drive"), "file=/r,,un/top.qcow2,"), "a comma in the disk path is escaped");
 	strv_free(&a);
 }
 
@@ -290,6 +303,7 @@ static void test_qmp_classify(void)
 int main(void)
 {
 	RUN(test_tcg);
+	RUN(test_from_snapshot);
 	RUN(test_kvm_and_options);
 	RUN(test_escaping);
 	RUN(test_spec_check);

@@ -13,7 +13,24 @@ void api_templates_get(struct http_req *r);
 void api_sandboxes_create(struct http_req *r);
 void api_sandboxes_list(struct http_req *r);
 void api_sandboxes_get(struct http_req *r);
+/* api_lifecycle.c: DELETE and POST /v1/sandboxes/{id}/<action> */
 void api_sandboxes_delete(struct http_req *r);
+void api_sandboxes_pause(struct http_req *r);
+void api_sandboxes_resume(struct http_req *r);
+void api_sandboxes_suspend(struct http_req *r);
+void api_sandboxes_restore(struct http_req *r);
+void api_sandboxes_stop(struct http_req *r);
+void api_sandboxes_start(struct http_req *r);
+void api_sandboxes_wake(struct http_req *r);
+void api_sandboxes_fork(struct http_req *r);
+void api_sandboxes_snapshot(struct http_req *r);
+void api_sandboxes_timeout(struct http_req *r);
+/* api_snapshots.c */
+void api_snapshots_list(struct http_req *r);
+void api_snapshots_get(struct http_req *r);
+void api_snapshots_delete(struct http_req *r);
+/* api_templates.c */
+void api_templates_pool(struct http_req *r);
 void api_sandboxes_logs(struct http_req *r);
 /* api_operations.c */
 void api_operations_get(struct http_req *r);
@@ -26,7 +43,12 @@ void api_sessions_token(struct http_req *r);
 /* The stored sandbox named by path parameter i: 0, or -1 having answered
  * 404 (malformed or unknown id) or 500. Clear *out with sandbox_rec_clear. */
 struct sandbox_rec;
+struct op_rec;
 int api_sandbox_param(struct http_req *r, int i, struct sandbox_rec *out);
+/* A sandbox as the API shows it (with what its saved state takes). */
+json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb);
+/* 202 {"sandbox":..,"operation":..}, as every operation answers. */
+void api_reply_accepted(struct http_req *r, const struct sandbox_rec *sb, const struct op_rec *op);
 
 /* Parses "state=a,b" into a mask of 1 << sb_state (0 when absent). -1 with
  * err on an unknown state. */

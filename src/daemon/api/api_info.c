@@ -2,7 +2,7 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "daemon.h"
+#include "sandbox/sandbox.h"
 
 void api_info_get(struct http_req *r)
 {
@@ -11,17 +11,24 @@ void api_info_get(struct http_req *r)
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	int64_t mem_mib = pages > 0 && page > 0 ? (int64_t)pages * page / (1024 * 1024) : 0;
 	int64_t up = d->started_ms > 0 ? (now_ms() - d->started_ms) / 1000 : 0;
+	struct capacity c;
 
+	capacity_get(d, &c);
 	http_reply_json(r->req, 200,
-			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I},s:I}",
+			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I}",
 				  "version", SPACE_VERSION,
 				  "accelerator", accel_name(d->accel),
 				  "accelerator_reason", d->accel_reason,
 				  "data_plane_url", d->cfg.data_url,
 				  "capacity",
-				  "max_sandboxes", d->cfg.max_sandboxes,
-				  "sandboxes_running", sandbox_count_running(d),
+				  "max_sandboxes", c.max_sandboxes,
+				  "sandboxes_running", c.running,
 				  "host_vcpus", (json_int_t)(cpus > 0 ? cpus : 1),
 				  "host_memory_mib", (json_int_t)mem_mib,
+				  "memory_budget_mib", c.memory_budget_mib,
+				  "memory_used_mib", c.memory_used_mib,
+				  "vcpu_budget", c.vcpu_budget,
+				  "vcpus_used", c.vcpus_used,
+				  "tmpfs_free_mib", (json_int_t)c.tmpfs_free_mib,
 				  "uptime_s", (json_int_t)(up > 0 ? up : 0)));
 }

@@ -3,6 +3,7 @@
 
 #include "api.h"
 #include "daemon.h"
+#include "sandbox/sandbox.h"
 #include "render.h"
 #include "store/store.h"
 

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "api/req.h"
 #include "cleanup.h"
-#include "daemon.h"
 #include "render.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 /* The console log is answered from its last this many bytes. */
@@ -18,27 +19,34 @@
 
 int api_sandbox_param(struct http_req *r, int i, struct sandbox_rec *out)
 {
-	const char *id = r->param[i];
 	space_err err = { 0 };
 
-	if (!id_valid(id, "sb-")) {
-		http_reply_error(r->req, 404, "not_found", "no sandbox '%s'", id);
-		return -1;
-	}
-	if (store_sandbox_get(r->d->store, id, out, &err) < 0) {
-		if (err.code == ENOENT)
-			http_reply_error(r->req, 404, "not_found", "no sandbox '%s'", id);
-		else
-			http_reply_err(r->req, &err);
+	if (sandbox_get(r->d, r->param[i], out, &err) < 0) {
+		http_reply_err(r->req, &err);
 		return -1;
 	}
 	return 0;
 }
 
-/* {"sandbox":..,"operation":..} with status 202, as create and delete answer. */
-static void reply_accepted(struct http_req *r, struct sandbox_rec *sb, const struct op_rec *op)
+json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb)
 {
-	http_reply_json(r->req, 202, json_pack("{s:o,s:o}", "sandbox", sandbox_to_json(sb),
+	int64_t saved = -1;
+
+	if (sb->state == SB_SUSPENDED && sb->snapshot_id[0]) {
+		struct snapshot_rec snap;
+		space_err err = { 0 };
+
+		if (store_snapshot_get(d->store, sb->snapshot_id, &snap, &err) == 0) {
+			saved = snap.bytes;
+			snapshot_rec_clear(&snap);
+		}
+	}
+	return sandbox_to_json(sb, saved);
+}
+
+void api_reply_accepted(struct http_req *r, const struct sandbox_rec *sb, const struct op_rec *op)
+{
+	http_reply_json(r->req, 202, json_pack("{s:o,s:o}", "sandbox", api_sandbox_json(r->d, sb),
 					       "operation", op_to_json(op)));
 }
 
@@ -46,17 +54,24 @@ void api_sandboxes_create(struct http_req *r)
 {
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
+	struct create_req req;
 	space_err err = { 0 };
 	json_t *body = http_body_json(r);
 
 	if (!body)
 		return;
-	if (sandbox_create(r->d, body, &sb, &op, &err) < 0)
+	if (req_create(body, &req, &err) < 0) {
 		http_reply_err(r->req, &err);
-	else
-		reply_accepted(r, &sb, &op);
+	} else {
+		if (sandbox_create(r->d, &req, &sb, &op, &err) < 0)
+			http_reply_err(r->req, &err);
+		else
+			api_reply_accepted(r, &sb, &op);
+		create_req_free(&req);
+	}
 	json_decref(body);
 	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
 }
 
 int api_parse_states(const char *list, unsigned *mask, space_err *err)
@@ -81,6 +96,7 @@ int api_parse_states(const char *list, unsigned *mask, space_err *err)
 }
 
 struct list_ctx {
+	struct spaced *d;
 	json_t *arr;
 	struct evkeyvalq *query;
 	bool oom;
@@ -106,9 +122,9 @@ static int add_sandbox(const struct sandbox_rec *sb, void *arg)
 	struct list_ctx *c = arg;
 	json_t *j;
 
-	if (!metadata_matches(sb, c->query))
+	if (!sandbox_visible(sb) || !metadata_matches(sb, c->query))
 		return 0;
-	j = sandbox_to_json(sb);
+	j = api_sandbox_json(c->d, sb);
 	if (!j || json_array_append_new(c->arr, j) < 0)
 		c->oom = true;
 	return 0;
@@ -116,7 +132,7 @@ static int add_sandbox(const struct sandbox_rec *sb, void *arg)
 
 void api_sandboxes_list(struct http_req *r)
 {
-	struct list_ctx c = { .query = &r->query };
+	struct list_ctx c = { .d = r->d, .query = &r->query };
 	space_err err = { 0 };
 	unsigned mask;
 
@@ -148,25 +164,7 @@ void api_sandboxes_get(struct http_req *r)
 
 	if (api_sandbox_param(r, 0, &sb) < 0)
 		return;
-	http_reply_json(r->req, 200, sandbox_to_json(&sb));
-	sandbox_rec_clear(&sb);
-}
-
-void api_sandboxes_delete(struct http_req *r)
-{
-	struct sandbox_rec sb = { 0 };
-	struct op_rec op = { 0 };
-	space_err err = { 0 };
-	const char *id = r->param[0];
-
-	if (!id_valid(id, "sb-")) {
-		http_reply_error(r->req, 404, "not_found", "no sandbox '%s'", id);
-		return;
-	}
-	if (sandbox_delete(r->d, id, &sb, &op, &err) < 0)
-		http_reply_err(r->req, &err);
-	else
-		reply_accepted(r, &sb, &op);
+	http_reply_json(r->req, 200, api_sandbox_json(r->d, &sb));
 	sandbox_rec_clear(&sb);
 }
 

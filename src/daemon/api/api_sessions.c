@@ -2,11 +2,11 @@
 #include <string.h>
 
 #include "api.h"
-#include "daemon.h"
+#include "api/req.h"
 #include "render.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
-#define TOKEN_TTL_MAX_S (7 * 24 * 3600)
 
 /* A session as the API shows it: the live object's record when the session
  * is loaded (fresher than the store), else the stored one. */
@@ -23,9 +23,11 @@ void api_sessions_create(struct http_req *r)
 {
 	const char *sb_id = r->param[0];
 	struct session_rec rec = { 0 };
+	struct exec_req req;
 	space_err err = { 0 };
 	char token[65];
 	json_t *body;
+	int rc;
 
 	if (!id_valid(sb_id, "sb-")) {
 		http_reply_error(r->req, 404, "not_found", "no sandbox '%s'", sb_id);
@@ -34,7 +36,12 @@ void api_sessions_create(struct http_req *r)
 	body = http_body_json(r);
 	if (!body)
 		return;
-	if (session_create(r->d, sb_id, body, &rec, token, &err) < 0) {
+	rc = req_exec(body, &req, &err);
+	if (rc == 0) {
+		rc = session_create(r->d, sb_id, &req, &rec, token, &err);
+		exec_req_free(&req);
+	}
+	if (rc < 0) {
 		http_reply_err(r->req, &err);
 	} else {
 		http_reply_json(r->req, 201,
@@ -127,9 +134,9 @@ void api_sessions_token(struct http_req *r)
 	v = json_object_get(body, "token_ttl_s");
 	if (v && !json_is_null(v)) {
 		ttl = json_is_integer(v) ? json_integer_value(v) : -1;
-		if (ttl < 0 || ttl > TOKEN_TTL_MAX_S) {
+		if (ttl < 0 || ttl > SPEC_TOKEN_TTL_MAX) {
 			http_reply_error(r->req, 400, "bad_request", "token_ttl_s must be an integer 0..%d",
-					 TOKEN_TTL_MAX_S);
+					 SPEC_TOKEN_TTL_MAX);
 			json_decref(body);
 			return;
 		}

@@ -47,34 +47,59 @@ json_t *template_to_json(const struct template_rec *t)
 			 "created_at", time_or_null(t->created_ms));
 }
 
-json_t *sandbox_to_json(const struct sandbox_rec *s)
+json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:o,s:o,s:o,s:o}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o}",
+			      "id", s->id,
+			      "state", sb_state_name(s->state),
+			      "template", s->template_ref,
+			      "template_digest", s->template_digest,
+			      "vcpus", s->vcpus,
+			      "memory_mib", s->memory_mib,
+			      "env", obj_copy(s->env),
+			      "metadata", obj_copy(s->metadata),
+			      "timeout_s", (json_int_t)s->timeout_s,
+			      "on_timeout", on_timeout_name(s->on_timeout),
+			      "created_at", time_or_null(s->created_ms),
+			      "updated_at", time_or_null(s->updated_ms),
+			      "expires_at", time_or_null(s->expires_ms),
+			      "error", str_or_null(s->error),
+			      "start_kind", start_kind_name(s->start_kind),
+			      "parent_id", str_or_null(s->parent_id),
+			      "snapshot", str_or_null(s->source_snapshot),
+			      /* What a suspended sandbox costs: the disk its saved state takes. */
+			      "suspended_bytes", int_or_null(s->state == SB_SUSPENDED && saved_bytes >= 0, saved_bytes));
+	return j;
+}
+
+json_t *snapshot_to_json(const struct snapshot_rec *s)
+{
+	return json_pack("{s:s,s:o,s:s,s:s,s:s,s:s,s:s,s:i,s:i,s:I,s:o,s:o}",
 			 "id", s->id,
-			 "state", sb_state_name(s->state),
+			 "name", str_or_null(s->name),
+			 "kind", snap_kind_name(s->kind),
+			 "state", snap_state_name(s->state),
+			 "sandbox_id", s->sandbox_id,
 			 "template", s->template_ref,
 			 "template_digest", s->template_digest,
 			 "vcpus", s->vcpus,
 			 "memory_mib", s->memory_mib,
-			 "env", obj_copy(s->env),
-			 "metadata", obj_copy(s->metadata),
-			 "timeout_s", (json_int_t)s->timeout_s,
+			 "bytes", (json_int_t)s->bytes,
 			 "created_at", time_or_null(s->created_ms),
-			 "updated_at", time_or_null(s->updated_ms),
-			 "expires_at", time_or_null(s->expires_ms),
 			 "error", str_or_null(s->error));
 }
 
 json_t *op_to_json(const struct op_rec *op)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o}",
+	return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o}",
 			 "id", op->id,
-			 "kind", op->kind,
+			 "kind", op_kind_name(op->kind),
 			 "sandbox_id", op->sandbox_id,
 			 "state", op_state_name(op->state),
 			 "error", str_or_null(op->error),
 			 "created_at", time_or_null(op->created_ms),
-			 "updated_at", time_or_null(op->updated_ms));
+			 "updated_at", time_or_null(op->updated_ms),
+			 "result", op->result ? json_deep_copy(op->result) : json_null());
 }
 
 json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes)

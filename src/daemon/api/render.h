@@ -10,7 +10,9 @@
 /* Each returns a new object (NULL only when out of memory), shaped exactly as
  * docs/api/reference.md says; absent times and values are JSON null. */
 json_t *template_to_json(const struct template_rec *t);
-json_t *sandbox_to_json(const struct sandbox_rec *s);
+/* saved_bytes: the size of a suspended sandbox's saved state (-1: unknown). */
+json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes);
+json_t *snapshot_to_json(const struct snapshot_rec *s);
 json_t *op_to_json(const struct op_rec *op);
 /* output_bytes: session_output_length() of the live session, else 0. */
 json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes);

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "daemon.h"
+#include "sandbox/sandbox.h"
 #include "log.h"
 #include "api/render.h"
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "sandbox/sandbox.h"
 #include "dataplane.h"
 #include "log.h"
 

@@ -33,6 +33,33 @@ static const char *const sess_names[SESS__COUNT] = {
 	[SESS_FAILED] = "failed",
 };
 
+static const char *const op_kind_names[OPK__COUNT] = {
+	[OPK_CREATE] = "create",   [OPK_DELETE] = "delete",   [OPK_PAUSE] = "pause",
+	[OPK_RESUME] = "resume",   [OPK_SUSPEND] = "suspend", [OPK_RESTORE] = "restore",
+	[OPK_STOP] = "stop",       [OPK_START] = "start",     [OPK_FORK] = "fork",
+	[OPK_SNAPSHOT] = "snapshot",
+};
+
+static const char *const start_kind_names[START__COUNT] = {
+	[START_BOOT] = "boot", [START_CLONE] = "clone", [START_POOL] = "pool", [START_FORK] = "fork",
+};
+
+static const char *const on_timeout_names[ON_TIMEOUT__COUNT] = {
+	[ON_TIMEOUT_DELETE] = "delete", [ON_TIMEOUT_SUSPEND] = "suspend",
+};
+
+static const char *const role_names[ROLE__COUNT] = {
+	[ROLE_USER] = "user", [ROLE_POOL] = "pool", [ROLE_BUILDER] = "builder",
+};
+
+static const char *const snap_kind_names[SNAP__COUNT] = {
+	[SNAP_READY] = "ready", [SNAP_NAMED] = "named", [SNAP_SUSPEND] = "suspend", [SNAP_FORK] = "fork",
+};
+
+static const char *const snap_state_names[SNAPS__COUNT] = {
+	[SNAPS_CREATING] = "creating", [SNAPS_READY] = "ready", [SNAPS_FAILED] = "failed",
+};
+
 static int parse_name(const char *const *names, int n, const char *name)
 {
 	if (!name)
@@ -68,6 +95,23 @@ bool op_state_done(enum op_state s)
 	return s == OP_SUCCEEDED || s == OP_FAILED;
 }
 
+#define NAME_FNS(prefix, type, names, count)                                 \
+	const char *prefix##_name(type v)                                   \
+	{                                                                   \
+		return (unsigned)v < (count) ? names[v] : "unknown";        \
+	}                                                                   \
+	int prefix##_parse(const char *name)                                \
+	{                                                                   \
+		return parse_name(names, (count), name);                    \
+	}
+
+NAME_FNS(op_kind, enum op_kind, op_kind_names, OPK__COUNT)
+NAME_FNS(start_kind, enum start_kind, start_kind_names, START__COUNT)
+NAME_FNS(on_timeout, enum on_timeout, on_timeout_names, ON_TIMEOUT__COUNT)
+NAME_FNS(sb_role, enum sb_role, role_names, ROLE__COUNT)
+NAME_FNS(snap_kind, enum snap_kind, snap_kind_names, SNAP__COUNT)
+NAME_FNS(snap_state, enum snap_state, snap_state_names, SNAPS__COUNT)
+
 const char *sess_state_name(enum sess_state s)
 {
 	return (unsigned)s < SESS__COUNT ? sess_names[s] : "unknown";
@@ -96,7 +140,9 @@ int sess_state_parse(const char *name)
  */
 #define T(s) (1u << (s))
 static const unsigned sb_next[SB__COUNT] = {
-	[SB_CREATING] = T(SB_RUNNING) | T(SB_DELETING) | T(SB_FAILED),
+	/* creating is also where start boots a stopped sandbox: a failed start
+	 * leaves it stopped, disk kept */
+	[SB_CREATING] = T(SB_RUNNING) | T(SB_STOPPED) | T(SB_DELETING) | T(SB_FAILED),
 	[SB_RUNNING] = T(SB_PAUSING) | T(SB_SUSPENDING) | T(SB_STOPPING) | T(SB_DELETING) |
 		       T(SB_FAILED),
 	[SB_PAUSING] = T(SB_PAUSED) | T(SB_RUNNING) | T(SB_DELETING) | T(SB_FAILED),
@@ -107,7 +153,8 @@ static const unsigned sb_next[SB__COUNT] = {
 			  T(SB_FAILED),
 	/* no VM: nothing can fail until restore; stop discards the saved state */
 	[SB_SUSPENDED] = T(SB_RESTORING) | T(SB_STOPPING) | T(SB_DELETING),
-	[SB_RESTORING] = T(SB_RUNNING) | T(SB_DELETING) | T(SB_FAILED),
+	/* a restore that fails keeps the saved state: suspended again */
+	[SB_RESTORING] = T(SB_RUNNING) | T(SB_SUSPENDED) | T(SB_DELETING) | T(SB_FAILED),
 	[SB_STOPPING] = T(SB_STOPPED) | T(SB_DELETING) | T(SB_FAILED),
 	/* start boots the kept disk again: the same path as a first boot */
 	[SB_STOPPED] = T(SB_CREATING) | T(SB_DELETING),
@@ -166,6 +213,22 @@ void sandbox_rec_clear(struct sandbox_rec *s)
 	json_decref(s->metadata);
 	s->env = NULL;
 	s->metadata = NULL;
+}
+
+void op_rec_clear(struct op_rec *op)
+{
+	if (!op)
+		return;
+	json_decref(op->result);
+	op->result = NULL;
+}
+
+void snapshot_rec_clear(struct snapshot_rec *s)
+{
+	if (!s)
+		return;
+	json_decref(s->env);
+	s->env = NULL;
 }
 
 void session_rec_clear(struct session_rec *s)

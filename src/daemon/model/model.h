@@ -31,12 +31,56 @@ bool sb_transition_ok(enum sb_state from, enum sb_state to);
 /* True for states in which a QEMU process should exist. */
 bool sb_state_has_vm(enum sb_state s);
 
+/* What an operation does (docs/design/lifecycle.md has each one's states). */
+enum op_kind {
+	OPK_CREATE,
+	OPK_DELETE,
+	OPK_PAUSE,
+	OPK_RESUME,
+	OPK_SUSPEND,
+	OPK_RESTORE,
+	OPK_STOP,
+	OPK_START,
+	OPK_FORK,
+	OPK_SNAPSHOT,
+	OPK__COUNT
+};
+const char *op_kind_name(enum op_kind k);
+int op_kind_parse(const char *name);
+
 enum op_state { OP_PENDING, OP_RUNNING, OP_SUCCEEDED, OP_FAILED, OP__COUNT };
 const char *op_state_name(enum op_state s);
 int op_state_parse(const char *name);
 bool op_state_done(enum op_state s);
 
 enum sess_state { SESS_CREATED, SESS_RUNNING, SESS_EXITED, SESS_FAILED, SESS__COUNT };
+
+/* How a sandbox's VM first came up: a cold boot, a clone of its template's
+ * ready snapshot or of a named snapshot, a VM taken from a warm pool, or a
+ * fork of another sandbox. */
+enum start_kind { START_BOOT, START_CLONE, START_POOL, START_FORK, START__COUNT };
+const char *start_kind_name(enum start_kind k);
+int start_kind_parse(const char *name);
+
+/* What happens when a sandbox's timeout is reached. */
+enum on_timeout { ON_TIMEOUT_DELETE, ON_TIMEOUT_SUSPEND, ON_TIMEOUT__COUNT };
+const char *on_timeout_name(enum on_timeout t);
+int on_timeout_parse(const char *name);
+
+/* Who a sandbox is for: a client, a warm pool (not visible until a create
+ * claims it), or the daemon itself (the VM a ready snapshot is taken from). */
+enum sb_role { ROLE_USER, ROLE_POOL, ROLE_BUILDER, ROLE__COUNT };
+const char *sb_role_name(enum sb_role r);
+int sb_role_parse(const char *name);
+
+/* Snapshots: memory image + device state + a frozen disk layer. */
+enum snap_kind { SNAP_READY, SNAP_NAMED, SNAP_SUSPEND, SNAP_FORK, SNAP__COUNT };
+const char *snap_kind_name(enum snap_kind k);
+int snap_kind_parse(const char *name);
+
+enum snap_state { SNAPS_CREATING, SNAPS_READY, SNAPS_FAILED, SNAPS__COUNT };
+const char *snap_state_name(enum snap_state s);
+int snap_state_parse(const char *name);
 const char *sess_state_name(enum sess_state s);
 int sess_state_parse(const char *name);
 
@@ -68,15 +112,44 @@ struct sandbox_rec {
 	uint64_t pid_start;      /* /proc/<pid>/stat starttime, guards pid reuse */
 	uint32_t next_chan;      /* next agent channel id to hand out */
 	char error[512];         /* why it failed, "" otherwise */
+	/* Lifecycle (schema v2). */
+	char disk[PATH_MAX];     /* top qcow2 layer the VM writes ("" = legacy run_dir overlay) */
+	char parent_id[ID_LEN];  /* the sandbox this one was forked from, "" if none */
+	char snapshot_id[ID_LEN]; /* suspended: the snapshot holding its state (kept while it is restored) */
+	char source_snapshot[ID_LEN]; /* created from this snapshot ("" = from the template) */
+	enum start_kind start_kind;
+	enum on_timeout on_timeout;
+	enum sb_role role;
+	enum sb_state prev_state; /* where an action that fails returns to */
 };
 
 struct op_rec {
 	char id[ID_LEN];
-	char kind[16];           /* create, delete, ... */
+	enum op_kind kind;
 	char sandbox_id[ID_LEN];
 	enum op_state state;
 	char error[512];
 	int64_t created_ms, updated_ms;
+	json_t *result;          /* what the operation made (fork: children; snapshot: its id), or NULL */
+};
+
+struct snapshot_rec {
+	char id[ID_LEN];         /* "sn-..." */
+	enum snap_kind kind;
+	enum snap_state state;
+	char name[128];          /* named snapshots: unique among them; else "" */
+	char sandbox_id[ID_LEN]; /* taken from this sandbox */
+	char template_ref[128];
+	char template_digest[80];
+	int vcpus;
+	int memory_mib;
+	json_t *env;             /* the sandbox's env: clones inherit it */
+	uint32_t next_chan;      /* channels in the snapshot's guest memory are below this */
+	char dir[PATH_MAX];      /* holds mem (memory image), state (device state), seed.qcow2 */
+	char disk[PATH_MAX];     /* frozen disk layer: the backing file of seed.qcow2 */
+	int64_t bytes;           /* disk or tmpfs space its files take */
+	int64_t created_ms;
+	char error[512];
 };
 
 struct session_rec {
@@ -102,6 +175,8 @@ struct session_rec {
 void template_rec_clear(struct template_rec *t);
 void sandbox_rec_clear(struct sandbox_rec *s);
 void session_rec_clear(struct session_rec *s);
+void op_rec_clear(struct op_rec *op);
+void snapshot_rec_clear(struct snapshot_rec *s);
 
 /* Identifiers: prefix + 16 random lowercase hex chars ("sb-", "op-", "ss-"). */
 void id_new(char out[ID_LEN], const char *prefix);

@@ -155,6 +155,33 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 	return r->bad ? -1 : 0;
 }
 
+/* A frame of a channel no session owns: a process a fork child or a clone
+ * inherited from its parent's memory (it runs on in the guest, detached).
+ * Its output is acknowledged and dropped, so it never blocks on a full
+ * window, and its exit released. Returns -1 on a malformed frame. */
+static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto_rd *r)
+{
+	uint8_t buf[8];
+	uint64_t off;
+	size_t n;
+
+	if (h->type == A_DATA) {
+		for (int i = 0; i < 8; i++)
+			proto_rd_u8(r);
+		off = proto_rd_u64(r);
+		proto_rd_rest(r, &n);
+		if (r->bad)
+			return -1;
+		off += n;
+		for (int i = 0; i < 8; i++)
+			buf[i] = (uint8_t)(off >> (8 * i));
+		agent_send(a, H_ACK, h->chan, buf, 8);
+	} else if (h->type == A_EXIT) {
+		agent_send(a, H_RELEASE, h->chan, NULL, 0);
+	}
+	return 0;
+}
+
 /* One whole frame from the agent. Returns -1 on a protocol violation. */
 static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p)
 {
@@ -165,7 +192,7 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 	log_debug("sandbox %s: agent frame type %u chan %u len %u", a->sb->rec.id, h->type, h->chan, h->len);
 	/* Checked before the channel lookup: a frame for an unknown channel is
 	 * ignored, but flags or a type the agent cannot send are violations. */
-	if (h->flags != 0 || h->type < A_HELLO || h->type > A_LOG)
+	if (h->flags != 0 || h->type < A_HELLO || h->type > A_IDENTITY)
 		return -1;
 	if (h->type == A_HELLO)
 		return handle_hello(a, &r);
@@ -177,11 +204,18 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 	}
 	if (h->type == A_PONG)
 		return 0;
-	s = session_by_chan(a->sb, h->chan);
-	if (!s) {
-		log_debug("sandbox %s: frame %u for unknown channel %u", a->sb->rec.id, h->type, h->chan);
+	if (h->type == A_IDENTITY) {
+		uint32_t applied = proto_rd_u32(&r);
+		int32_t e = (int32_t)proto_rd_u32(&r);
+
+		if (r.bad || r.n != 0 || h->chan != 0)
+			return -1;
+		sandbox_identity_applied(a->sb, applied, e > 0 && e < 4096 ? e : (e ? EIO : 0));
 		return 0;
 	}
+	s = session_by_chan(a->sb, h->chan);
+	if (!s)
+		return orphan_frame(a, h, &r);
 	switch (h->type) {
 	case A_STARTED: {
 		uint32_t pid = proto_rd_u32(&r);

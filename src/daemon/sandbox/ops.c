@@ -2,8 +2,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
 #include "log.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 struct op_waiter {
@@ -15,16 +15,16 @@ struct op_waiter {
 	struct op_waiter *next;
 };
 
-int op_begin(struct spaced *d, const char *kind, const char *sb_id, struct op_rec *op, space_err *err)
+int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err)
 {
 	memset(op, 0, sizeof(*op));
 	id_new(op->id, "op-");
-	snprintf(op->kind, sizeof(op->kind), "%s", kind);
+	op->kind = kind;
 	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb_id);
 	op->state = OP_PENDING;
 	op->created_ms = op->updated_ms = now_ms();
 	if (store_op_put(d->store, op, err) < 0)
-		return err_wrap(err, "recording %s operation", kind);
+		return err_wrap(err, "recording %s operation", op_kind_name(kind));
 	return 0;
 }
 
@@ -82,9 +82,15 @@ void op_finish(struct spaced *d, struct op_rec *op, const char *error)
 	snprintf(op->error, sizeof(op->error), "%s", error ? error : "");
 	op->updated_ms = now_ms();
 	op_save(d, op);
-	log_info("operation %s (%s %s) %s%s%s", op->id, op->kind, op->sandbox_id,
+	log_info("operation %s (%s %s) %s%s%s", op->id, op_kind_name(op->kind), op->sandbox_id,
 		 op_state_name(op->state), error ? ": " : "", error ? error : "");
 	wake_waiters(d, op);
+}
+
+void op_copy(struct op_rec *dst, const struct op_rec *src)
+{
+	*dst = *src;
+	dst->result = json_incref(src->result);
 }
 
 static void waiter_timeout(evutil_socket_t fd, short what, void *arg)
@@ -102,6 +108,7 @@ static void waiter_timeout(evutil_socket_t fd, short what, void *arg)
 		snprintf(op.error, sizeof(op.error), "%s", err.msg);
 	}
 	waiter_fire(w, &op);
+	op_rec_clear(&op);
 }
 
 int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
@@ -113,6 +120,7 @@ int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void
 
 	if (store_op_get(d->store, id, &op, err) < 0)
 		return -1;
+	op_rec_clear(&op); /* only its state matters here */
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return err_set(err, ENOMEM, "out of memory");

@@ -1,4 +1,4 @@
-/* runtime.h -- in-memory objects behind live sandboxes and sessions (sandbox.c, session.c, agent.c) */
+/* runtime.h -- the sandbox core's insides: live sandboxes and sessions, and how its files share them */
 #ifndef SPACE_RUNTIME_H
 #define SPACE_RUNTIME_H
 
@@ -9,10 +9,16 @@
 #include "daemon.h"
 #include "model/model.h"
 #include "proto.h"
+#include "sandbox/sandbox.h"
 #include "spool.h"
 #include "vmm/vm.h"
 
 struct agent;
+struct capture;
+
+/* Called once when a VM being brought up is ready for commands (error NULL),
+ * or why it is not. */
+typedef void (*bringup_cb)(struct sandbox *sb, const char *error);
 
 struct sandbox {
 	struct spaced *d;
@@ -22,7 +28,12 @@ struct sandbox {
 	struct agent *agent;       /* host end of the agent channel; NULL until it answers */
 	struct session *sessions;  /* every session of this sandbox, newest first */
 	struct op_rec op;          /* the operation in flight (op.id[0] == 0: none) */
-	struct event *timer;       /* boot deadline (creating) */
+	struct event *timer;       /* bring-up deadline */
+	bringup_cb up_done;        /* a bring-up in progress (launch.c) */
+	bool identity_done;        /* this VM got its identity (clock, entropy, hostname) */
+	bool identity_sent;        /* H_IDENTITY is on its way on this connection */
+	struct capture *capture;   /* a snapshot being taken (capture.c) */
+	struct event *act_timer;   /* the deadline of the action in flight (stop) */
 	struct sandbox *next;
 };
 
@@ -49,12 +60,147 @@ struct session {
 /* Stdin bytes the daemon queues for one session. */
 #define SESSION_MAX_STDIN_QUEUE (16u << 20)
 
-/* sandbox.c */
+/* sandbox.c: the registry and what every action shares */
 void sandbox_persist(struct sandbox *sb);
+/* Moves to state `to` (checked against the state machine) and persists. */
+void sandbox_set_state(struct sandbox *sb, enum sb_state to);
+struct sandbox *sandbox_new(struct spaced *d);
+/* A sandbox's VM life ended badly: failed, with why; the op in flight fails. */
+void sandbox_fail(struct sandbox *sb, const char *why);
+/* Deleting is done (or there was no VM to kill): files gone, state deleted. */
+void sandbox_finish_delete(struct sandbox *sb);
+/* Starts deletion (preempting any operation in flight). */
+void sandbox_start_delete(struct sandbox *sb, const char *why);
+/* Frees a deleted sandbox's runtime object (it must be unlinked first). */
+void sandbox_free(struct sandbox *sb);
+int sandbox_count(struct spaced *d, enum sb_role role, const char *digest, enum sb_state state);
+void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct op_rec *op);
+/* The VM's own paths and sizes (launch.c fills the memory and state). */
+struct spec_bufs {
+	char run_dir[PATH_MAX], sock_dir[PATH_MAX], kernel[PATH_MAX];
+	char image[PATH_MAX], state[PATH_MAX];
+	char cmdline[128];
+};
+void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b);
+
+/* launch.c: bringing a VM up, and what its guest reports */
+/* After a restart: a running VM that was adopted mid-bring-up gets its agent
+ * and identity the same way. */
+void sandbox_bringup_adopted(struct sandbox *sb, bringup_cb done);
+/* Starts sb's VM: a cold boot from sb->rec.disk, or the snapshot's memory and
+ * device state (snap non-NULL). done runs once the guest answers and has its
+ * identity, or with why not (the VM is then gone or being killed). */
+int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err);
+extern const struct vm_events sandbox_vm_events;
 /* The agent answered its first HELLO on this connection. */
 void sandbox_agent_ready(struct sandbox *sb);
+/* The agent applied (or tried) the identity it was sent. */
+void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error);
 /* The agent connection dropped while QEMU lives on (reconnect later). */
 void sandbox_agent_lost(struct sandbox *sb, const char *why);
+/* Sends the guest its wall clock (after vCPUs were stopped for a while). */
+void sandbox_send_clock(struct sandbox *sb);
+
+/* identity.c: what makes a clone itself */
+/* H_IDENTITY for sb: the wall clock, fresh host entropy, its hostname, and
+ * the network configuration hook (empty until the egress gateway fills it). */
+int identity_send(struct sandbox *sb, space_err *err);
+
+/* lifecycle.c: the action table */
+struct lc_args {
+	int count;                  /* fork */
+	const char *name;           /* snapshot */
+	json_t *children;           /* fork: ids made by the caller (borrowed) */
+};
+/* Checks the action may start now (409 with the state and operation if
+ * not), records the operation, moves to the action's transient state and
+ * starts it. */
+int lifecycle_begin(struct sandbox *sb, enum op_kind kind, const struct lc_args *args, space_err *err);
+/* The action in flight ended: err NULL on success. Sets the action's final
+ * state (or back where it started) and finishes the operation. */
+void lifecycle_done(struct sandbox *sb, const char *error);
+/* After a restart, an operation found in flight: its action decides. */
+void lifecycle_reconcile(struct sandbox *sb);
+/* The message of a 409 for kind on sb ("sandbox sb-.. is paused; pause needs running"). */
+int lifecycle_refuse(struct sandbox *sb, enum op_kind kind, space_err *err);
+
+/* act_*.c: each action's start and reconcile */
+int act_pause_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_resume_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_suspend_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_stop_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_start_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_fork_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+int act_snapshot_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
+void act_pause_reconcile(struct sandbox *sb);
+void act_resume_reconcile(struct sandbox *sb);
+void act_capture_reconcile(struct sandbox *sb);
+void act_restore_reconcile(struct sandbox *sb);
+void act_stop_reconcile(struct sandbox *sb);
+void act_boot_reconcile(struct sandbox *sb);
+/* The VM of a stopping (suspending) sandbox exited: true when that was the
+ * action's doing and it is finished. */
+bool act_stop_vm_exited(struct sandbox *sb);
+bool act_suspend_vm_exited(struct sandbox *sb);
+/* A fork child's parent capture ended (err NULL: start the child from snap). */
+void act_fork_child_go(struct sandbox *child, const struct snapshot_rec *snap, const char *error);
+
+/* capture.c: stop, freeze the disk, save memory and devices into a snapshot */
+typedef void (*capture_cb)(struct sandbox *sb, struct snapshot_rec *snap, const char *error);
+/* Takes a snapshot of kind `kind` of sb's VM. freeze: give the snapshot its
+ * own read-only disk layer (and a seed overlay to start clones on); resume:
+ * let the VM run again afterwards (else it stays paused: the caller ends
+ * it). done gets the snapshot record (ready, persisted) or why it failed (no
+ * record left behind). */
+int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
+		  capture_cb done, space_err *err);
+void capture_abort(struct sandbox *sb, const char *why);
+/* Forgets a capture without a word (the daemon is shutting down). */
+void capture_drop(struct sandbox *sb);
+
+/* snapshots.c */
+/* A new snapshot record (state creating) for sb, persisted. */
+int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, const char *name,
+		   struct snapshot_rec *out, space_err *err);
+/* Removes a snapshot's files and record. */
+void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap);
+/* Do its files exist? (tmpfs snapshots do not survive a host reboot.) */
+bool snapshot_files_ok(const struct snapshot_rec *snap);
+/* Start-up: drop snapshots whose files are gone or which were being made. */
+void snapshots_reconcile(struct spaced *d);
+
+/* disks.c: qcow2 layers under <state>/disks */
+/* A new, unused layer path. */
+void disk_new_path(struct spaced *d, char out[PATH_MAX]);
+/* A new layer for a sandbox: a copy of `seed` (an empty overlay whose backing
+ * file is a template image or a frozen layer). */
+int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space_err *err);
+/* The template's seed overlay, made once (qemu-img) next to its image. */
+int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err);
+/* Deletes layers no sandbox or snapshot reaches through its backing chain. */
+void disks_gc(struct spaced *d);
+/* The backing file named in a qcow2 header ("" if none); pure, for tests. */
+int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t outlen);
+
+/* create.c */
+/* sandbox_create for a pool VM or a ready-snapshot builder as well. */
+int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
+			struct sandbox **out, space_err *err);
+/* A sandbox record from a create request, template or snapshot resolved. */
+int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
+		   struct snapshot_rec *from, space_err *err);
+
+/* pool.c */
+/* Takes a ready warm-pool VM for a create of this template and size. */
+struct sandbox *pool_claim(struct spaced *d, const char *digest, int vcpus, int memory_mib);
+void pools_tick(struct spaced *d);
+void pools_free(struct spaced *d);
+
+/* ready.c: one snapshot per template to clone creates from */
+void ready_tick(struct spaced *d);
+/* The builder VM of a ready snapshot is running: snapshot it. */
+void ready_builder_up(struct sandbox *sb);
 
 /* session.c */
 void session_persist(struct session *s);

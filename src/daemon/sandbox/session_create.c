@@ -1,4 +1,5 @@
-/* session_create.c -- command sessions: request validation, the H_EXEC they become, and data-plane tokens */
+/* session_create.c -- command sessions: creation from a typed request, the H_EXEC they become,
+ * and data-plane tokens */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -10,7 +11,6 @@
 #include "runtime.h"
 #include "store/store.h"
 
-#define MAX_TOKEN_TTL_S 86400
 
 /* ---- tokens ---- */
 
@@ -62,37 +62,6 @@ int session_check_token(struct session *s, const char *token, space_err *err)
 }
 
 /* ---- creation ---- */
-
-static int check_env_object(json_t *env, const char *what, space_err *err)
-{
-	const char *k;
-	json_t *v;
-
-	if (!json_is_object(env))
-		return err_set(err, EINVAL, "%s must be an object of strings", what);
-	if (json_object_size(env) > 1024)
-		return err_set(err, EINVAL, "%s has more than 1024 entries", what);
-	json_object_foreach(env, k, v) {
-		if (!*k || strlen(k) > 256 || strchr(k, '='))
-			return err_set(err, EINVAL, "%s: invalid variable name '%.64s'", what, k);
-		if (!json_is_string(v))
-			return err_set(err, EINVAL, "%s.%.64s must be a string", what, k);
-	}
-	return 0;
-}
-
-static bool valid_user(const char *u)
-{
-	size_t n = strlen(u);
-
-	if (n == 0 || n > 32)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!(u[i] == '_' || u[i] == '-' || u[i] == '.' || (u[i] >= 'a' && u[i] <= 'z') ||
-		      (u[i] >= 'A' && u[i] <= 'Z') || (u[i] >= '0' && u[i] <= '9')))
-			return false;
-	return true;
-}
 
 /* Environment for the process: template defaults, then the sandbox's, then the session's. */
 static json_t *merged_env(const struct session *s)
@@ -149,70 +118,12 @@ out:
 	return rc;
 }
 
-static int parse_session_req(struct session_rec *r, json_t *req, int *ttl, space_err *err)
-{
-	const char *k;
-	json_t *v, *argv = json_object_get(req, "argv");
-	size_t i;
-
-	json_object_foreach(req, k, v) {
-		if (strcmp(k, "argv") && strcmp(k, "env") && strcmp(k, "cwd") && strcmp(k, "user") &&
-		    strcmp(k, "stdin") && strcmp(k, "token_ttl_s"))
-			return err_set(err, EINVAL, "unknown field '%.64s'", k);
-	}
-	if (!json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > PROTO_EXEC_MAX_ARGS)
-		return err_set(err, EINVAL, "argv must be an array of 1 to %d strings", PROTO_EXEC_MAX_ARGS);
-	json_array_foreach(argv, i, v) {
-		if (!json_is_string(v))
-			return err_set(err, EINVAL, "argv[%zu] must be a string", i);
-		if (memchr(json_string_value(v), '\0', json_string_length(v)))
-			return err_set(err, EINVAL, "argv[%zu] contains a NUL byte", i);
-	}
-	if (!*json_string_value(json_array_get(argv, 0)))
-		return err_set(err, EINVAL, "argv[0] must not be empty");
-	r->argv = json_incref(argv);
-	v = json_object_get(req, "env");
-	if (v && !json_is_null(v)) {
-		if (check_env_object(v, "env", err) < 0)
-			return -1;
-		r->env = json_deep_copy(v);
-	} else {
-		r->env = json_object();
-	}
-	v = json_object_get(req, "cwd");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v) || json_string_length(v) >= sizeof(r->cwd) ||
-		    (json_string_length(v) && json_string_value(v)[0] != '/'))
-			return err_set(err, EINVAL, "cwd must be an absolute path shorter than %zu bytes",
-				       sizeof(r->cwd));
-		snprintf(r->cwd, sizeof(r->cwd), "%s", json_string_value(v));
-	}
-	v = json_object_get(req, "user");
-	if (v && !json_is_null(v)) {
-		if (!json_is_string(v) || !valid_user(json_string_value(v)))
-			return err_set(err, EINVAL, "user must be a user name (letters, digits, _ - .)");
-		snprintf(r->user, sizeof(r->user), "%s", json_string_value(v));
-	}
-	v = json_object_get(req, "stdin");
-	if (v && !json_is_null(v)) {
-		if (!json_is_boolean(v))
-			return err_set(err, EINVAL, "stdin must be true or false");
-		r->stdin_open = json_is_true(v);
-	}
-	v = json_object_get(req, "token_ttl_s");
-	*ttl = 0;
-	if (v && !json_is_null(v)) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > MAX_TOKEN_TTL_S)
-			return err_set(err, EINVAL, "token_ttl_s must be an integer from 1 to %d", MAX_TOKEN_TTL_S);
-		*ttl = (int)json_integer_value(v);
-	}
-	return 0;
-}
-
 static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandbox **out, space_err *err)
 {
 	struct sandbox *sb = sandbox_find(d, sb_id);
 
+	if (sb && !sandbox_visible(&sb->rec))
+		return err_set(err, ENOENT, "no sandbox '%.64s'", sb_id);
 	if (!sb) {
 		struct sandbox_rec rec;
 
@@ -225,25 +136,28 @@ static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandb
 	return 0;
 }
 
-int session_create(struct spaced *d, const char *sb_id, json_t *req, struct session_rec *out,
-		   char token[65], space_err *err)
+int session_create(struct spaced *d, const char *sb_id, const struct exec_req *req,
+		   struct session_rec *out, char token[65], space_err *err)
 {
 	struct session_rec r = { 0 };
 	struct proto_wr w;
 	struct sandbox *sb = NULL;
 	struct session *s;
-	int ttl, rc;
+	int ttl = req->token_ttl_s, rc;
 
 	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
 		return -1;
 	if (sb->rec.state != SB_RUNNING)
 		return err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));
-	if (!json_is_object(req))
-		return err_set(err, EINVAL, "request body must be a JSON object");
-	if (parse_session_req(&r, req, &ttl, err) < 0) {
+	r.argv = strlist_to_json(&req->argv);
+	r.env = strmap_to_json(&req->env);
+	if (!r.argv || !r.env) {
 		session_rec_clear(&r);
-		return -1;
+		return err_set(err, ENOMEM, "out of memory");
 	}
+	snprintf(r.cwd, sizeof(r.cwd), "%s", req->cwd);
+	snprintf(r.user, sizeof(r.user), "%s", req->user);
+	r.stdin_open = req->stdin_open;
 	if (!r.user[0])
 		snprintf(r.user, sizeof(r.user), "%s", sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root");
 	id_new(r.id, "ss-");
@@ -288,8 +202,8 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, in
 	s = session_find(d, ss_id);
 	if (!s || s->sb != sb)
 		return err_set(err, ENOENT, "session %s not found in sandbox %s", ss_id, sb_id);
-	if (ttl_s > MAX_TOKEN_TTL_S)
-		return err_set(err, EINVAL, "token_ttl_s must be at most %d", MAX_TOKEN_TTL_S);
+	if (ttl_s > SPEC_TOKEN_TTL_MAX)
+		return err_set(err, EINVAL, "token_ttl_s must be at most %d", SPEC_TOKEN_TTL_MAX);
 	if (issue_token(s, ttl_s, token, err) < 0)
 		return -1;
 	session_persist(s);

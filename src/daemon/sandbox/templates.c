@@ -14,8 +14,8 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "runtime.h"
 #include "store/store.h"
-#include "daemon.h"
 
 static const char *const template_files[] = { "vmlinuz", "rootfs.ext4", "template.json" };
 
@@ -134,6 +134,10 @@ static int import_one(struct spaced *d, const char *src, space_err *err)
 		t.image_bytes = st.st_size;
 		t.created_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 	}
+	/* The empty overlay every cold boot's disk starts as: made once here,
+	 * so a create copies a file instead of running qemu-img. */
+	if (disk_template_seed(d, &t, path, err) < 0)
+		goto out;
 	if (store_template_put(d->store, &t, err) < 0)
 		goto out;
 	log_info("template %s: %s", t.name, t.digest);

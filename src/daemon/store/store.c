@@ -274,10 +274,45 @@ static const char schema_v1[] =
 	"CREATE TABLE kv ("
 	" key TEXT PRIMARY KEY,"
 	" value TEXT NOT NULL);";
+
+/* 2: lifecycle. Sandboxes learn their disk layer, lineage, how they started,
+ * what their timeout does and who they are for; operations keep what they
+ * made; snapshots (ready, named, suspend, fork) get a table. A named
+ * snapshot's name is unique among named ones. */
+static const char schema_v2[] =
+	"ALTER TABLE sandboxes ADD COLUMN disk TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN parent_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN source_snapshot TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE sandboxes ADD COLUMN start_kind TEXT NOT NULL DEFAULT 'boot';"
+	"ALTER TABLE sandboxes ADD COLUMN on_timeout TEXT NOT NULL DEFAULT 'delete';"
+	"ALTER TABLE sandboxes ADD COLUMN role TEXT NOT NULL DEFAULT 'user';"
+	"ALTER TABLE sandboxes ADD COLUMN prev_state TEXT NOT NULL DEFAULT 'running';"
+	"ALTER TABLE operations ADD COLUMN result TEXT;"
+	"CREATE TABLE snapshots ("
+	" id TEXT PRIMARY KEY,"
+	" kind TEXT NOT NULL,"
+	" state TEXT NOT NULL,"
+	" name TEXT NOT NULL,"
+	" sandbox_id TEXT NOT NULL,"
+	" template_ref TEXT NOT NULL,"
+	" template_digest TEXT NOT NULL,"
+	" vcpus INTEGER NOT NULL,"
+	" memory_mib INTEGER NOT NULL,"
+	" env TEXT,"
+	" next_chan INTEGER NOT NULL,"
+	" dir TEXT NOT NULL,"
+	" disk TEXT NOT NULL,"
+	" bytes INTEGER NOT NULL,"
+	" created_ms INTEGER NOT NULL,"
+	" error TEXT NOT NULL);"
+	"CREATE UNIQUE INDEX snapshots_name ON snapshots(name) WHERE name <> '';"
+	"CREATE INDEX snapshots_kind ON snapshots(kind, template_digest);";
 /* clang-format on */
 
 static const struct migration migrations[] = {
 	{ .sql = schema_v1 },
+	{ .sql = schema_v2 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -65,6 +65,18 @@ int store_session_get(struct store *st, const char *id, struct session_rec *out,
 /* Sessions of one sandbox ordered by creation (sandbox_id NULL: all). */
 int store_session_each(struct store *st, const char *sandbox_id, int (*fn)(const struct session_rec *, void *), void *arg, space_err *err);
 
+/* Snapshots. put: insert or update; EEXIST when a named snapshot's name is
+ * taken by another. get_by_name looks among named snapshots only. each: by
+ * creation; kinds is a bitmask of 1 << snap_kind (0 = all). delete: ENOENT if
+ * there is no such row. */
+int store_snapshot_put(struct store *st, const struct snapshot_rec *s, space_err *err);
+int store_snapshot_get(struct store *st, const char *id, struct snapshot_rec *out, space_err *err);
+int store_snapshot_get_by_name(struct store *st, const char *name, struct snapshot_rec *out,
+			       space_err *err);
+int store_snapshot_each(struct store *st, unsigned kinds, int (*fn)(const struct snapshot_rec *, void *),
+			void *arg, space_err *err);
+int store_snapshot_delete(struct store *st, const char *id, space_err *err);
+
 /* Small key/value table for host facts (accelerator probe result, api key).
  * kv_get: ENOENT for an unknown key, E2BIG if the value and its NUL do not fit
  * in outlen. */

@@ -7,20 +7,27 @@
 
 /* ---- sandboxes ---- */
 
-#define SB_COLS                                                                       \
-	"id, state, template_ref, template_digest, vcpus, memory_mib, env, metadata," \
-	" timeout_s, created_ms, updated_ms, expires_ms, pid, pid_start, next_chan, error"
+#define SB_COLS                                                                         \
+	"id, state, template_ref, template_digest, vcpus, memory_mib, env, metadata,"   \
+	" timeout_s, created_ms, updated_ms, expires_ms, pid, pid_start, next_chan, error," \
+	" disk, parent_id, snapshot_id, source_snapshot, start_kind, on_timeout, role, prev_state"
+
+/* A name column parsed with parse(); unknown names are EIO. */
+#define COL_ENUM(st_, i, parse, out)                                     \
+	do {                                                             \
+		int v_ = 0;                                              \
+		if (store_col_state(st_, i, parse, &v_, err, ctx) < 0)   \
+			return -1;                                       \
+		(out) = v_;                                              \
+	} while (0)
 
 static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
 	struct sandbox_rec *r = rec;
-	int state = 0;
 
 	memset(r, 0, sizeof(*r));
 	store_col_str(s, 0, r->id, sizeof(r->id));
-	if (store_col_state(s, 1, sb_state_parse, &state, err, ctx) < 0)
-		return -1;
-	r->state = (enum sb_state)state;
+	COL_ENUM(s, 1, sb_state_parse, r->state);
 	store_col_str(s, 2, r->template_ref, sizeof(r->template_ref));
 	store_col_str(s, 3, r->template_digest, sizeof(r->template_digest));
 	r->vcpus = sqlite3_column_int(s, 4);
@@ -33,6 +40,14 @@ static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *
 	r->pid_start = (uint64_t)sqlite3_column_int64(s, 13);
 	r->next_chan = (uint32_t)sqlite3_column_int64(s, 14);
 	store_col_str(s, 15, r->error, sizeof(r->error));
+	store_col_str(s, 16, r->disk, sizeof(r->disk));
+	store_col_str(s, 17, r->parent_id, sizeof(r->parent_id));
+	store_col_str(s, 18, r->snapshot_id, sizeof(r->snapshot_id));
+	store_col_str(s, 19, r->source_snapshot, sizeof(r->source_snapshot));
+	COL_ENUM(s, 20, start_kind_parse, r->start_kind);
+	COL_ENUM(s, 21, on_timeout_parse, r->on_timeout);
+	COL_ENUM(s, 22, sb_role_parse, r->role);
+	COL_ENUM(s, 23, sb_state_parse, r->prev_state);
 	if (store_col_json(s, 6, false, &r->env, err, ctx) < 0 ||
 	    store_col_json(s, 7, false, &r->metadata, err, ctx) < 0) {
 		sandbox_rec_clear(r);
@@ -52,12 +67,14 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	char ctx[96];
 
 	snprintf(ctx, sizeof(ctx), "put sandbox %s", r->id);
-	if ((unsigned)r->state >= SB__COUNT)
-		return err_set(err, EINVAL, "store: %s: bad state %d", ctx, (int)r->state);
+	if ((unsigned)r->state >= SB__COUNT || (unsigned)r->prev_state >= SB__COUNT ||
+	    (unsigned)r->start_kind >= START__COUNT || (unsigned)r->on_timeout >= ON_TIMEOUT__COUNT ||
+	    (unsigned)r->role >= ROLE__COUNT)
+		return err_set(err, EINVAL, "store: %s: a state or kind is out of range", ctx);
 	if (store_prepare(st, &s,
 			  "INSERT INTO sandboxes (" SB_COLS
-			  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-			  " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+			  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
+			  " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"
 			  " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
 			  " template_ref = excluded.template_ref,"
 			  " template_digest = excluded.template_digest, vcpus = excluded.vcpus,"
@@ -66,7 +83,11 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 			  " created_ms = excluded.created_ms, updated_ms = excluded.updated_ms,"
 			  " expires_ms = excluded.expires_ms, pid = excluded.pid,"
 			  " pid_start = excluded.pid_start, next_chan = excluded.next_chan,"
-			  " error = excluded.error",
+			  " error = excluded.error, disk = excluded.disk,"
+			  " parent_id = excluded.parent_id, snapshot_id = excluded.snapshot_id,"
+			  " source_snapshot = excluded.source_snapshot,"
+			  " start_kind = excluded.start_kind, on_timeout = excluded.on_timeout,"
+			  " role = excluded.role, prev_state = excluded.prev_state",
 			  err, ctx) < 0)
 		return -1;
 	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, sb_state_name(r->state)) ||
@@ -76,7 +97,13 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	    sqlite3_bind_int64(s, 9, r->timeout_s) || sqlite3_bind_int64(s, 10, r->created_ms) ||
 	    sqlite3_bind_int64(s, 11, r->updated_ms) || sqlite3_bind_int64(s, 12, r->expires_ms) ||
 	    sqlite3_bind_int(s, 13, r->pid) || sqlite3_bind_int64(s, 14, (int64_t)r->pid_start) ||
-	    sqlite3_bind_int64(s, 15, r->next_chan) || store_bind_text(s, 16, r->error))
+	    sqlite3_bind_int64(s, 15, r->next_chan) || store_bind_text(s, 16, r->error) ||
+	    store_bind_text(s, 17, r->disk) || store_bind_text(s, 18, r->parent_id) ||
+	    store_bind_text(s, 19, r->snapshot_id) || store_bind_text(s, 20, r->source_snapshot) ||
+	    store_bind_text(s, 21, start_kind_name(r->start_kind)) ||
+	    store_bind_text(s, 22, on_timeout_name(r->on_timeout)) ||
+	    store_bind_text(s, 23, sb_role_name(r->role)) ||
+	    store_bind_text(s, 24, sb_state_name(r->prev_state)))
 		return store_fail(st, err, ctx);
 	return store_step_done(st, s, err, ctx);
 }
@@ -128,24 +155,35 @@ int store_sandbox_each(struct store *st, unsigned states,
 
 /* ---- operations ---- */
 
-#define OP_COLS "id, kind, sandbox_id, state, error, created_ms, updated_ms"
+#define OP_COLS "id, kind, sandbox_id, state, error, created_ms, updated_ms, result"
 
 static int read_op(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
 	struct op_rec *r = rec;
-	int state = 0;
 
 	memset(r, 0, sizeof(*r));
 	store_col_str(s, 0, r->id, sizeof(r->id));
-	store_col_str(s, 1, r->kind, sizeof(r->kind));
+	COL_ENUM(s, 1, op_kind_parse, r->kind);
 	store_col_str(s, 2, r->sandbox_id, sizeof(r->sandbox_id));
-	if (store_col_state(s, 3, op_state_parse, &state, err, ctx) < 0)
-		return -1;
-	r->state = (enum op_state)state;
+	COL_ENUM(s, 3, op_state_parse, r->state);
 	store_col_str(s, 4, r->error, sizeof(r->error));
 	r->created_ms = sqlite3_column_int64(s, 5);
 	r->updated_ms = sqlite3_column_int64(s, 6);
+	/* result is any JSON value or NULL: no shape to check here */
+	if (sqlite3_column_type(s, 7) != SQLITE_NULL) {
+		json_error_t jerr;
+
+		r->result = json_loads((const char *)sqlite3_column_text(s, 7), JSON_DECODE_ANY, &jerr);
+		if (!r->result)
+			return err_set(err, EIO, "store: %s: column result holds bad JSON: %s", ctx,
+				       jerr.text);
+	}
 	return 0;
+}
+
+static void clear_op(void *rec)
+{
+	op_rec_clear(rec);
 }
 
 int store_op_put(struct store *st, const struct op_rec *op, space_err *err)
@@ -154,20 +192,22 @@ int store_op_put(struct store *st, const struct op_rec *op, space_err *err)
 	char ctx[96];
 
 	snprintf(ctx, sizeof(ctx), "put operation %s", op->id);
-	if ((unsigned)op->state >= OP__COUNT)
-		return err_set(err, EINVAL, "store: %s: bad state %d", ctx, (int)op->state);
+	if ((unsigned)op->state >= OP__COUNT || (unsigned)op->kind >= OPK__COUNT)
+		return err_set(err, EINVAL, "store: %s: bad state %d or kind %d", ctx, (int)op->state,
+			       (int)op->kind);
 	if (store_prepare(st, &s,
-			  "INSERT INTO operations (" OP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+			  "INSERT INTO operations (" OP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
 			  " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
 			  " sandbox_id = excluded.sandbox_id, state = excluded.state,"
 			  " error = excluded.error, created_ms = excluded.created_ms,"
-			  " updated_ms = excluded.updated_ms",
+			  " updated_ms = excluded.updated_ms, result = excluded.result",
 			  err, ctx) < 0)
 		return -1;
-	if (store_bind_text(s, 1, op->id) || store_bind_text(s, 2, op->kind) ||
+	if (store_bind_text(s, 1, op->id) || store_bind_text(s, 2, op_kind_name(op->kind)) ||
 	    store_bind_text(s, 3, op->sandbox_id) ||
 	    store_bind_text(s, 4, op_state_name(op->state)) || store_bind_text(s, 5, op->error) ||
-	    sqlite3_bind_int64(s, 6, op->created_ms) || sqlite3_bind_int64(s, 7, op->updated_ms))
+	    sqlite3_bind_int64(s, 6, op->created_ms) || sqlite3_bind_int64(s, 7, op->updated_ms) ||
+	    store_bind_json(s, 8, op->result))
 		return store_fail(st, err, ctx);
 	return store_step_done(st, s, err, ctx);
 }
@@ -187,7 +227,7 @@ int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *
 {
 	static const char ctx[] = "list open operations";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct op_rec) };
+	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct op_rec), .clear = clear_op };
 
 	if (store_prepare(st, &s,
 			  "SELECT " OP_COLS " FROM operations WHERE state IN (?1, ?2)"

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -228,7 +229,15 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		child_fail(errfd, errno, "open /dev/null");
-	if (child_dup(devnull, 0) < 0 ||
+	/* Passed descriptors first go above every number they could land on,
+	 * so that moving one to 3 + i never overwrites another still to move. */
+	int moved[8];
+	if (o->npass < 0 || o->npass > 8)
+		child_fail(errfd, EINVAL, "too many descriptors to pass");
+	for (int i = 0; i < o->npass; i++)
+		if ((moved[i] = fcntl(o->pass_fds[i], F_DUPFD_CLOEXEC, 64)) < 0)
+			child_fail(errfd, errno, "dup a passed descriptor");
+	if (child_dup(o->stdin_fd > 0 ? o->stdin_fd : devnull, 0) < 0 ||
 	    child_dup(o->stdout_fd >= 0 ? o->stdout_fd : devnull, 1) < 0 ||
 	    child_dup(o->stderr_fd >= 0 ? o->stderr_fd : devnull, 2) < 0)
 		child_fail(errfd, errno, "redirect stdio");
@@ -238,6 +247,19 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 		for (int fd = 3; fd < 4096; fd++)
 			if (fd != errfd)
 				fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+	/* dup2 leaves the new descriptor open across exec. errfd is above 64
+	 * only by chance, so it must not be one of the targets: it is moved
+	 * out of the way first if it is. */
+	for (int i = 0; i < o->npass; i++) {
+		if (errfd == 3 + i) {
+			int e2 = fcntl(errfd, F_DUPFD_CLOEXEC, 64 + 8);
+			if (e2 < 0)
+				_exit(127);
+			errfd = e2;
+		}
+		if (dup2(moved[i], 3 + i) < 0)
+			child_fail(errfd, errno, "pass a descriptor");
 	}
 
 	for (char *const *e = o->env_add; e && *e; e++)
@@ -435,6 +457,27 @@ bool proc_cmdline_has(pid_t pid, const char *flag, const char *value)
 }
 
 /* ---- sockets and files ---- */
+
+int unix_listen(const char *path, int *fdp, space_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return err_set(err, ENAMETOOLONG, "socket path too long: %s", path);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return err_sys(err, errno, "socket");
+	if (unlink(path) < 0 && errno != ENOENT)
+		return err_sys(err, errno, "unlink %s", path);
+	/* Bound under a 0700 directory; the mode is a second fence. */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return err_sys(err, errno, "bind %s", path);
+	if (chmod(path, 0600) < 0 || listen(fd, 8) < 0)
+		return err_sys(err, errno, "listen on %s", path);
+	*fdp = steal_fd(&fd);
+	return 0;
+}
 
 int unix_connect(const char *path, int *fdp, space_err *err)
 {

@@ -28,8 +28,13 @@ int strv_find(const struct strv *s, const char *str);
 struct spawn_opts {
 	char *const *argv;   /* argv[0] is looked up in PATH */
 	char *const *env_add; /* "K=V" strings added to the inherited environment, may be NULL */
+	int stdin_fd;        /* 0 or -1: /dev/null (fd 0 of the daemon is never passed) */
 	int stdout_fd;       /* -1: /dev/null */
 	int stderr_fd;       /* -1: /dev/null */
+	/* Descriptors the child inherits as fds 3, 4, ...: pass_fds[i] becomes
+	 * 3 + i. Every other descriptor of the daemon is closed on exec. */
+	const int *pass_fds;
+	int npass;
 	bool new_session;    /* setsid(): no controlling terminal, own process group */
 	bool netns;          /* unshare(CLONE_NEWNET) and bring lo up */
 	/* Hardening, applied in this order right before exec (see proc.c). */
@@ -69,6 +74,9 @@ bool proc_cmdline_has(pid_t pid, const char *flag, const char *value);
 /* Same, over a NUL-separated buffer (testable without a process). */
 bool cmdline_buf_has(const char *buf, size_t len, const char *flag, const char *value);
 
+/* A listening SOCK_STREAM unix socket at path (an old socket file there is
+ * replaced), mode 0600, close-on-exec. */
+int unix_listen(const char *path, int *fd, space_err *err);
 /* Connects a SOCK_STREAM unix socket (close-on-exec, non-blocking). */
 int unix_connect(const char *path, int *fd, space_err *err);
 

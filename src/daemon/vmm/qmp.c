@@ -24,6 +24,7 @@ struct qmp_req {
 	struct qmp_req *next;
 	json_int_t id;
 	char *line;   /* serialised command, NULL once written */
+	int fd;       /* sent along with the line (SCM_RIGHTS), -1 if none; ours until sent */
 	qmp_reply_cb cb;
 	void *arg;
 };
@@ -44,6 +45,7 @@ struct qmp {
 	 * deletion). */
 	int depth;
 	bool free_pending;
+	struct event *retry; /* a descriptor could not be sent yet (EAGAIN) */
 	char name[64];
 };
 
@@ -177,10 +179,14 @@ static void qmp_really_free(struct qmp *q)
 
 	while (r) {
 		struct qmp_req *next = r->next;
+		if (r->fd >= 0)
+			close(r->fd);
 		free(r->line);
 		free(r);
 		r = next;
 	}
+	if (q->retry)
+		event_free(q->retry);
 	if (q->bev)
 		bufferevent_free(q->bev);
 	if (q->fd >= 0)
@@ -238,6 +244,8 @@ static void fail_all(struct qmp *q, const char *why)
 		struct qmp_req *next = r->next;
 		if (r->cb && !q->free_pending)
 			r->cb(NULL, why, r->arg);
+		if (r->fd >= 0)
+			close(r->fd);
 		free(r->line);
 		free(r);
 		r = next;
@@ -289,15 +297,84 @@ static void write_line(struct qmp *q, char *line)
 	bufferevent_write(q->bev, "\n", 1);
 }
 
+/* Writes the line of r with its descriptor attached. QEMU takes a passed
+ * descriptor from the bytes it arrives with, so the line must go out whole
+ * behind everything written before it: only when the output buffer is
+ * empty. Returns 1 when sent, 0 to try again later, -1 on error. */
+static int send_with_fd(struct qmp *q, struct qmp_req *r)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	size_t len = strlen(r->line);
+	struct iovec iov[2] = { { r->line, len }, { (char *)"\n", 1 } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *c;
+	ssize_t n;
+
+	if (evbuffer_get_length(bufferevent_get_output(q->bev)) > 0)
+		return 0;
+	memset(cbuf, 0, sizeof(cbuf));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &r->fd, sizeof(int));
+	do
+		n = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+	/* The descriptor went with the first byte; the rest of a short write
+	 * follows through the buffer. */
+	if ((size_t)n < len + 1) {
+		if ((size_t)n < len)
+			bufferevent_write(q->bev, r->line + n, len - (size_t)n);
+		bufferevent_write(q->bev, "\n", 1);
+	}
+	close(r->fd);
+	r->fd = -1;
+	return 1;
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg);
+
+/* Writes, in order, the requests not written yet; stops at one whose
+ * descriptor cannot go out now (retried when the output has drained). */
 static void flush_unsent(struct qmp *q)
 {
 	for (struct qmp_req *r = q->head; r; r = r->next) {
-		if (r->line) {
+		if (!r->line)
+			continue;
+		if (r->fd >= 0) {
+			int rc = send_with_fd(q, r);
+			if (rc < 0) {
+				lost(q, "QMP connection error while passing a descriptor");
+				return;
+			}
+			if (rc == 0) {
+				struct timeval ms = { 0, 1000 };
+				if (!q->retry)
+					q->retry = evtimer_new(bufferevent_get_base(q->bev), on_retry, q);
+				if (q->retry)
+					evtimer_add(q->retry, &ms);
+				return;
+			}
+		} else {
 			write_line(q, r->line);
-			free(r->line);
-			r->line = NULL;
 		}
+		free(r->line);
+		r->line = NULL;
 	}
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+	struct qmp *q = arg;
+
+	(void)fd;
+	(void)what;
+	if (q->state == Q_READY)
+		flush_unsent(q);
 }
 
 static void send_caps(struct qmp *q)
@@ -311,6 +388,14 @@ static void send_caps(struct qmp *q)
 int qmp_send(struct qmp *q, const char *command, json_t *args, qmp_reply_cb cb, void *arg,
 	     space_err *err)
 {
+	return qmp_send_fd(q, command, args, -1, cb, arg, err);
+}
+
+int qmp_send_fd(struct qmp *q, const char *command, json_t *args, int fd, qmp_reply_cb cb,
+		void *arg, space_err *err)
+{
+	_cleanup_close_ int pass = fd;
+
 	if (!qmp_is_open(q)) {
 		json_decref(args);
 		return err_set(err, ENOTCONN, "qmp %s: not connected", command);
@@ -333,17 +418,15 @@ int qmp_send(struct qmp *q, const char *command, json_t *args, qmp_reply_cb cb, 
 	r->id = q->next_id++;
 	r->cb = cb;
 	r->arg = arg;
-	if (q->state == Q_READY) {
-		write_line(q, line);
-		free(line);
-	} else {
-		r->line = line; /* written once qmp_capabilities succeeded */
-	}
+	r->fd = steal_fd(&pass);
+	r->line = line; /* written now if the connection is ready, else once qmp_capabilities succeeded */
 	if (q->tail)
 		q->tail->next = r;
 	else
 		q->head = r;
 	q->tail = r;
+	if (q->state == Q_READY)
+		flush_unsent(q);
 	return 0;
 }
 
@@ -455,6 +538,16 @@ static void on_read(struct bufferevent *bev, void *arg)
 	q_leave(q);
 }
 
+/* The output drained: a request waiting to pass a descriptor may go now. */
+static void on_written(struct bufferevent *bev, void *arg)
+{
+	struct qmp *q = arg;
+
+	(void)bev;
+	if (q->state == Q_READY && q->head)
+		flush_unsent(q);
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
 	struct qmp *q = arg;
@@ -491,7 +584,7 @@ struct qmp *qmp_new(struct event_base *base, int fd, bool negotiated, const char
 		return NULL;
 	}
 	q->fd = steal_fd(&sfd);
-	bufferevent_setcb(q->bev, on_read, NULL, on_event, q);
+	bufferevent_setcb(q->bev, on_read, on_written, on_event, q);
 	bufferevent_enable(q->bev, EV_READ | EV_WRITE);
 	if (negotiated)
 		q->state = Q_READY;

@@ -40,6 +40,12 @@ void qmp_set_handlers(struct qmp *q, qmp_event_cb on_event, qmp_closed_cb on_clo
 int qmp_send(struct qmp *q, const char *command, json_t *args, qmp_reply_cb cb, void *arg,
 	     space_err *err);
 
+/* The same with a descriptor passed along (SCM_RIGHTS), as "getfd" and
+ * "add-fd" want; fd is owned by the call from now on (closed once sent, or
+ * on failure). */
+int qmp_send_fd(struct qmp *q, const char *command, json_t *args, int fd, qmp_reply_cb cb,
+		void *arg, space_err *err);
+
 /* Fails every pending command with `why` (their callbacks run now), then
  * stops; on_closed is not called. Safe from inside a callback. */
 void qmp_close(struct qmp *q, const char *why);

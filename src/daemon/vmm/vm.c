@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,41 +14,14 @@
 #include <unistd.h>
 
 #include "cleanup.h"
-#include "console.h"
 #include "log.h"
 #include "proc.h"
-#include "qmp.h"
 #include "vm_argv.h"
+#include "vm_internal.h"
 
-/* From spawn to the QMP handshake (QEMU is initialised and its main loop
- * runs): ~50-150 ms measured under TCG. Bounded because vm_launch runs on
- * the daemon's single loop thread. */
-#define VM_START_TIMEOUT_MS 3000
 #define VM_ADOPT_TIMEOUT_MS 2000
 /* vm_kill: QMP quit first, SIGKILL if QEMU is still there after this. */
 #define VM_KILL_GRACE_MS 2000
-#define QEMU_IMG_TIMEOUT_MS 10000
-
-struct vm {
-	struct event_base *base;
-	char id[72];
-	pid_t pid;
-	uint64_t pid_start;
-	int pidfd;
-	struct event *exit_ev;  /* pidfd readable: the process is gone */
-	struct event *kill_ev;  /* SIGKILL after the grace period */
-	struct qmp *qmp;
-	struct console *con;
-	vm_exit_cb cb;
-	void *arg;
-	bool exited;
-	bool killing;
-	/* vm_free() from a callback that on_qemu_exit() runs is deferred. */
-	int depth;
-	bool free_pending;
-	char reason[128];
-	char agent_path[PATH_MAX];
-};
 
 /* ---- small file helpers ---- */
 
@@ -74,18 +46,6 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int mkdir_parent(const char *path, mode_t mode)
-{
-	char buf[PATH_MAX];
-
-	snprintf(buf, sizeof(buf), "%s", path);
-	char *slash = strrchr(buf, '/');
-	if (!slash || slash == buf)
-		return 0;
-	*slash = '\0';
-	return mkdir_p(buf, mode);
-}
-
 static void log_argv(int fd, char *const *argv)
 {
 	char when[64];
@@ -101,72 +61,23 @@ static void log_argv(int fd, char *const *argv)
 	dprintf(fd, "\n--- %s qemu output:\n", when);
 }
 
-/* The qcow2 overlay over the template's raw image, created once per
- * sandbox; written to a temporary name first so that a crash never leaves a
- * half-made overlay behind under the real name. */
-static int ensure_overlay(const struct vm_spec *spec, int log_fd, space_err *err)
-{
-	char overlay[PATH_MAX], tmp[PATH_MAX + 8], base[PATH_MAX];
-
-	vm_file_path(spec, VM_OVERLAY, overlay);
-	if (access(overlay, F_OK) == 0)
-		return 0;
-	/* qemu-img records the backing path as given: make it absolute so
-	 * the overlay does not depend on the daemon's working directory. */
-	if (!realpath(spec->base_image, base))
-		/* EIO, not ENOENT: a missing template file is our fault, not an
-		 * unknown id of the caller's. */
-		return err_set(err, EIO, "template image %s: %s", spec->base_image, strerror(errno));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", overlay);
-	unlink(tmp);
-	char *argv[] = { (char *)vm_qemu_img_binary(), "create", "-q", "-f", "qcow2", "-F", "raw",
-			 "-b", base, tmp, NULL };
-	if (proc_run(argv, log_fd, QEMU_IMG_TIMEOUT_MS, err) < 0) {
-		unlink(tmp);
-		return err_wrap(err, "creating overlay %s", overlay);
-	}
-	if (rename(tmp, overlay) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return err_sys(err, e, "rename %s", tmp);
-	}
-	return 0;
-}
-
-/* run_uid: the files QEMU opens itself must be its own. */
-static int give_files(const struct vm_spec *spec, space_err *err)
-{
-	char overlay[PATH_MAX];
-
-	if (spec->run_uid == 0)
-		return 0;
-	vm_file_path(spec, VM_OVERLAY, overlay);
-	_cleanup_close_ int mfd = open(spec->mem_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (mfd < 0)
-		return err_sys(err, errno, "create %s", spec->mem_path);
-	/* run_dir keeps the daemon's logs: QEMU may only traverse it (so it
-	 * cannot swap console.log for a symlink), and owns just the overlay.
-	 * The parents of all three paths must be traversable by run_uid. */
-	if (fchown(mfd, spec->run_uid, spec->run_gid) < 0 ||
-	    chown(spec->sock_dir, spec->run_uid, spec->run_gid) < 0 ||
-	    chown(overlay, spec->run_uid, spec->run_gid) < 0 || chmod(spec->run_dir, 0711) < 0)
-		return err_sys(err, errno, "handing files of %s to uid %u", spec->id,
-			       (unsigned)spec->run_uid);
-	return 0;
-}
-
 /* ---- watching ---- */
 
 static void vm_really_free(struct vm *vm)
 {
+	vm_calls_abort(vm, "the vm was freed", false);
 	if (vm->exit_ev)
 		event_free(vm->exit_ev);
 	if (vm->kill_ev)
 		event_free(vm->kill_ev);
+	if (vm->start_ev)
+		event_free(vm->start_ev);
 	qmp_free(vm->qmp);
 	console_free(vm->con);
 	if (vm->pidfd >= 0)
 		close(vm->pidfd);
+	if (vm->incoming_fd >= 0)
+		close(vm->incoming_fd);
 	free(vm);
 }
 
@@ -181,9 +92,22 @@ void vm_free(struct vm *vm)
 	vm_really_free(vm);
 }
 
+/* Why a VM that never became ready ended: its exit status and what QEMU said. */
+static void start_failure_reason(struct vm *vm, const char *how)
+{
+	char said[200];
+
+	if (vm->reason[0])
+		return; /* vm_launch_fail said why */
+	file_last_line(vm->qemu_log, said, sizeof(said));
+	snprintf(vm->reason, sizeof(vm->reason), "qemu %s during start-up: %s", how,
+		 said[0] ? said : "(no output)");
+}
+
 static void on_qemu_exit(evutil_socket_t fd, short what, void *arg)
 {
 	struct vm *vm = arg;
+	char how[64];
 	int status;
 
 	(void)fd;
@@ -195,13 +119,19 @@ static void on_qemu_exit(evutil_socket_t fd, short what, void *arg)
 		r = waitpid(vm->pid, &status, WNOHANG);
 	while (r < 0 && errno == EINTR);
 	if (r == vm->pid)
-		proc_status_text(status, vm->reason, sizeof(vm->reason));
+		proc_status_text(status, how, sizeof(how));
 	else
-		snprintf(vm->reason, sizeof(vm->reason), "exited");
+		snprintf(how, sizeof(how), "exited");
+	if (!vm->ready)
+		start_failure_reason(vm, how);
+	else if (!vm->reason[0])
+		snprintf(vm->reason, sizeof(vm->reason), "%s", how);
 	vm->exited = true;
 
 	if (vm->kill_ev)
 		event_del(vm->kill_ev);
+	if (vm->start_ev)
+		event_del(vm->start_ev);
 	close(vm->pidfd);
 	vm->pidfd = -1;
 	/* Keep the last words of a crashing guest before closing. */
@@ -209,10 +139,11 @@ static void on_qemu_exit(evutil_socket_t fd, short what, void *arg)
 	console_free(vm->con);
 	vm->con = NULL;
 
-	/* Pending QMP commands fail now, before the exit callback; their
-	 * callbacks may free the vm. */
+	/* Pending QMP commands and control calls fail now, before the exit
+	 * callback; their callbacks may free the vm. */
 	vm->depth++;
 	qmp_close(vm->qmp, "QEMU exited");
+	vm_calls_abort(vm, "QEMU exited", true);
 	vm->depth--;
 	if (vm->free_pending) {
 		vm_really_free(vm);
@@ -225,8 +156,8 @@ static void on_qemu_exit(evutil_socket_t fd, short what, void *arg)
 	/* Last. The callback may vm_free(): deferred until it returns, so
 	 * `reason` (vm->reason) stays valid for the whole call. */
 	vm->depth++;
-	if (vm->cb)
-		vm->cb(vm, vm->reason, vm->arg);
+	if (vm->ev.exited)
+		vm->ev.exited(vm, vm->reason, vm->arg);
 	if (--vm->depth == 0 && vm->free_pending)
 		vm_really_free(vm);
 }
@@ -245,13 +176,28 @@ static void on_kill_timeout(evutil_socket_t fd, short what, void *arg)
 		log_error("vm %s: SIGKILL pid %d: %s", vm->id, (int)vm->pid, strerror(errno));
 }
 
+static void on_start_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct vm *vm = arg;
+
+	(void)fd;
+	(void)what;
+	if (!vm->ready && !vm->exited)
+		vm_launch_fail(vm, "did not start in time");
+}
+
 static void on_qmp_event(const char *event, json_t *data, void *arg)
 {
 	struct vm *vm = arg;
 
-	(void)data;
 	if (strcmp(event, "SHUTDOWN") == 0 || strcmp(event, "GUEST_PANICKED") == 0)
 		log_info("vm %s: qmp event %s", vm->id, event);
+	vm->depth++;
+	vm_ctl_event(vm, event, data);
+	if (vm->ev.event && !vm->free_pending)
+		vm->ev.event(vm, event, data, vm->arg);
+	if (--vm->depth == 0 && vm->free_pending)
+		vm_really_free(vm);
 }
 
 static void on_qmp_closed(const char *why, void *arg)
@@ -262,8 +208,8 @@ static void on_qmp_closed(const char *why, void *arg)
 	log_debug("vm %s: %s", vm->id, why);
 }
 
-static struct vm *vm_alloc(struct event_base *base, const struct vm_spec *spec, vm_exit_cb cb,
-			   void *arg)
+static struct vm *vm_alloc(struct event_base *base, const struct vm_spec *spec,
+			   const struct vm_events *ev, void *arg)
 {
 	struct vm *vm = calloc(1, sizeof(*vm));
 
@@ -271,15 +217,19 @@ static struct vm *vm_alloc(struct event_base *base, const struct vm_spec *spec, 
 		return NULL;
 	vm->base = base;
 	vm->pidfd = -1;
-	vm->cb = cb;
+	vm->incoming_fd = -1;
+	if (ev)
+		vm->ev = *ev;
 	vm->arg = arg;
+	vm->t0 = mono_ms();
 	snprintf(vm->id, sizeof(vm->id), "%s", spec->id);
 	vm_file_path(spec, VM_AGENT_SOCK, vm->agent_path);
+	vm_file_path(spec, VM_QEMU_LOG, vm->qemu_log);
 	return vm;
 }
 
 /* Takes the pidfd and the connected sockets; starts watching. */
-static int vm_attach(struct vm *vm, int *pidfd, int *qmp_fd, int *con_fd,
+static int vm_attach(struct vm *vm, int *pidfd, int *qmp_fd, int *con_fd, bool negotiated,
 		     const struct vm_spec *spec, space_err *err)
 {
 	char log_path[PATH_MAX];
@@ -287,9 +237,10 @@ static int vm_attach(struct vm *vm, int *pidfd, int *qmp_fd, int *con_fd,
 	vm->pidfd = steal_fd(pidfd);
 	vm->exit_ev = event_new(vm->base, vm->pidfd, EV_READ, on_qemu_exit, vm);
 	vm->kill_ev = evtimer_new(vm->base, on_kill_timeout, vm);
-	if (!vm->exit_ev || !vm->kill_ev || event_add(vm->exit_ev, NULL) < 0)
+	vm->start_ev = evtimer_new(vm->base, on_start_timeout, vm);
+	if (!vm->exit_ev || !vm->kill_ev || !vm->start_ev || event_add(vm->exit_ev, NULL) < 0)
 		return err_set(err, ENOMEM, "vm %s: event_new failed", vm->id);
-	vm->qmp = qmp_new(vm->base, steal_fd(qmp_fd), true, vm->id, err);
+	vm->qmp = qmp_new(vm->base, steal_fd(qmp_fd), negotiated, vm->id, err);
 	if (!vm->qmp)
 		return -1;
 	qmp_set_handlers(vm->qmp, on_qmp_event, on_qmp_closed, vm);
@@ -303,137 +254,196 @@ static int vm_attach(struct vm *vm, int *pidfd, int *qmp_fd, int *con_fd,
 	return 0;
 }
 
-/* Connects console and QMP of a QEMU just spawned, and waits for the QMP
- * handshake: bounded, and cut short when the pidfd says QEMU died. */
-static int connect_started(const struct vm_spec *spec, int pidfd, int64_t deadline, int *qmp_fd,
-			   int *con_fd, space_err *err)
-{
-	char qmp_path[PATH_MAX], con_path[PATH_MAX];
-	_cleanup_close_ int q = -1, c = -1;
-	space_err e2 = { 0 };
+/* ---- launch ---- */
 
-	vm_file_path(spec, VM_QMP_SOCK, qmp_path);
-	vm_file_path(spec, VM_CONSOLE_SOCK, con_path);
-	/* QEMU creates the chardev sockets in command-line order (console
-	 * last), all before the machine starts: once both connect, the
-	 * console misses nothing the guest prints. */
-	while (q < 0 || c < 0) {
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		if (c < 0)
-			unix_connect(con_path, &c, &e2);
-		if (c >= 0 && q < 0)
-			unix_connect(qmp_path, &q, &e2);
-		if (q >= 0 && c >= 0)
-			break;
-		int left = (int)(deadline - mono_ms());
-		if (left <= 0)
-			return err_set(err, ETIMEDOUT, "QEMU sockets did not appear within %d ms (%s)",
-				       VM_START_TIMEOUT_MS, e2.msg);
-		if (poll(&p, 1, left < 10 ? left : 10) > 0)
-			return err_set(err, ECHILD, "QEMU exited during start-up");
+void vm_launch_done(struct vm *vm)
+{
+	if (vm->ready || vm->exited)
+		return;
+	vm->ready = true;
+	event_del(vm->start_ev);
+	log_info("vm %s: qemu pid %d ready in %lld ms", vm->id, (int)vm->pid,
+		 (long long)(mono_ms() - vm->t0));
+	vm->depth++;
+	if (vm->ev.ready)
+		vm->ev.ready(vm, vm->arg);
+	if (--vm->depth == 0 && vm->free_pending)
+		vm_really_free(vm);
+}
+
+void vm_launch_fail(struct vm *vm, const char *why)
+{
+	if (vm->exited)
+		return;
+	if (!vm->reason[0]) {
+		char said[200];
+
+		file_last_line(vm->qemu_log, said, sizeof(said));
+		snprintf(vm->reason, sizeof(vm->reason), "qemu %s%s%s", why, said[0] ? ": " : "", said);
 	}
-	char version[32];
-	if (qmp_handshake(q, pidfd, deadline, version, sizeof(version), err) < 0)
-		return -1;
-	*qmp_fd = steal_fd(&q);
-	*con_fd = steal_fd(&c);
+	log_warn("vm %s: %s; SIGKILL pid %d", vm->id, vm->reason, (int)vm->pid);
+	if (proc_pidfd_signal(vm->pidfd, SIGKILL) < 0 && errno != ESRCH)
+		log_error("vm %s: SIGKILL pid %d: %s", vm->id, (int)vm->pid, strerror(errno));
+}
+
+static void on_first_reply(json_t *reply, const char *error, void *arg)
+{
+	struct vm *vm = arg;
+
+	/* No reply at all: the connection closed because QEMU is ending, and
+	 * its exit says why (status and last words) better than we could. */
+	if (!error)
+		vm_launch_done(vm);
+	else if (reply)
+		vm_launch_fail(vm, "did not answer QMP");
+}
+
+/* Binds the three sockets QEMU serves (agent, qmp, console) under sock_dir. */
+static int listen_all(const struct vm_spec *spec, int fds[3], space_err *err)
+{
+	char path[PATH_MAX];
+
+	for (enum vm_file f = VM_AGENT_SOCK; f <= VM_CONSOLE_SOCK; f++) {
+		vm_file_path(spec, f, path);
+		if (unix_listen(path, &fds[f - VM_AGENT_SOCK], err) < 0)
+			return -1;
+	}
 	return 0;
 }
 
-int vm_launch(struct event_base *base, const struct vm_spec *spec, vm_exit_cb cb, void *arg,
-	      struct vm **out, space_err *err)
+/* Everything before the spawn: directories, log, argv, sockets, state. */
+struct launch_prep {
+	struct strv argv;
+	int log_fd;
+	int listen[3];
+	int incoming;
+};
+
+static void prep_clear(struct launch_prep *p)
 {
-	char path[PATH_MAX], why[512];
-	struct strv argv = { 0 };
-	pid_t pid = -1;
-	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1, log_fd = -1;
-	int64_t t0 = mono_ms();
+	strv_free(&p->argv);
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	for (int i = 0; i < 3; i++)
+		if (p->listen[i] >= 0)
+			close(p->listen[i]);
+	if (p->incoming >= 0)
+		close(p->incoming);
+}
+
+static int prepare(const struct vm_spec *spec, struct launch_prep *p, space_err *err)
+{
+	char path[PATH_MAX];
+	int probe_fd;
+	space_err e2;
 
 	if (vm_spec_check(spec, err) < 0)
 		return -1;
-	if (mkdir_p(spec->run_dir, 0700) < 0 || mkdir_p(spec->sock_dir, 0700) < 0 ||
-	    mkdir_parent(spec->mem_path, 0700) < 0)
+	if (mkdir_p(spec->run_dir, 0700) < 0 || mkdir_p(spec->sock_dir, 0700) < 0)
 		return err_sys(err, errno, "creating the directories of %s", spec->id);
 	/* Never start a second QEMU over a live one: it would take over the
 	 * sockets of the first, which then can neither be reached nor adopted. */
 	vm_file_path(spec, VM_QMP_SOCK, path);
-	int probe_fd;
-	space_err e2;
 	if (unix_connect(path, &probe_fd, &e2) == 0) {
 		close(probe_fd);
 		return err_set(err, EEXIST, "a QEMU is already listening on %s", path);
 	}
-	/* A fresh boot: no stale sockets for our connect loop to hit, and no
-	 * memory file of an earlier life (its size may not match). */
-	for (enum vm_file f = VM_AGENT_SOCK; f <= VM_CONSOLE_SOCK; f++) {
-		vm_file_path(spec, f, path);
-		unlink(path);
+	if (access(spec->disk, R_OK | W_OK) < 0)
+		return err_sys(err, errno == ENOENT ? EIO : errno, "disk %s", spec->disk);
+	if (spec->incoming) {
+		p->incoming = open(spec->incoming, O_RDONLY | O_CLOEXEC);
+		if (p->incoming < 0)
+			return err_sys(err, errno == ENOENT ? EIO : errno, "snapshot state %s", spec->incoming);
 	}
-	unlink(spec->mem_path);
-
 	vm_file_path(spec, VM_QEMU_LOG, path);
-	log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (log_fd < 0)
+	p->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (p->log_fd < 0)
 		return err_sys(err, errno, "open %s", path);
-	if (ensure_overlay(spec, log_fd, err) < 0 || give_files(spec, err) < 0 ||
-	    vm_argv_build(spec, vm_qemu_binary(), &argv, err) < 0)
+	if (vm_argv_build(spec, vm_qemu_binary(), &p->argv, err) < 0)
 		return -1;
-	log_argv(log_fd, argv.v);
+	log_argv(p->log_fd, p->argv.v);
+	return listen_all(spec, p->listen, err);
+}
 
+int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_ms,
+	      const struct vm_events *ev, void *arg, struct vm **out, space_err *err)
+{
+	struct launch_prep p = { .log_fd = -1, .listen = { -1, -1, -1 }, .incoming = -1 };
+	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1;
+	char path[PATH_MAX];
+	pid_t pid = -1;
+	int rc;
+
+	if (prepare(spec, &p, err) < 0) {
+		prep_clear(&p);
+		return -1;
+	}
 	struct spawn_opts o = {
-		.argv = argv.v,
-		.stdout_fd = log_fd,
-		.stderr_fd = log_fd,
+		.argv = p.argv.v,
+		.stdout_fd = p.log_fd,
+		.stderr_fd = p.log_fd,
+		.pass_fds = p.listen,
+		.npass = 3,
 		.new_session = true,
 		.netns = spec->netns,
 		.cgroup_dir = spec->cgroup_dir,
 		.uid = spec->run_uid,
 		.gid = spec->run_gid,
 	};
-	int rc = proc_spawn(&o, &pid, &pidfd, err);
-	strv_free(&argv);
-	if (rc < 0)
+	rc = proc_spawn(&o, &pid, &pidfd, err);
+	if (rc < 0) {
+		prep_clear(&p);
 		return -1;
-	uint64_t start = proc_start_time(pid);
-
-	space_err ce = { 0 };
-	if (connect_started(spec, pidfd, t0 + VM_START_TIMEOUT_MS, &qmp_fd, &con_fd, &ce) < 0) {
-		int status;
-		/* A QEMU that refuses its arguments closes the sockets while it
-		 * exits: give it a moment to finish, then report its words. */
-		if (proc_wait_child(pid, pidfd, ce.code == ETIMEDOUT ? 0 : 500, &status) == 0) {
-			char how[64];
-			proc_status_text(status, how, sizeof(how));
-			vm_file_path(spec, VM_QEMU_LOG, path);
-			file_last_line(path, why, sizeof(why));
-			return err_set(err, EIO, "qemu %s: %s", how,
-				       why[0] ? why : "(no output)");
+	}
+	/* The listeners live on in QEMU. Connecting to one of them succeeds at
+	 * once, into its backlog, whether or not QEMU is accepting yet. */
+	vm_file_path(spec, VM_QMP_SOCK, path);
+	rc = unix_connect(path, &qmp_fd, err);
+	vm_file_path(spec, VM_CONSOLE_SOCK, path);
+	if (rc == 0)
+		rc = unix_connect(path, &con_fd, err);
+	struct vm *vm = rc == 0 ? vm_alloc(base, spec, ev, arg) : NULL;
+	if (rc == 0 && !vm)
+		rc = err_set(err, ENOMEM, "out of memory");
+	if (rc == 0) {
+		vm->pid = pid;
+		vm->pid_start = proc_start_time(pid);
+		vm->incoming_fd = steal_fd(&p.incoming);
+		int watch = pidfd; /* vm_attach takes it; still needed if it fails */
+		if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, false, spec, err) < 0) {
+			proc_kill_reap(pid, watch);
+			vm_really_free(vm);
+			prep_clear(&p);
+			return -1;
 		}
+	} else {
 		proc_kill_reap(pid, pidfd);
-		return err_set(err, ce.code, "%s", ce.msg);
+		prep_clear(&p);
+		return -1;
 	}
-
-	struct vm *vm = vm_alloc(base, spec, cb, arg);
-	if (!vm) {
-		proc_kill_reap(pid, pidfd);
-		return err_set(err, ENOMEM, "out of memory");
-	}
-	vm->pid = pid;
-	vm->pid_start = start;
-	int watch_pidfd = pidfd; /* vm_attach takes it; still needed if it fails */
-	if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, spec, err) < 0) {
-		proc_kill_reap(pid, watch_pidfd);
+	prep_clear(&p);
+	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+	evtimer_add(vm->start_ev, &tv);
+	/* The first reply means QEMU initialised and runs its main loop. */
+	if (vm->incoming_fd >= 0)
+		rc = vm_ctl_incoming(vm, err);
+	else
+		rc = qmp_send(vm->qmp, "query-status", NULL, on_first_reply, vm, err);
+	if (rc < 0) {
+		proc_kill_reap(vm->pid, vm->pidfd);
 		vm_really_free(vm);
 		return -1;
 	}
-	log_info("vm %s: qemu pid %d up in %lld ms (%s)", spec->id, (int)pid,
-		 (long long)(mono_ms() - t0), accel_name(spec->accel));
+	log_info("vm %s: qemu pid %d started (%s%s)", spec->id, (int)pid, accel_name(spec->accel),
+		 spec->incoming ? ", from a snapshot" : "");
 	*out = vm;
 	return 0;
 }
 
+/* ---- adoption ---- */
+
 int vm_adopt(struct event_base *base, const struct vm_spec *spec, int pid, uint64_t pid_start,
-	     vm_exit_cb cb, void *arg, struct vm **out, space_err *err)
+	     const struct vm_events *ev, void *arg, struct vm **out, space_err *err)
 {
 	char name[96], path[PATH_MAX];
 	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1;
@@ -453,7 +463,8 @@ int vm_adopt(struct event_base *base, const struct vm_spec *spec, int pid, uint6
 	if (start == 0)
 		return err_set(err, ESRCH, "pid %d is gone", pid);
 	if (start != pid_start)
-		return err_set(err, ESRCH, "pid %d is another process (started at %llu, not %llu)", pid, (unsigned long long)start, (unsigned long long)pid_start);
+		return err_set(err, ESRCH, "pid %d is another process (started at %llu, not %llu)", pid,
+			       (unsigned long long)start, (unsigned long long)pid_start);
 	snprintf(name, sizeof(name), VM_NAME_KEY "%s", spec->id);
 	if (!proc_cmdline_has(pid, "-name", name))
 		return err_set(err, ESRCH, "pid %d is not the QEMU of %s", pid, spec->id);
@@ -473,12 +484,13 @@ int vm_adopt(struct event_base *base, const struct vm_spec *spec, int pid, uint6
 	if (unix_connect(path, &con_fd, &e2) < 0)
 		log_warn("vm %s: console not captured: %s", spec->id, e2.msg);
 
-	struct vm *vm = vm_alloc(base, spec, cb, arg);
+	struct vm *vm = vm_alloc(base, spec, ev, arg);
 	if (!vm)
 		return err_set(err, ENOMEM, "out of memory");
 	vm->pid = pid;
 	vm->pid_start = start;
-	if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, spec, err) < 0) {
+	vm->ready = true;
+	if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, true, spec, err) < 0) {
 		vm_really_free(vm);
 		return -1;
 	}
@@ -502,6 +514,11 @@ const char *vm_agent_path(const struct vm *vm)
 	return vm->agent_path;
 }
 
+const char *vm_id(const struct vm *vm)
+{
+	return vm->id;
+}
+
 void vm_kill(struct vm *vm)
 {
 	struct timeval grace = { VM_KILL_GRACE_MS / 1000, (VM_KILL_GRACE_MS % 1000) * 1000 };
@@ -510,11 +527,11 @@ void vm_kill(struct vm *vm)
 	if (vm->exited || vm->killing)
 		return;
 	vm->killing = true;
-	if (qmp_is_open(vm->qmp) && qmp_send(vm->qmp, "quit", NULL, NULL, NULL, &e) == 0) {
+	if (vm->ready && qmp_is_open(vm->qmp) && qmp_send(vm->qmp, "quit", NULL, NULL, NULL, &e) == 0) {
 		evtimer_add(vm->kill_ev, &grace);
 		return;
 	}
-	log_info("vm %s: no QMP; SIGKILL pid %d", vm->id, (int)vm->pid);
+	log_info("vm %s: SIGKILL pid %d", vm->id, (int)vm->pid);
 	if (proc_pidfd_signal(vm->pidfd, SIGKILL) < 0 && errno != ESRCH)
 		log_error("vm %s: SIGKILL pid %d: %s", vm->id, (int)vm->pid, strerror(errno));
 }
@@ -542,9 +559,7 @@ static int rm_one(const char *path, const struct stat *st, int type, struct FTW 
 	return 0;
 }
 
-/* rm -r without a shell: depth-first, never following symlinks or leaving
- * the file system the directory is on. */
-static int rm_tree(const char *path, space_err *err)
+int vm_rm_tree(const char *path, space_err *err)
 {
 	struct stat st;
 
@@ -568,11 +583,11 @@ int vm_remove_files(const struct vm_spec *spec, space_err *err)
 
 	/* Each path is tried even if one fails; the first error is reported. */
 	space_err e;
-	const char *paths[] = { spec->run_dir, spec->sock_dir, spec->mem_path };
+	const char *paths[] = { spec->run_dir, spec->sock_dir };
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		if (!paths[i])
 			continue;
-		if (rm_tree(paths[i], &e) < 0 && rc == 0) {
+		if (vm_rm_tree(paths[i], &e) < 0 && rc == 0) {
 			rc = -1;
 			if (err)
 				*err = e;

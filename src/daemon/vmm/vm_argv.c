@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 
@@ -24,6 +25,28 @@ const char *vm_qemu_img_binary(void)
 	return e && *e ? e : "qemu-img";
 }
 
+const char *vm_memcvt_binary(void)
+{
+	static char path[PATH_MAX];
+	const char *e = getenv("SPACE_MEMCVT");
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+	if (path[0])
+		return path;
+	/* Installed side by side: build/bin/spaced and build/bin/space-memcvt. */
+	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	if (n <= 0 || (size_t)n + sizeof("space-memcvt") >= sizeof(path)) {
+		snprintf(path, sizeof(path), "space-memcvt");
+		return path;
+	}
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0), "space-memcvt");
+	return path;
+}
+
 int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX])
 {
 	const char *dir = spec->sock_dir, *name = "";
@@ -41,10 +64,6 @@ int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX])
 	case VM_CONSOLE_SOCK:
 		name = "console.sock";
 		max = sizeof(((struct sockaddr_un *)0)->sun_path);
-		break;
-	case VM_OVERLAY:
-		dir = spec->run_dir;
-		name = "overlay.qcow2";
 		break;
 	case VM_CONSOLE_LOG:
 		dir = spec->run_dir;
@@ -100,8 +119,15 @@ int vm_spec_check(const struct vm_spec *spec, space_err *err)
 	 * check: keep it to characters none of those need to quote. */
 	if (!id_ok(spec->id))
 		return err_set(err, EINVAL, "invalid sandbox id '%s'", spec->id ? spec->id : "");
-	if (!spec->run_dir || !spec->sock_dir || !spec->mem_path || !spec->kernel || !spec->base_image)
+	if (!spec->run_dir || !spec->sock_dir || !spec->kernel || !spec->disk)
 		return err_set(err, EINVAL, "vm spec for %s is missing a path", spec->id);
+	if (spec->mem == VM_MEM_IMAGE && !spec->mem_image)
+		return err_set(err, EINVAL, "vm spec for %s: a memory image is needed", spec->id);
+	if (spec->mem != VM_MEM_IMAGE && spec->incoming)
+		/* The state holds no RAM (x-ignore-shared): it resumes only on
+		 * the image the RAM was written to. */
+		return err_set(err, EINVAL, "vm spec for %s: an incoming state needs its memory image",
+			       spec->id);
 	if (spec->vcpus < 1 || spec->vcpus > 64)
 		return err_set(err, EINVAL, "vcpus must be 1..64, not %d", spec->vcpus);
 	if (spec->memory_mib < 32 || spec->memory_mib > 1024 * 1024)
@@ -134,31 +160,37 @@ int vm_kernel_cmdline(const struct vm_spec *spec, char *out, size_t len, space_e
 			       VM_CMDLINE_MAX);
 	return 0;
 }
-/* A unix socket QEMU listens on without waiting for a client; the daemon
- * connects (and reconnects after a restart). */
-static void add_listen_chardev(struct strv *a, const char *id, const char *path)
+/* A unix socket QEMU listens on without waiting for a client: the daemon
+ * bound it and passes it as descriptor `fd`, then connects (and reconnects
+ * after a restart, by path). */
+static void add_listen_chardev(struct strv *a, const char *id, int fd)
 {
 	strv_add(a, "-chardev");
-	strv_addf(a, "socket,id=%s,path=%s,server=on,wait=off", id, path);
+	strv_addf(a, "socket,id=%s,fd=%d,server=on,wait=off", id, fd);
 }
 
+static void add_memory(const struct vm_spec *spec, const char *image, struct strv *a)
+{
+	strv_add(a, "-object");
+	if (spec->mem == VM_MEM_IMAGE)
+		/* share=off: a private copy-on-write mapping. The image is
+		 * never written; pages the guest does not touch stay shared with
+		 * every VM started from the same snapshot. */
+		strv_addf(a, "memory-backend-file,id=mem,size=%dM,mem-path=%s,share=off", spec->memory_mib,
+			  image);
+	else
+		strv_addf(a, "memory-backend-ram,id=mem,size=%dM", spec->memory_mib);
+}
 
 int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, space_err *err)
 {
-	char path[PATH_MAX], cmdline[2048];
+	char cmdline[2048];
 
 	if (vm_spec_check(spec, err) < 0 || vm_kernel_cmdline(spec, cmdline, sizeof(cmdline), err) < 0)
 		return -1;
-	_cleanup_free_ char *mem = qemu_opt_escape(spec->mem_path);
-	vm_file_path(spec, VM_OVERLAY, path);
-	_cleanup_free_ char *overlay = qemu_opt_escape(path);
-	vm_file_path(spec, VM_AGENT_SOCK, path);
-	_cleanup_free_ char *agent = qemu_opt_escape(path);
-	vm_file_path(spec, VM_QMP_SOCK, path);
-	_cleanup_free_ char *qmp = qemu_opt_escape(path);
-	vm_file_path(spec, VM_CONSOLE_SOCK, path);
-	_cleanup_free_ char *con = qemu_opt_escape(path);
-	if (!mem || !overlay || !agent || !qmp || !con)
+	_cleanup_free_ char *image = qemu_opt_escape(spec->mem_image ? spec->mem_image : "");
+	_cleanup_free_ char *disk = qemu_opt_escape(spec->disk);
+	if (!image || !disk)
 		return err_set(err, ENOMEM, "building qemu argv: out of memory");
 
 	strv_add(a, qemu);
@@ -166,7 +198,8 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	 * /proc/PID/cmdline; process= sets comm (15 chars) for ps/top. */
 	strv_add(a, "-name");
 	strv_addf(a, VM_NAME_KEY "%s,process=space-%s", spec->id, spec->id);
-	/* See VM_MACHINE; RAM comes from the "mem" backend below. */
+	/* See VM_MACHINE; RAM comes from the "mem" backend below (the name
+	 * is the RAM block's id in snapshots: space-memcvt looks for it). */
 	strv_add(a, "-M");
 	strv_add(a, VM_MACHINE ",memory-backend=mem");
 	strv_add(a, "-accel");
@@ -180,9 +213,7 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 		strv_add(a, "-cpu");
 		strv_add(a, "max");
 	}
-	/* Guest RAM in a tmpfs file, shared: memory snapshots and clones map it. */
-	strv_add(a, "-object");
-	strv_addf(a, "memory-backend-file,id=mem,size=%dM,mem-path=%s,share=on", spec->memory_mib, mem);
+	add_memory(spec, image, a);
 	strv_add(a, "-m");
 	strv_addf(a, "%dM", spec->memory_mib);
 	strv_add(a, "-smp");
@@ -196,34 +227,41 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	strv_add(a, spec->kernel);
 	strv_add(a, "-append");
 	strv_add(a, cmdline);
-	/* Root disk: qcow2 overlay over the template's read-only raw image.
-	 * cache=unsafe (Firecracker's default too): guest flushes are not
-	 * forced to the host disk; a sandbox does not survive a host crash. */
+	/* Root disk: the sandbox's top qcow2 layer (its backing chain ends at
+	 * the template's read-only raw image). cache=unsafe (Firecracker's
+	 * default too): guest flushes are not forced to the host disk; a
+	 * sandbox does not survive a host crash. */
 	strv_add(a, "-drive");
-	strv_addf(a, "id=root,file=%s,format=qcow2,if=none,cache=unsafe,discard=unmap", overlay);
+	strv_addf(a, "id=root,file=%s,format=qcow2,if=none,cache=unsafe,discard=unmap", disk);
 	strv_add(a, "-device");
 	strv_add(a, "virtio-blk-device,drive=root");
-	/* Agent channel: virtio-serial port "space.agent", QEMU listens. */
-	add_listen_chardev(a, "agent", agent);
+	/* Agent channel: virtio-serial port "space.agent". */
+	add_listen_chardev(a, "agent", VM_FD_AGENT);
 	strv_add(a, "-device");
 	strv_add(a, "virtio-serial-device,max_ports=2");
 	strv_add(a, "-device");
 	strv_add(a, "virtserialport,chardev=agent,name=space.agent");
-	add_listen_chardev(a, "qmp", qmp);
+	add_listen_chardev(a, "qmp", VM_FD_QMP);
 	strv_add(a, "-mon");
 	strv_add(a, "chardev=qmp,mode=control");
 	/* Serial console to a socket the daemon reads into a bounded log;
 	 * while nobody is connected QEMU drops the output. */
-	add_listen_chardev(a, "con", con);
+	add_listen_chardev(a, "con", VM_FD_CONSOLE);
 	strv_add(a, "-serial");
 	strv_add(a, "chardev:con");
 	strv_add(a, "-device");
 	strv_add(a, "virtio-rng-device");
+	if (spec->incoming) {
+		/* Waits, vCPUs stopped, for migrate-incoming over QMP: the
+		 * capabilities the state was written with must be set first. */
+		strv_add(a, "-incoming");
+		strv_add(a, "defer");
+	}
 	if (spec->seccomp) {
-		/* QEMU's own seccomp filter. spawn stays allowed: memory
-		 * snapshots use `migrate exec:`. */
+		/* QEMU's own seccomp filter. Snapshots pass descriptors over
+		 * QMP, so QEMU never needs to spawn anything. */
 		strv_add(a, "-sandbox");
-		strv_add(a, "on,obsolete=deny,elevateprivileges=deny,resourcecontrol=deny");
+		strv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	}
 	if (a->failed)
 		return err_set(err, ENOMEM, "building qemu argv: out of memory");

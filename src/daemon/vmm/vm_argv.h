@@ -12,7 +12,15 @@ const char *vm_qemu_binary(void);
 const char *vm_qemu_img_binary(void);
 
 /* Files a VM uses, derived from the spec. */
-enum vm_file { VM_AGENT_SOCK, VM_QMP_SOCK, VM_CONSOLE_SOCK, VM_OVERLAY, VM_CONSOLE_LOG, VM_QEMU_LOG };
+enum vm_file { VM_AGENT_SOCK, VM_QMP_SOCK, VM_CONSOLE_SOCK, VM_CONSOLE_LOG, VM_QEMU_LOG };
+
+/* The listening sockets QEMU inherits, in this order, as fds 3, 4, 5
+ * (vm_launch binds them; the chardevs name them by number). */
+#define VM_FD_AGENT 3
+#define VM_FD_QMP 4
+#define VM_FD_CONSOLE 5
+/* migrate-incoming / migrate take their descriptor by this getfd name. */
+#define VM_FD_MIGRATION "space-migration"
 int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX]);
 
 /* The value that follows -name: "guest=<id>,..." (adoption looks for it). */
@@ -27,7 +35,8 @@ int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX])
 /* Checks what QEMU would otherwise reject late or misparse (EINVAL). */
 int vm_spec_check(const struct vm_spec *spec, space_err *err);
 
-/* Fills argv (argv[0] = qemu) for a cold boot of spec. */
+/* Fills argv (argv[0] = qemu) for spec: a cold boot, or with spec->incoming
+ * a VM that waits for its state (-incoming defer). */
 int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *argv, space_err *err);
 
 /* The KVM probe boot (accel.c): kernel + image read-only under -accel kvm,

@@ -1,0 +1,161 @@
+/* api_lifecycle.c -- POST /v1/sandboxes/{id}/pause|resume|suspend|restore|stop|start|wake|fork|
+ * snapshots|timeout and DELETE /v1/sandboxes/{id}: each starts an operation and answers 202 */
+#include <string.h>
+
+#include "api.h"
+#include "api/req.h"
+#include "render.h"
+#include "sandbox/sandbox.h"
+
+/* Operations without a body: an empty one or {} is all they take. */
+static int no_fields(struct http_req *r)
+{
+	json_t *body = http_body_json(r);
+
+	if (!body)
+		return -1;
+	if (json_object_size(body) != 0) {
+		const char *k = json_object_iter_key(json_object_iter(body));
+
+		http_reply_error(r->req, 400, "bad_request", "unknown field '%.64s'", k);
+		json_decref(body);
+		return -1;
+	}
+	json_decref(body);
+	return 0;
+}
+
+static void act(struct http_req *r, enum op_kind kind)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+
+	if (kind != OPK_DELETE && no_fields(r) < 0)
+		return;
+	if (sandbox_act(r->d, r->param[0], kind, &sb, &op, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		api_reply_accepted(r, &sb, &op);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+void api_sandboxes_delete(struct http_req *r)
+{
+	act(r, OPK_DELETE);
+}
+
+void api_sandboxes_pause(struct http_req *r)
+{
+	act(r, OPK_PAUSE);
+}
+
+void api_sandboxes_resume(struct http_req *r)
+{
+	act(r, OPK_RESUME);
+}
+
+void api_sandboxes_suspend(struct http_req *r)
+{
+	act(r, OPK_SUSPEND);
+}
+
+void api_sandboxes_restore(struct http_req *r)
+{
+	act(r, OPK_RESTORE);
+}
+
+void api_sandboxes_stop(struct http_req *r)
+{
+	act(r, OPK_STOP);
+}
+
+void api_sandboxes_start(struct http_req *r)
+{
+	act(r, OPK_START);
+}
+
+/* 202 with the operation started, or 200 with none when it already runs. */
+void api_sandboxes_wake(struct http_req *r)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+
+	if (no_fields(r) < 0)
+		return;
+	if (sandbox_wake(r->d, r->param[0], &sb, &op, &err) < 0)
+		http_reply_err(r->req, &err);
+	else if (!op.id[0])
+		http_reply_json(r->req, 200, json_pack("{s:o,s:n}", "sandbox", api_sandbox_json(r->d, &sb),
+						       "operation"));
+	else
+		api_reply_accepted(r, &sb, &op);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+void api_sandboxes_fork(struct http_req *r)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+	json_t *body = http_body_json(r), *children = NULL;
+	int count;
+
+	if (!body)
+		return;
+	if (req_fork(body, &count, &err) < 0 ||
+	    sandbox_fork(r->d, r->param[0], count, &sb, &op, &children, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_json(r->req, 202,
+				json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(r->d, &sb), "operation",
+					  op_to_json(&op), "children", children));
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+void api_sandboxes_snapshot(struct http_req *r)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	struct snapshot_rec snap = { 0 };
+	space_err err = { 0 };
+	json_t *body = http_body_json(r);
+	char name[SPEC_NAME_MAX + 1];
+
+	if (!body)
+		return;
+	if (req_snapshot(body, name, sizeof(name), &err) < 0 ||
+	    sandbox_snapshot(r->d, r->param[0], name, &sb, &op, &snap, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_json(r->req, 202,
+				json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(r->d, &sb), "operation",
+					  op_to_json(&op), "snapshot",
+					  snap.id[0] ? snapshot_to_json(&snap) : json_null()));
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+	snapshot_rec_clear(&snap);
+}
+
+void api_sandboxes_timeout(struct http_req *r)
+{
+	struct sandbox_rec sb = { 0 };
+	struct timeout_req req;
+	space_err err = { 0 };
+	json_t *body = http_body_json(r);
+
+	if (!body)
+		return;
+	if (req_timeout(body, &req, &err) < 0 || sandbox_set_timeout(r->d, r->param[0], &req, &sb, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_json(r->req, 200, api_sandbox_json(r->d, &sb));
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+}

@@ -1,0 +1,20 @@
+/* req.h -- parsing /v1 request bodies into the core's typed requests (pure; unit-tested) */
+#ifndef SPACE_REQ_H
+#define SPACE_REQ_H
+
+#include <jansson.h>
+
+#include "err.h"
+#include "sandbox/spec.h"
+
+/* Each returns 0, or -1 with EINVAL and a message naming the field. On
+ * success the caller frees what the request owns (create_req_free,
+ * exec_req_free); on failure nothing is left to free. */
+int req_create(json_t *body, struct create_req *out, space_err *err);
+int req_exec(json_t *body, struct exec_req *out, space_err *err);
+int req_fork(json_t *body, int *count, space_err *err);
+int req_snapshot(json_t *body, char *name, size_t len, space_err *err);
+int req_timeout(json_t *body, struct timeout_req *out, space_err *err);
+int req_pool(json_t *body, int *size, space_err *err);
+
+#endif

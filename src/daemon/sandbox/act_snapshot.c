@@ -1,0 +1,47 @@
+/* act_snapshot.c -- a named snapshot of a running sandbox: memory and disk, outliving it */
+#include <string.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const char *error)
+{
+	if (snap) {
+		json_decref(sb->op.result);
+		sb->op.result = json_pack("{s:s,s:s}", "snapshot_id", snap->id, "name", snap->name);
+	}
+	lifecycle_done(sb, error);
+}
+
+int act_snapshot_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
+{
+	return capture_start(sb, SNAP_NAMED, a->name, true, true, on_captured, err);
+}
+
+int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct sandbox_rec *out,
+		     struct op_rec *op, struct snapshot_rec *snap, space_err *err)
+{
+	struct sandbox *sb = sandbox_find(d, id);
+	struct lc_args args = { .name = name };
+	struct snapshot_rec taken;
+
+	if (!sb || !sandbox_visible(&sb->rec))
+		return err_set(err, ENOENT, "no sandbox '%.64s'", id);
+	if (spec_check_snapshot_name(name, err) < 0)
+		return -1;
+	if (store_snapshot_get_by_name(d->store, name, &taken, err) == 0) {
+		snapshot_rec_clear(&taken);
+		return err_set(err, EEXIST, "a snapshot named '%s' exists already (%s)", name, taken.id);
+	}
+	err_clear(err);
+	if (lifecycle_begin(sb, OPK_SNAPSHOT, &args, err) < 0)
+		return -1;
+	/* The record exists from the start (state creating). */
+	memset(snap, 0, sizeof(*snap));
+	if (sb->capture)
+		store_snapshot_get_by_name(d->store, name, snap, err);
+	err_clear(err);
+	sandbox_copy_out(sb, out, op);
+	return 0;
+}

@@ -1,0 +1,181 @@
+/* act_suspend.c -- suspend and restore: memory and devices to disk and QEMU gone, then back
+ * exactly as it was (processes, open files, sessions and their output offsets) */
+#include <string.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+/* The snapshot a sandbox was last restored from is superseded: its image is
+ * only mapped by a VM that is quitting now. */
+static void drop_previous(struct sandbox *sb, const char *keep)
+{
+	struct snapshot_rec old;
+	space_err err = { 0 };
+
+	if (!sb->rec.snapshot_id[0] || strcmp(sb->rec.snapshot_id, keep) == 0)
+		return;
+	if (store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &old, &err) == 0) {
+		snapshot_remove(sb->d, &old);
+		snapshot_rec_clear(&old);
+	}
+}
+
+static void on_saved(struct sandbox *sb, struct snapshot_rec *snap, const char *error)
+{
+	if (error) {
+		lifecycle_done(sb, error);
+		return;
+	}
+	drop_previous(sb, snap->id);
+	snprintf(sb->rec.snapshot_id, sizeof(sb->rec.snapshot_id), "%s", snap->id);
+	sandbox_persist(sb);
+	/* Suspended once QEMU is gone (act_suspend_vm_exited): a restore must
+	 * not race the old QEMU for the sandbox's sockets. */
+	vm_kill(sb->vm);
+}
+
+int act_suspend_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
+{
+	(void)a;
+	/* No disk freeze: nothing writes the sandbox's disk until it is
+	 * restored onto that same disk. */
+	return capture_start(sb, SNAP_SUSPEND, NULL, false, false, on_saved, err);
+}
+
+bool act_suspend_vm_exited(struct sandbox *sb)
+{
+	if (sb->capture || !sb->op.id[0] || sb->op.kind != OPK_SUSPEND || op_state_done(sb->op.state))
+		return false;
+	lifecycle_done(sb, NULL);
+	return true;
+}
+
+static void on_restored(struct sandbox *sb, const char *error)
+{
+	if (!error && sb->rec.timeout_s)
+		sb->rec.expires_ms = now_ms() + sb->rec.timeout_s * 1000;
+	lifecycle_done(sb, error);
+}
+
+int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
+{
+	struct snapshot_rec snap;
+	int rc;
+
+	(void)a;
+	if (!sb->rec.snapshot_id[0] || store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &snap, err) < 0)
+		return err_set(err, EIO, "sandbox %s: its saved state is missing", sb->rec.id);
+	if (!snapshot_files_ok(&snap)) {
+		snapshot_rec_clear(&snap);
+		return err_set(err, EIO, "sandbox %s: the files of its saved state are missing", sb->rec.id);
+	}
+	/* Restoring counts already: no VM beyond this one. */
+	rc = capacity_admit(sb->d, sb->rec.vcpus, sb->rec.memory_mib, 0, err);
+	if (rc == 0)
+		rc = sandbox_launch(sb, &snap, on_restored, err);
+	snapshot_rec_clear(&snap);
+	return rc;
+}
+
+/* ---- after a restart ---- */
+
+/* A suspend that saved everything before the daemon stopped. */
+struct newest {
+	const char *sb;
+	char id[ID_LEN];
+};
+
+static int newest_suspend(const struct snapshot_rec *s, void *arg)
+{
+	struct newest *n = arg;
+
+	if (s->state == SNAPS_READY && strcmp(s->sandbox_id, n->sb) == 0)
+		snprintf(n->id, sizeof(n->id), "%s", s->id); /* by creation: the last wins */
+	return 0;
+}
+
+static void on_capture_status(struct vm *vm, const char *status, const space_err *err, void *arg);
+
+static void on_top(struct vm *vm, const char *file, const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+	space_err e = { 0 };
+
+	/* Where QEMU writes is the truth, whether the freeze finished or not. */
+	if (!err && file && strcmp(file, sb->rec.disk) != 0) {
+		log_info("sandbox %s: its disk is %s now", sb->rec.id, file);
+		snprintf(sb->rec.disk, sizeof(sb->rec.disk), "%s", file);
+		sandbox_persist(sb);
+	}
+	if (vm_status(vm, on_capture_status, sb, &e) < 0)
+		lifecycle_done(sb, "interrupted by a daemon restart");
+}
+
+static void on_cont(struct vm *vm, const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	(void)vm;
+	(void)err;
+	sandbox_send_clock(sb);
+	lifecycle_done(sb, "interrupted by a daemon restart");
+}
+
+static void on_capture_status(struct vm *vm, const char *status, const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+	space_err e = { 0 };
+
+	/* The snapshot itself is gone (snapshots_reconcile); the VM runs again
+	 * if it ran before, or the sandbox stays as the client left it. */
+	if (!err && status && strcmp(status, "running") != 0 && sb->rec.prev_state == SB_RUNNING) {
+		vm_qmp(vm, "migrate_cancel", NULL, NULL, NULL, &e);
+		if (vm_resume(vm, on_cont, sb, &e) == 0)
+			return;
+	}
+	lifecycle_done(sb, "interrupted by a daemon restart");
+}
+
+void act_capture_reconcile(struct sandbox *sb)
+{
+	space_err err = { 0 };
+	struct newest n = { .sb = sb->rec.id };
+
+	if (sb->vm) {
+		if (vm_disk_top(sb->vm, on_top, sb, &err) < 0)
+			lifecycle_done(sb, "interrupted by a daemon restart");
+		return;
+	}
+	/* No QEMU: a suspend whose save had finished is done. */
+	if (sb->op.kind == OPK_SUSPEND &&
+	    store_snapshot_each(sb->d->store, 1u << SNAP_SUSPEND, newest_suspend, &n, &err) == 0 && n.id[0]) {
+		drop_previous(sb, n.id);
+		snprintf(sb->rec.snapshot_id, sizeof(sb->rec.snapshot_id), "%s", n.id);
+		lifecycle_done(sb, NULL);
+		return;
+	}
+	sandbox_fail(sb, "its QEMU was gone after a daemon restart");
+}
+
+static void on_restore_status(struct vm *vm, const char *status, const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	/* A guest that ran has written its disk: it can only go on. One that
+	 * never ran is dropped, and the saved state is as good as before. */
+	if (!err && status && strcmp(status, "running") == 0) {
+		sandbox_bringup_adopted(sb, on_restored);
+		return;
+	}
+	vm_kill(vm);
+	lifecycle_done(sb, "interrupted by a daemon restart; restore it again");
+}
+
+void act_restore_reconcile(struct sandbox *sb)
+{
+	space_err err = { 0 };
+
+	if (!sb->vm || vm_status(sb->vm, on_restore_status, sb, &err) < 0)
+		lifecycle_done(sb, "interrupted by a daemon restart; restore it again");
+}

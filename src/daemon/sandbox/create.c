@@ -1,0 +1,204 @@
+/* create.c -- a new sandbox the fastest way there is: a warm pool's VM, a clone of a snapshot
+ * (the template's ready snapshot or a named one), else a cold boot */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+/* The sandbox record a request asks for; template (or snapshot) resolved. */
+int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
+		   struct snapshot_rec *from, space_err *err)
+{
+	struct sandbox_rec *r = &sb->rec;
+	const char *ref = req->template_ref;
+	int dvcpus, dmem;
+
+	memset(from, 0, sizeof(*from));
+	if (req->snapshot[0]) {
+		if (snapshot_get(d, req->snapshot, from, err) < 0)
+			return -1;
+		if (from->kind != SNAP_NAMED || from->state != SNAPS_READY) {
+			snapshot_rec_clear(from);
+			return err_set(err, EBUSY, "snapshot %.100s is not a ready named snapshot", req->snapshot);
+		}
+		ref = from->template_digest;
+	}
+	if (store_template_resolve(d->store, ref, &sb->tmpl, err) < 0)
+		return err_wrap(err, "template '%.100s'", ref);
+	dvcpus = from->id[0] ? from->vcpus : (sb->tmpl.vcpus > 0 ? sb->tmpl.vcpus : 1);
+	dmem = from->id[0] ? from->memory_mib : (sb->tmpl.memory_mib > 0 ? sb->tmpl.memory_mib : 256);
+	if (from->id[0] && ((req->vcpus && req->vcpus != dvcpus) || (req->memory_mib && req->memory_mib != dmem)))
+		return err_set(err, EINVAL, "a sandbox from snapshot %s has its size: %d vcpus, %d MiB", from->id,
+			       dvcpus, dmem);
+	id_new(r->id, "sb-");
+	snprintf(r->template_ref, sizeof(r->template_ref), "%s", from->id[0] ? from->template_ref : ref);
+	snprintf(r->template_digest, sizeof(r->template_digest), "%s", sb->tmpl.digest);
+	r->vcpus = req->vcpus ? req->vcpus : dvcpus;
+	r->memory_mib = req->memory_mib ? req->memory_mib : dmem;
+	r->env = strmap_to_json(&req->env);
+	r->metadata = strmap_to_json(&req->metadata);
+	if (!r->env || !r->metadata)
+		return err_set(err, ENOMEM, "out of memory");
+	/* A snapshot's env is the base; the request's own entries win. */
+	if (from->id[0] && json_is_object(from->env)) {
+		json_t *env = json_deep_copy(from->env);
+
+		if (!env || json_object_update(env, r->env) < 0) {
+			json_decref(env);
+			return err_set(err, ENOMEM, "out of memory");
+		}
+		json_decref(r->env);
+		r->env = env;
+	}
+	r->timeout_s = req->timeout_set ? req->timeout_s : d->cfg.default_timeout_s;
+	r->on_timeout = req->on_timeout_set ? req->on_timeout : ON_TIMEOUT_DELETE;
+	r->state = SB_CREATING;
+	r->prev_state = SB_CREATING;
+	r->created_ms = r->updated_ms = now_ms();
+	r->expires_ms = r->timeout_s ? r->created_ms + r->timeout_s * 1000 : 0;
+	r->next_chan = from->id[0] ? from->next_chan : 1;
+	r->role = ROLE_USER;
+	if (from->id[0])
+		snprintf(r->source_snapshot, sizeof(r->source_snapshot), "%s", from->id);
+	return 0;
+}
+
+static void on_up(struct sandbox *sb, const char *error)
+{
+	if (error) {
+		sandbox_fail(sb, error);
+		return;
+	}
+	sandbox_set_state(sb, SB_RUNNING);
+	if (sb->op.id[0] && sb->op.kind == OPK_CREATE)
+		op_finish(sb->d, &sb->op, NULL);
+	log_info("sandbox %s: running (%s)", sb->rec.id, start_kind_name(sb->rec.start_kind));
+	if (sb->rec.role == ROLE_BUILDER)
+		ready_builder_up(sb);
+}
+
+/* Starts sb's VM from snap (a clone) or by booting (snap NULL). */
+static int start_vm(struct sandbox *sb, const struct snapshot_rec *snap, space_err *err)
+{
+	char seed[PATH_MAX];
+
+	if (snap)
+		snprintf(seed, sizeof(seed), "%s/seed.qcow2", snap->dir);
+	else if (disk_template_seed(sb->d, &sb->tmpl, seed, err) < 0)
+		return -1;
+	if (disk_from_seed(sb->d, seed, sb->rec.disk, err) < 0)
+		return -1;
+	sandbox_persist(sb);
+	op_running(sb->d, &sb->op);
+	return sandbox_launch(sb, snap, on_up, err);
+}
+
+/* A warm-pool VM becomes the client's: no VM work at all. */
+static void claim(struct sandbox *pooled, struct sandbox *want)
+{
+	struct sandbox_rec *r = &pooled->rec;
+	space_err err = { 0 };
+
+	r->role = ROLE_USER;
+	r->start_kind = START_POOL;
+	snprintf(r->template_ref, sizeof(r->template_ref), "%s", want->rec.template_ref);
+	json_decref(r->env);
+	json_decref(r->metadata);
+	r->env = json_incref(want->rec.env);
+	r->metadata = json_incref(want->rec.metadata);
+	r->timeout_s = want->rec.timeout_s;
+	r->on_timeout = want->rec.on_timeout;
+	r->created_ms = now_ms();
+	r->expires_ms = r->timeout_s ? r->created_ms + r->timeout_s * 1000 : 0;
+	op_rec_clear(&pooled->op);
+	if (op_begin(pooled->d, OPK_CREATE, r->id, &pooled->op, &err) < 0)
+		log_error("sandbox %s: %s", r->id, err.msg);
+	sandbox_persist(pooled);
+	op_finish(pooled->d, &pooled->op, NULL);
+	/* It may have idled in the pool: its clock must be right from now. */
+	sandbox_send_clock(pooled);
+	log_info("sandbox %s: claimed from the %s pool", r->id, pooled->tmpl.name);
+}
+
+/* Starts a sandbox that create_prepare filled: boot, or clone from snap. */
+static int launch_new(struct sandbox *sb, const struct snapshot_rec *snap, space_err *err)
+{
+	/* Intent first: the sandbox and its operation are on disk before QEMU starts. */
+	sandbox_persist(sb);
+	if (op_begin(sb->d, OPK_CREATE, sb->rec.id, &sb->op, err) < 0) {
+		sb->rec.state = SB_FAILED;
+		snprintf(sb->rec.error, sizeof(sb->rec.error), "%s", err->msg);
+		sandbox_persist(sb);
+		return -1;
+	}
+	sb->rec.start_kind = snap ? START_CLONE : START_BOOT;
+	if (snap)
+		snprintf(sb->rec.source_snapshot, sizeof(sb->rec.source_snapshot), "%s", snap->id);
+	log_info("sandbox %s: creating from %s (%s), %d vcpu, %d MiB, by %s%s%s", sb->rec.id,
+		 sb->rec.template_ref, sb->tmpl.digest, sb->rec.vcpus, sb->rec.memory_mib,
+		 start_kind_name(sb->rec.start_kind), snap ? " of " : "", snap ? snap->id : "");
+	if (start_vm(sb, snap, err) < 0) {
+		sandbox_fail(sb, err->msg);
+		return 0; /* accepted: the operation reports the failure */
+	}
+	return 0;
+}
+
+int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
+			struct sandbox **out, space_err *err);
+int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
+			struct sandbox **out, space_err *err)
+{
+	struct snapshot_rec from = { 0 }, ready = { 0 };
+	struct sandbox *sb = calloc(1, sizeof(*sb)), *pooled;
+	const struct snapshot_rec *snap = NULL;
+	int rc = -1;
+
+	if (!sb)
+		return err_set(err, ENOMEM, "out of memory");
+	sb->d = d;
+	if (create_prepare(d, req, sb, &from, err) < 0)
+		goto out;
+	sb->rec.role = role;
+	if (role == ROLE_USER && !from.id[0] &&
+	    (pooled = pool_claim(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib))) {
+		claim(pooled, sb);
+		*out = pooled;
+		rc = 0;
+		goto out;
+	}
+	if (capacity_admit(d, sb->rec.vcpus, sb->rec.memory_mib, 1, err) < 0)
+		goto out;
+	if (from.id[0])
+		snap = &from;
+	else if (role != ROLE_BUILDER &&
+		 snapshot_ready_for(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib, &ready) == 0)
+		snap = &ready;
+	if (role != ROLE_USER)
+		/* Shown by name when a client gets it from the pool. */
+		snprintf(sb->rec.template_ref, sizeof(sb->rec.template_ref), "%s", sb->tmpl.name);
+	sb->next = d->sandboxes;
+	d->sandboxes = sb;
+	rc = launch_new(sb, snap, err);
+	*out = sb;
+	sb = NULL;
+out:
+	snapshot_rec_clear(&from);
+	snapshot_rec_clear(&ready);
+	if (sb)
+		sandbox_free(sb);
+	return rc;
+}
+
+int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *out,
+		   struct op_rec *op, space_err *err)
+{
+	struct sandbox *sb;
+
+	if (sandbox_create_role(d, req, ROLE_USER, &sb, err) < 0)
+		return -1;
+	sandbox_copy_out(sb, out, op);
+	return 0;
+}

@@ -1,0 +1,250 @@
+/* disks.c -- the qcow2 layers of sandboxes and snapshots under <state>/disks.
+ *
+ * A sandbox writes the top layer of a chain: its own overlay, whose backing
+ * file is a frozen layer (a snapshot's disk) or the template's raw image.
+ * Layers are shared: a fork's children and every clone of a snapshot read
+ * the same frozen layer. So no layer belongs to a sandbox's own directory;
+ * all live here, and one that no sandbox or snapshot reaches through its
+ * backing chain is garbage (disks_gc). New overlays are copies of a "seed":
+ * an empty overlay made once, by QEMU itself when it freezes a disk or by
+ * qemu-img for a template, so the hot path of a create runs no process. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+#include "vmm/proc.h"
+#include "vmm/vm_argv.h"
+
+#define QEMU_IMG_TIMEOUT_MS 20000
+#define QCOW2_MAGIC 0x514649fbu
+#define GC_MAX_LAYERS 65536
+
+void disk_new_path(struct spaced *d, char out[PATH_MAX])
+{
+	char dir[PATH_MAX], id[ID_LEN];
+
+	path_disks_dir(d, dir);
+	id_new(id, "dk-");
+	snprintf(out, PATH_MAX, "%s/%s.qcow2", dir, id);
+}
+
+static int copy_fd(int from, int to, space_err *err, const char *what)
+{
+	struct stat st;
+	off_t off = 0;
+
+	if (fstat(from, &st) < 0)
+		return err_sys(err, errno, "stat %s", what);
+	while (off < st.st_size) {
+		ssize_t n = sendfile(to, from, &off, (size_t)(st.st_size - off));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_sys(err, n < 0 ? errno : EIO, "copying %s", what);
+	}
+	return 0;
+}
+
+/* Copies a small file (a seed overlay: a few hundred KiB) to a new name,
+ * mode 0600, never over an existing file. */
+static int copy_file(const char *from, const char *to, space_err *err)
+{
+	_cleanup_close_ int in = open(from, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+
+	if (in < 0)
+		return err_sys(err, errno == ENOENT ? EIO : errno, "open %s", from);
+	out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0)
+		return err_sys(err, errno, "create %s", to);
+	if (copy_fd(in, out, err, from) < 0) {
+		unlink(to);
+		return -1;
+	}
+	return 0;
+}
+
+int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space_err *err)
+{
+	char dir[PATH_MAX];
+
+	path_disks_dir(d, dir);
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return err_sys(err, errno, "creating %s", dir);
+	disk_new_path(d, out);
+	if (copy_file(seed, out, err) < 0)
+		return err_wrap(err, "the sandbox's disk");
+	return 0;
+}
+
+int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err)
+{
+	char image[PATH_MAX], tmp[PATH_MAX + 8], base[PATH_MAX];
+
+	(void)d;
+	snprintf(out, PATH_MAX, "%s/seed.qcow2", t->dir);
+	if (access(out, R_OK) == 0)
+		return 0;
+	snprintf(image, sizeof(image), "%s/rootfs.ext4", t->dir);
+	/* qemu-img records the backing path as given: absolute, so a copy of
+	 * the seed works from anywhere. */
+	if (!realpath(image, base))
+		return err_sys(err, EIO, "template image %s", image);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+	unlink(tmp);
+	char *argv[] = { (char *)vm_qemu_img_binary(), "create", "-q", "-f", "qcow2", "-F", "raw",
+			 "-b", base, tmp, NULL };
+	if (proc_run(argv, -1, QEMU_IMG_TIMEOUT_MS, err) < 0) {
+		unlink(tmp);
+		return err_wrap(err, "creating the seed overlay of template %s", t->name);
+	}
+	if (rename(tmp, out) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return err_sys(err, e, "rename %s", tmp);
+	}
+	return 0;
+}
+
+/* ---- backing chains ---- */
+
+static uint32_t be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint64_t be64(const unsigned char *p)
+{
+	return (uint64_t)be32(p) << 32 | be32(p + 4);
+}
+
+int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t outlen)
+{
+	uint64_t off;
+	uint32_t size;
+
+	out[0] = '\0';
+	if (len < 20 || be32(hdr) != QCOW2_MAGIC)
+		return -1;
+	off = be64(hdr + 8);
+	size = be32(hdr + 16);
+	if (off == 0 || size == 0)
+		return 0; /* no backing file */
+	if (size >= outlen || off > len || size > len - off)
+		return -1;
+	memcpy(out, hdr + off, size);
+	out[size] = '\0';
+	return memchr(out, '\0', size) ? -1 : 0;
+}
+
+/* The backing file of the qcow2 at path ("" if none or not a qcow2). */
+static void backing_of(const char *path, char out[PATH_MAX])
+{
+	unsigned char hdr[4096];
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	out[0] = '\0';
+	if (fd < 0)
+		return;
+	n = pread(fd, hdr, sizeof(hdr), 0);
+	if (n <= 0 || qcow2_backing_file(hdr, (size_t)n, out, PATH_MAX) < 0)
+		out[0] = '\0';
+}
+
+struct marks {
+	char **paths;
+	size_t n, cap;
+};
+
+static bool marked(const struct marks *m, const char *p)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->paths[i], p) == 0)
+			return true;
+	return false;
+}
+
+/* Marks path and every layer below it. */
+static void mark_chain(struct marks *m, const char *path)
+{
+	char cur[PATH_MAX], next[PATH_MAX];
+	int depth = 0;
+
+	snprintf(cur, sizeof(cur), "%s", path);
+	while (cur[0] && depth++ < 256 && !marked(m, cur)) {
+		if (m->n == m->cap) {
+			size_t cap = m->cap ? m->cap * 2 : 64;
+			char **p = realloc(m->paths, cap * sizeof(*p));
+			if (!p)
+				return;
+			m->paths = p;
+			m->cap = cap;
+		}
+		if (!(m->paths[m->n] = strdup(cur)))
+			return;
+		m->n++;
+		backing_of(cur, next);
+		memcpy(cur, next, sizeof(cur));
+	}
+}
+
+static int mark_snapshot(const struct snapshot_rec *s, void *arg)
+{
+	char seed[PATH_MAX];
+
+	mark_chain(arg, s->disk);
+	snprintf(seed, sizeof(seed), "%s/seed.qcow2", s->dir);
+	mark_chain(arg, seed);
+	return 0;
+}
+
+void disks_gc(struct spaced *d)
+{
+	_cleanup_closedir_ DIR *dd = NULL;
+	struct marks m = { 0 };
+	char dir[PATH_MAX], path[PATH_MAX];
+	space_err err = { 0 };
+	struct dirent *de;
+	int removed = 0;
+
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		if (sb->rec.state != SB_DELETED && sb->rec.disk[0])
+			mark_chain(&m, sb->rec.disk);
+	if (store_snapshot_each(d->store, 0, mark_snapshot, &m, &err) < 0) {
+		/* Without the full picture nothing may go. */
+		log_warn("disk gc skipped: %s", err.msg);
+		goto out;
+	}
+	path_disks_dir(d, dir);
+	dd = opendir(dir);
+	if (!dd)
+		goto out;
+	while ((de = readdir(dd))) {
+		size_t n = strlen(de->d_name);
+
+		if (n < 7 || strcmp(de->d_name + n - 6, ".qcow2") != 0 || strncmp(de->d_name, "dk-", 3) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (marked(&m, path))
+			continue;
+		if (unlink(path) == 0)
+			removed++;
+		else
+			log_warn("disk gc: unlink %s: %s", path, strerror(errno));
+	}
+	if (removed)
+		log_info("disk gc: removed %d unused layer(s)", removed);
+out:
+	for (size_t i = 0; i < m.n; i++)
+		free(m.paths[i]);
+	free(m.paths);
+}

@@ -1,0 +1,207 @@
+/* launch.c -- bringing a sandbox's VM up (cold boot or from a snapshot) until its guest answers
+ * with its identity applied, and what the VM and its agent report afterwards */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+static void vm_ready(struct vm *vm, void *arg);
+static void vm_exited(struct vm *vm, const char *reason, void *arg);
+static void vm_event(struct vm *vm, const char *event, json_t *data, void *arg);
+
+const struct vm_events sandbox_vm_events = {
+	.ready = vm_ready,
+	.exited = vm_exited,
+	.event = vm_event,
+};
+
+static void stop_timer(struct sandbox *sb)
+{
+	if (sb->timer) {
+		event_free(sb->timer);
+		sb->timer = NULL;
+	}
+}
+
+/* The bring-up ends: exactly one call of its callback. */
+static void bringup_end(struct sandbox *sb, const char *error)
+{
+	bringup_cb done = sb->up_done;
+
+	stop_timer(sb);
+	sb->up_done = NULL;
+	if (done)
+		done(sb, error);
+}
+
+static void bringup_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct sandbox *sb = arg;
+	char why[160];
+
+	(void)fd;
+	(void)what;
+	snprintf(why, sizeof(why), "the guest agent did not answer within %d s (see the console log)",
+		 sb->d->cfg.boot_timeout_s);
+	if (sb->vm)
+		vm_kill(sb->vm);
+	bringup_end(sb, why);
+}
+
+static void attach_agent(struct sandbox *sb)
+{
+	agent_free(sb->agent);
+	sb->identity_sent = false;
+	sb->agent = agent_new(sb, vm_agent_path(sb->vm));
+	if (!sb->agent) {
+		if (sb->vm)
+			vm_kill(sb->vm);
+		bringup_end(sb, "cannot set up the agent channel");
+	}
+}
+
+int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err)
+{
+	struct vm_spec spec;
+	struct spec_bufs b;
+	struct timeval tv = { sb->d->cfg.boot_timeout_s, 0 };
+
+	sandbox_spec(sb, &spec, &b);
+	if (snap) {
+		snprintf(b.image, sizeof(b.image), "%s/mem", snap->dir);
+		snprintf(b.state, sizeof(b.state), "%s/state", snap->dir);
+		spec.mem = VM_MEM_IMAGE;
+		spec.mem_image = b.image;
+		spec.incoming = b.state;
+	}
+	sb->identity_done = false;
+	if (vm_launch(sb->d->base, &spec, sb->d->cfg.boot_timeout_s * 1000, &sandbox_vm_events, sb, &sb->vm,
+		      err) < 0)
+		return err_wrap(err, "starting vm");
+	sb->rec.pid = vm_pid(sb->vm);
+	sb->rec.pid_start = vm_pid_start(sb->vm);
+	sandbox_persist(sb);
+	sb->up_done = done;
+	stop_timer(sb);
+	sb->timer = evtimer_new(sb->d->base, bringup_deadline, sb);
+	if (sb->timer)
+		evtimer_add(sb->timer, &tv);
+	return 0;
+}
+
+void sandbox_bringup_adopted(struct sandbox *sb, bringup_cb done)
+{
+	struct timeval tv = { sb->d->cfg.boot_timeout_s, 0 };
+
+	sb->identity_done = false;
+	sb->up_done = done;
+	stop_timer(sb);
+	sb->timer = evtimer_new(sb->d->base, bringup_deadline, sb);
+	if (sb->timer)
+		evtimer_add(sb->timer, &tv);
+	attach_agent(sb);
+}
+
+/* QEMU answers (and a restored guest runs): the agent can be reached. */
+static void vm_ready(struct vm *vm, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	(void)vm;
+	attach_agent(sb);
+}
+
+static void vm_exited(struct vm *vm, const char *reason, void *arg)
+{
+	struct sandbox *sb = arg;
+	char why[512];
+
+	vm_free(vm);
+	sb->vm = NULL;
+	sb->rec.pid = 0;
+	agent_free(sb->agent);
+	sb->agent = NULL;
+	if (sb->rec.state == SB_DELETING) {
+		sandbox_finish_delete(sb);
+		return;
+	}
+	snprintf(why, sizeof(why), "qemu %s", reason);
+	if (sb->up_done) {
+		bringup_end(sb, why);
+		return;
+	}
+	/* Actions that end the VM on purpose take it from here. */
+	if (sb->rec.state == SB_STOPPING && act_stop_vm_exited(sb))
+		return;
+	if (sb->rec.state == SB_SUSPENDING && act_suspend_vm_exited(sb))
+		return;
+	if (!sb_state_has_vm(sb->rec.state)) {
+		sandbox_persist(sb);
+		return;
+	}
+	sandbox_fail(sb, why);
+}
+
+static void vm_event(struct vm *vm, const char *event, json_t *data, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	(void)vm;
+	(void)data;
+	if (strcmp(event, "GUEST_PANICKED") == 0)
+		log_warn("sandbox %s: the guest kernel panicked", sb->rec.id);
+}
+
+void sandbox_agent_ready(struct sandbox *sb)
+{
+	space_err err = { 0 };
+
+	/* Every VM gets its identity once, before any command of a client:
+	 * frames are processed in order, so an H_EXEC queued after H_IDENTITY
+	 * runs after it. A reconnect to the same VM needs none. */
+	if (sb->identity_done || sb->identity_sent)
+		return;
+	if (identity_send(sb, &err) < 0) {
+		log_warn("sandbox %s: %s", sb->rec.id, err.msg);
+		if (sb->vm)
+			vm_kill(sb->vm);
+		bringup_end(sb, err.msg);
+		return;
+	}
+	sb->identity_sent = true;
+}
+
+void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error)
+{
+	if (error)
+		log_warn("sandbox %s: the guest could not apply all of its identity (applied 0x%x): %s",
+			 sb->rec.id, applied, strerror(error));
+	sb->identity_sent = false;
+	if (sb->identity_done)
+		return;
+	sb->identity_done = true;
+	bringup_end(sb, NULL);
+}
+
+void sandbox_agent_lost(struct sandbox *sb, const char *why)
+{
+	sb->identity_sent = false;
+	log_warn("sandbox %s: agent channel lost (%s); reconnecting", sb->rec.id, why);
+}
+
+void sandbox_send_clock(struct sandbox *sb)
+{
+	struct timespec ts;
+	uint8_t buf[8];
+	uint64_t ns;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(ns >> (8 * i));
+	if (agent_send(sb->agent, H_SETTIME, 0, buf, sizeof(buf)) < 0)
+		log_warn("sandbox %s: could not send the clock", sb->rec.id);
+}

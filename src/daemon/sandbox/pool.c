@@ -1,0 +1,212 @@
+/* pool.c -- warm pools: per template, a number of VMs kept ready (cloned from the template's
+ * ready snapshot, identity applied) so that a create only has to hand one out. Pool VMs are
+ * sandboxes of role "pool": hidden from clients, counted against capacity, refilled in the
+ * background. The loop is single-threaded, so two creates never claim the same VM. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+struct pool {
+	char name[64];        /* template name; the pool follows name:latest */
+	int size;
+	struct pool *next;
+};
+
+#define KV_PREFIX "pool:"
+
+static struct pool *pool_find(struct spaced *d, const char *name)
+{
+	for (struct pool *p = d->pools; p; p = p->next)
+		if (strcmp(p->name, name) == 0)
+			return p;
+	return NULL;
+}
+
+static int pool_put(struct spaced *d, const char *name, int size, space_err *err)
+{
+	struct pool *p = pool_find(d, name);
+
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p)
+			return err_set(err, ENOMEM, "out of memory");
+		snprintf(p->name, sizeof(p->name), "%s", name);
+		p->next = d->pools;
+		d->pools = p;
+	}
+	p->size = size;
+	return 0;
+}
+
+void pools_free(struct spaced *d)
+{
+	while (d->pools) {
+		struct pool *p = d->pools;
+
+		d->pools = p->next;
+		free(p);
+	}
+}
+
+static void refill_soon(struct spaced *d);
+
+int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err)
+{
+	struct template_rec t = { 0 };
+	char key[96], val[16];
+
+	if (size < 0 || size > SPEC_POOL_MAX)
+		return err_set(err, EINVAL, "size must be 0 to %d", SPEC_POOL_MAX);
+	if (store_template_resolve(d->store, ref, &t, err) < 0)
+		return err_wrap(err, "template '%.100s'", ref);
+	snprintf(key, sizeof(key), KV_PREFIX "%s", t.name);
+	snprintf(val, sizeof(val), "%d", size);
+	if (store_kv_set(d->store, key, val, err) < 0 || pool_put(d, t.name, size, err) < 0) {
+		template_rec_clear(&t);
+		return -1;
+	}
+	log_info("pool %s: size %d", t.name, size);
+	template_rec_clear(&t);
+	refill_soon(d);
+	return 0;
+}
+
+/* "base=2,minimal=1" */
+static int parse_config(struct spaced *d, const char *spec, space_err *err)
+{
+	char buf[512], *save = NULL, *tok;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '='), *end;
+		long n;
+
+		if (!eq)
+			return err_set(err, EINVAL, "--pool: '%s' is not NAME=SIZE", tok);
+		*eq = '\0';
+		n = strtol(eq + 1, &end, 10);
+		if (!tok[0] || *end || n < 0 || n > SPEC_POOL_MAX)
+			return err_set(err, EINVAL, "--pool: bad size for '%s' (0 to %d)", tok, SPEC_POOL_MAX);
+		if (pool_set_size(d, tok, (int)n, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int load_one(const struct template_rec *t, void *arg)
+{
+	struct spaced *d = arg;
+	char key[96], val[16];
+	space_err err = { 0 };
+
+	snprintf(key, sizeof(key), KV_PREFIX "%s", t->name);
+	if (store_kv_get(d->store, key, val, sizeof(val), &err) == 0 && atoi(val) > 0 && !pool_find(d, t->name))
+		pool_put(d, t->name, atoi(val), &err);
+	return 0;
+}
+
+int pools_init(struct spaced *d, space_err *err)
+{
+	if (store_template_each(d->store, load_one, d, err) < 0)
+		return -1;
+	/* Sizes on the command line win over the remembered ones. */
+	return d->cfg.pools[0] ? parse_config(d, d->cfg.pools, err) : 0;
+}
+
+void pool_counts(struct spaced *d, const char *name, int *size, int *ready)
+{
+	struct pool *p = pool_find(d, name);
+
+	*size = p ? p->size : 0;
+	*ready = 0;
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		if (sb->rec.role == ROLE_POOL && sb->rec.state == SB_RUNNING && strcmp(sb->tmpl.name, name) == 0)
+			(*ready)++;
+}
+
+struct sandbox *pool_claim(struct spaced *d, const char *digest, int vcpus, int memory_mib)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		if (sb->rec.role != ROLE_POOL || sb->rec.state != SB_RUNNING ||
+		    (sb->op.id[0] && !op_state_done(sb->op.state)) || !sb->agent ||
+		    strcmp(sb->rec.template_digest, digest) != 0 || sb->rec.vcpus != vcpus ||
+		    sb->rec.memory_mib != memory_mib)
+			continue;
+		refill_soon(d);
+		return sb;
+	}
+	return NULL;
+}
+
+/* ---- refilling ---- */
+
+static void fill_one(struct spaced *d, struct pool *p, const struct template_rec *t)
+{
+	struct create_req req = { 0 };
+	struct sandbox *sb;
+	space_err err = { 0 };
+
+	snprintf(req.template_ref, sizeof(req.template_ref), "%s", t->digest);
+	req.timeout_set = true; /* a pool VM waits as long as it takes */
+	if (sandbox_create_role(d, &req, ROLE_POOL, &sb, &err) < 0)
+		log_warn("pool %s: %s", p->name, err.msg);
+	create_req_free(&req);
+}
+
+static void tick_pool(struct spaced *d, struct pool *p)
+{
+	struct template_rec t = { 0 }, ready = { 0 };
+	struct snapshot_rec snap;
+	space_err err = { 0 };
+	int have = 0, filling = 0;
+
+	if (store_template_resolve(d->store, p->name, &t, &err) < 0)
+		return;
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		if (sb->rec.role != ROLE_POOL || sb->rec.state == SB_DELETING || sb->rec.state == SB_DELETED ||
+		    strcmp(sb->tmpl.name, p->name) != 0)
+			continue;
+		/* Failed fills, VMs of an older build of the template, and what
+		 * a smaller pool no longer needs go. */
+		if (sb->rec.state == SB_FAILED || strcmp(sb->rec.template_digest, t.digest) != 0 ||
+		    (sb->rec.state == SB_RUNNING && have >= p->size)) {
+			sandbox_start_delete(sb, "not needed by its pool");
+			continue;
+		}
+		have++;
+		filling += sb->rec.state == SB_CREATING;
+	}
+	/* Pool VMs are clones: wait for the ready snapshot. One at a time, so
+	 * a refill never starves the clients' own creates of CPU. */
+	if (have < p->size && filling == 0 &&
+	    snapshot_ready_for(d, t.digest, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256,
+			       &snap) == 0) {
+		snapshot_rec_clear(&snap);
+		if (capacity_admit(d, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256, 1, &err) == 0)
+			fill_one(d, p, &t);
+	}
+	template_rec_clear(&t);
+	template_rec_clear(&ready);
+}
+
+void pools_tick(struct spaced *d)
+{
+	for (struct pool *p = d->pools; p; p = p->next)
+		tick_pool(d, p);
+}
+
+static void on_refill(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	pools_tick(arg);
+}
+
+/* After a claim: refill from the loop, not inside the create. */
+static void refill_soon(struct spaced *d)
+{
+	event_base_once(d->base, -1, EV_TIMEOUT, on_refill, d, NULL);
+}

@@ -1,0 +1,163 @@
+/* sandbox.h -- the sandbox core as front ends see it: typed requests in, records and operations out */
+#ifndef SPACE_SANDBOX_H
+#define SPACE_SANDBOX_H
+
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "sandbox/spec.h"
+
+/*
+ * Errors: ENOENT unknown id; EINVAL a request the rules refuse; EBUSY a
+ * request the sandbox's state refuses (409: the message names the state and
+ * any operation in flight); EDQUOT the node has no room (429); others are
+ * internal. Records handed out are the caller's: clear them.
+ */
+
+/* ---- sandboxes ---- */
+
+/* Persists a new sandbox (creating) and its create operation, then starts it
+ * the fastest way there is: a warm pool's VM, a clone of the template's ready
+ * snapshot (or of req->snapshot), else a cold boot. */
+int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *sb,
+		   struct op_rec *op, space_err *err);
+/* Starts a lifecycle operation on a sandbox: pause, resume, suspend, restore,
+ * stop, start or delete (docs/design/lifecycle.md). */
+int sandbox_act(struct spaced *d, const char *id, enum op_kind kind, struct sandbox_rec *sb,
+		struct op_rec *op, space_err *err);
+/* Whichever of start, resume or restore applies; a running sandbox needs
+ * none: op->id is then "". */
+int sandbox_wake(struct spaced *d, const char *id, struct sandbox_rec *sb, struct op_rec *op,
+		 space_err *err);
+/* count new sandboxes with copies (copy-on-write) of the parent's memory and
+ * disk at one instant; `children` gets their records (a JSON array of ids). */
+int sandbox_fork(struct spaced *d, const char *id, int count, struct sandbox_rec *sb,
+		 struct op_rec *op, json_t **children, space_err *err);
+/* A named snapshot (memory and disk) that outlives the sandbox. */
+int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct sandbox_rec *sb,
+		     struct op_rec *op, struct snapshot_rec *snap, space_err *err);
+int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_req *req,
+			struct sandbox_rec *sb, space_err *err);
+/* A sandbox a client may see (warm-pool VMs and the daemon's own are not). */
+int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space_err *err);
+bool sandbox_visible(const struct sandbox_rec *r);
+/* Runtime object of a live (not deleted) sandbox, or NULL. */
+struct sandbox *sandbox_find(struct spaced *d, const char *id);
+/* Start-up: load sandboxes and snapshots from the store, adopt surviving
+ * QEMUs, fail or finish what was interrupted. */
+int sandbox_reconcile(struct spaced *d, space_err *err);
+/* Periodic: timeouts, pools, ready snapshots, unused disk layers. */
+void sandbox_tick(struct spaced *d);
+/* Frees the runtime (QEMUs live on) at shutdown. */
+void sandbox_shutdown(struct spaced *d);
+
+/* ---- snapshots (snapshots.c) ---- */
+
+/* ref: an id ("sn-...") or a named snapshot's name. Only named snapshots are
+ * visible by name; ready, fork and suspend ones by id. */
+int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err);
+int snapshot_delete(struct spaced *d, const char *id, space_err *err);
+/* The ready snapshot of a template digest with this size, if one is ready
+ * (0; clear *out), else -1. */
+int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
+		       struct snapshot_rec *out);
+
+/* ---- warm pools (pool.c) ---- */
+
+/* Keeps `size` ready VMs of template `ref` (0 stops the pool). Persisted. */
+int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err);
+/* What the pool of template `name` holds: target size and VMs ready. */
+void pool_counts(struct spaced *d, const char *name, int *size, int *ready);
+/* Pools named at start-up (--pool) and those set earlier (kept in the store). */
+int pools_init(struct spaced *d, space_err *err);
+
+/* ---- capacity (capacity.c) ---- */
+
+struct capacity {
+	int memory_budget_mib, memory_used_mib;
+	int vcpu_budget, vcpus_used;
+	int running;                /* VMs that exist (pool and builder VMs included) */
+	int max_sandboxes;
+	int64_t tmpfs_free_mib;     /* where ready and fork snapshots live */
+};
+void capacity_get(struct spaced *d, struct capacity *c);
+/* Room for `count` more VMs of this size beyond those that exist (or are
+ * counted already: a sandbox restoring or starting is)? EDQUOT with what is
+ * short. */
+int capacity_admit(struct spaced *d, int vcpus, int memory_mib, int count, space_err *err);
+void capacity_init(struct spaced *d);
+/* Room where a snapshot of this kind and guest size would be written? */
+int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib, space_err *err);
+
+/* ---- operations (ops.c) ---- */
+
+/* A new operation record (pending) for sandbox sb_id. */
+int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err);
+/* Move op to running / succeeded / failed (error text for failed), persist, wake waiters. */
+void op_running(struct spaced *d, struct op_rec *op);
+void op_finish(struct spaced *d, struct op_rec *op, const char *error);
+/* A copy of op (its result referenced too). */
+void op_copy(struct op_rec *dst, const struct op_rec *src);
+
+struct op_waiter;
+typedef void (*op_wait_cb)(struct spaced *d, const struct op_rec *op, void *arg);
+/* Calls cb once, always later from the event loop (never inside op_wait):
+ * when operation `id` is done, or after timeout_s with its current record
+ * (at once if it is already done or timeout_s is 0). ENOENT: unknown
+ * operation. The waiter is freed right after cb returns. */
+int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
+	    struct op_waiter **out, space_err *err);
+/* Cancels a waiter whose cb has not run yet (e.g. the client went away). */
+void op_wait_cancel(struct op_waiter *w);
+
+/* ---- sessions (session.c) ---- */
+
+/* Persists a session in state created and issues a data-plane token (hex,
+ * 64 chars + NUL). ENOENT unknown sandbox, EBUSY sandbox not running,
+ * EINVAL a command that does not fit the agent protocol. */
+int session_create(struct spaced *d, const char *sb_id, const struct exec_req *req,
+		   struct session_rec *out, char token[65], space_err *err);
+/* A fresh token for an existing session (ttl_s <= 0: the configured TTL). */
+int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
+		      char token[65], int64_t *expires_ms, space_err *err);
+/* Runtime session by id (only sessions of live sandboxes), or NULL. */
+struct session *session_find(struct spaced *d, const char *ss_id);
+/* Checks a data-plane bearer token for this session: 0, or -1 with EACCES
+ * ("invalid token" / "token expired"). Constant-time comparison. */
+int session_check_token(struct session *s, const char *token, space_err *err);
+const struct session_rec *session_rec(const struct session *s);
+
+/* Starts the process if it has not been started (first attach). */
+int session_start(struct session *s, space_err *err);
+/* Queues stdin bytes (len may be 0) and optionally closes stdin afterwards.
+ * EBUSY: no stdin pipe, stdin closed, or process finished; E2BIG: queue full. */
+int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err);
+/* EBUSY if the process is not running. */
+int session_signal(struct session *s, int signo, space_err *err);
+
+/* Output access for streaming readers. Offsets count output bytes of stdout
+ * and stderr together, in the order the agent produced them. */
+uint64_t session_output_length(const struct session *s);
+/* Reads at most max bytes of one stream's record at offset off; returns bytes
+ * (0: nothing there yet), sets *stream (1 stdout, 2 stderr). */
+ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max,
+			    space_err *err);
+/* Finished (exited or failed) and all output is in the spool? */
+int session_done(const struct session *s);
+
+/* A streaming reader registers a watch: fn runs (from the event loop) when
+ * output grows or the session finishes. pos is the reader's delivered offset;
+ * the reader must keep it current (it paces the process: output is not
+ * acknowledged to the agent while the slowest reader lags too far). */
+struct session_watch {
+	void (*fn)(struct session_watch *w);
+	uint64_t pos;
+	struct session *s;
+	struct session_watch *next;
+};
+void session_watch_add(struct session *s, struct session_watch *w);
+void session_watch_del(struct session_watch *w);
+/* The reader moved w->pos forward: may release back-pressure. */
+void session_watch_progress(struct session_watch *w);
+
+#endif

@@ -1,0 +1,174 @@
+/* snapshots.c -- snapshot records and files: memory image, device state, seed overlay.
+ *
+ * A snapshot directory holds `mem` (the guest's memory image, sparse),
+ * `state` (QEMU's device state without RAM) and `seed.qcow2` (an empty
+ * overlay on the snapshot's frozen disk layer, copied for each clone). Ready
+ * and fork snapshots live on tmpfs, named and suspend ones under the state
+ * directory. A VM started from a snapshot maps `mem` privately, so a
+ * snapshot's files may be removed while clones of it run: the kernel keeps
+ * the pages they map. Its frozen disk layer is another matter: disks_gc
+ * keeps it while any chain reaches it. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "runtime.h"
+#include "store/store.h"
+
+int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, const char *name,
+		   struct snapshot_rec *out, space_err *err)
+{
+	struct snapshot_rec *s = out;
+
+	memset(s, 0, sizeof(*s));
+	id_new(s->id, "sn-");
+	s->kind = kind;
+	s->state = SNAPS_CREATING;
+	snprintf(s->name, sizeof(s->name), "%s", name ? name : "");
+	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sb->rec.id);
+	snprintf(s->template_ref, sizeof(s->template_ref), "%s", sb->rec.template_ref);
+	snprintf(s->template_digest, sizeof(s->template_digest), "%s", sb->rec.template_digest);
+	s->vcpus = sb->rec.vcpus;
+	s->memory_mib = sb->rec.memory_mib;
+	s->env = json_incref(sb->rec.env);
+	s->next_chan = sb->rec.next_chan;
+	s->created_ms = now_ms();
+	path_snapshot_dir(d, kind, s->id, s->dir);
+	if (path_mkdirs(s->dir, err) < 0)
+		goto fail;
+	/* Intent first: a restart finds the record and cleans up after us. */
+	if (store_snapshot_put(d->store, s, err) < 0) {
+		rmdir(s->dir);
+		goto fail;
+	}
+	return 0;
+fail:
+	snapshot_rec_clear(s);
+	return -1;
+}
+
+void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap)
+{
+	space_err err = { 0 };
+
+	if (snap->dir[0] && vm_rm_tree(snap->dir, &err) < 0)
+		log_warn("snapshot %s: %s", snap->id, err.msg);
+	err_clear(&err);
+	if (store_snapshot_delete(d->store, snap->id, &err) < 0 && err.code != ENOENT)
+		log_warn("snapshot %s: %s", snap->id, err.msg);
+}
+
+bool snapshot_files_ok(const struct snapshot_rec *snap)
+{
+	static const char *const files[] = { "mem", "state", "seed.qcow2" };
+	char path[PATH_MAX];
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		/* A suspend snapshot resumes on the sandbox's own disk: no seed. */
+		if (snap->kind == SNAP_SUSPEND && i == 2)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", snap->dir, files[i]);
+		if (access(path, R_OK) < 0)
+			return false;
+	}
+	return true;
+}
+
+struct ready_find {
+	const char *digest;
+	int vcpus, memory_mib;
+	struct snapshot_rec *out;
+	bool found;
+};
+
+static int ready_one(const struct snapshot_rec *s, void *arg)
+{
+	struct ready_find *f = arg;
+
+	if (s->state != SNAPS_READY || strcmp(s->template_digest, f->digest) != 0 || s->vcpus != f->vcpus ||
+	    s->memory_mib != f->memory_mib)
+		return 0;
+	*f->out = *s;
+	f->out->env = json_incref(s->env);
+	f->found = true;
+	return 1;
+}
+
+int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
+		       struct snapshot_rec *out)
+{
+	struct ready_find f = { digest, vcpus, memory_mib, out, false };
+	space_err err = { 0 };
+
+	if (store_snapshot_each(d->store, 1u << SNAP_READY, ready_one, &f, &err) < 0) {
+		log_warn("looking for a ready snapshot: %s", err.msg);
+		return -1;
+	}
+	return f.found ? 0 : -1;
+}
+
+int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err)
+{
+	int rc;
+
+	if (id_valid(ref, "sn-"))
+		rc = store_snapshot_get(d->store, ref, out, err);
+	else if (spec_check_snapshot_name(ref, err) < 0)
+		return err_set(err, ENOENT, "no snapshot '%.100s'", ref);
+	else
+		rc = store_snapshot_get_by_name(d->store, ref, out, err);
+	if (rc < 0 && err->code == ENOENT)
+		err_set(err, ENOENT, "no snapshot '%.100s'", ref);
+	return rc;
+}
+
+int snapshot_delete(struct spaced *d, const char *id, space_err *err)
+{
+	struct snapshot_rec snap;
+
+	if (snapshot_get(d, id, &snap, err) < 0)
+		return -1;
+	if (snap.kind != SNAP_NAMED) {
+		snapshot_rec_clear(&snap);
+		return err_set(err, EBUSY, "snapshot %s is a %s snapshot: the daemon deletes it itself", snap.id,
+			       snap_kind_name(snap.kind));
+	}
+	if (snap.state == SNAPS_CREATING) {
+		snapshot_rec_clear(&snap);
+		return err_set(err, EBUSY, "snapshot %s is still being taken", snap.id);
+	}
+	log_info("snapshot %s (%s): deleted", snap.id, snap.name);
+	snapshot_remove(d, &snap);
+	snapshot_rec_clear(&snap);
+	return 0;
+}
+
+/* ---- start-up ---- */
+
+static int reconcile_one(const struct snapshot_rec *s, void *arg)
+{
+	struct spaced *d = arg;
+
+	/* One being taken when the daemon stopped is finished by nobody: its
+	 * action is reconciled (failed) separately; so is a fork's, which only
+	 * lives while its children start. Ready snapshots on tmpfs are gone
+	 * after a host reboot; they are made again. */
+	if (s->state == SNAPS_CREATING || s->state == SNAPS_FAILED || s->kind == SNAP_FORK ||
+	    (s->kind != SNAP_SUSPEND && !snapshot_files_ok(s))) {
+		log_info("snapshot %s (%s): %s; removing it", s->id, snap_kind_name(s->kind),
+			 s->state == SNAPS_READY ? "its files are gone" : "it was never finished");
+		snapshot_remove(d, s);
+	}
+	return 0;
+}
+
+void snapshots_reconcile(struct spaced *d)
+{
+	space_err err = { 0 };
+
+	if (store_snapshot_each(d->store, 0, reconcile_one, d, &err) < 0)
+		log_warn("reconciling snapshots: %s", err.msg);
+}
