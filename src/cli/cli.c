@@ -83,18 +83,34 @@ int ctl_common_opt(struct ctl *c, const struct ctl_verb *v, int opt)
 	}
 }
 
-int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv)
+int ctl_parse_opts(struct ctl *c, const struct ctl_verb *v, int argc, char **argv, bool *wait)
 {
+	/* --wait first: verbs without it get the table from its second entry. */
 	static const struct option opts[] = {
+		{ "wait", no_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt, rc;
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1)
-		if ((rc = ctl_common_opt(c, v, opt)) >= 0)
+	if (wait)
+		*wait = false;
+	while ((opt = getopt_long(argc, argv, "h", wait ? opts : opts + 1, NULL)) != -1) {
+		if (opt == 'w')
+			*wait = true;
+		else if ((rc = ctl_common_opt(c, v, opt)) >= 0)
 			return rc;
+	}
+	return -1;
+}
+
+int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv)
+{
+	int rc = ctl_parse_opts(c, v, argc, argv, NULL);
+
+	if (rc >= 0)
+		return rc;
 	if (optind != argc)
 		return ctl_usage_error(v, "unexpected argument '%s'", argv[optind]);
 	return -1;

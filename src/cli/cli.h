@@ -1,9 +1,11 @@
 /* cli.h -- what spacectl's verbs share: the verb table entry, usage
- * errors, argument parsing helpers, showing an answer and table output */
+ * errors, argument parsing helpers, showing an answer, table output and
+ * requests that start an operation */
 #ifndef SPACE_CLI_CLI_H
 #define SPACE_CLI_CLI_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "client.h"
@@ -36,10 +38,42 @@ int ctl_parse_long(const char *s, long min, long max, long *out);
 /* Handle a getopt result that is --json ('j'), --help ('h') or unknown.
  * Returns -1 to go on (--json), else the exit status to return at once. */
 int ctl_common_opt(struct ctl *c, const struct ctl_verb *v, int opt);
-/* Parse the command line of a verb whose only options are --json and --help
- * and that takes no argument.  Returns -1 to go on, else the exit status to
- * return at once (help printed, or a usage error). */
+/* Parse the options --json, --help and, where wait is not NULL, --wait (which
+ * sets *wait); the arguments are left from optind on.  Returns -1 to go on,
+ * else the exit status to return at once (help printed, or a usage error). */
+int ctl_parse_opts(struct ctl *c, const struct ctl_verb *v, int argc, char **argv, bool *wait);
+/* ctl_parse_opts without --wait, for a verb that takes no argument. */
 int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv);
+
+/*
+ * A request that starts an operation (202 {"sandbox":..,"operation":..,...}),
+ * and what the verb shows of it.  ctl_op_run() sends it; prints what `print`
+ * takes from the answer unless --json, before any wait, so a script learns the
+ * ids even when the wait fails; with `wait`, long-polls the operation and
+ * fails with its error; with --json, prints the answer, after a wait with the
+ * operation and sandbox as they are at the end.  An answer whose operation is
+ * null started none (wake of a running sandbox): nothing to wait for.
+ */
+struct ctl_op {
+	const char *method;
+	const char *path;
+	json_t *body; /* NULL: none */
+	const char *what; /* prefixed to errors ("sb-…: ..."); NULL: nothing */
+	bool wait;
+	/* Print the ids the verb promises; -1 with e set if the answer lacks them. */
+	int (*print)(const json_t *resp, space_err *e);
+	/* After the wait, with --json: bring the rest of the answer up to date.
+	 * NULL: the sandbox alone is. */
+	int (*refresh)(const struct ctl *c, json_t *resp, space_err *e);
+};
+
+/* Returns the exit status. */
+int ctl_op_run(const struct ctl *c, const struct ctl_op *o);
+/* The whole of a verb `[--wait] [--json] ID...`: METHOD /v1/sandboxes/<id><suffix>
+ * (with body {} unless DELETE) for each id, printing each operation id.  Goes
+ * on after a failure (the others are still acted on); exit 1 if one failed. */
+int ctl_op_each(struct ctl *c, const struct ctl_verb *v, int argc, char **argv,
+		const char *method, const char *suffix);
 
 /* GET path and print the answer: as it is with --json, else with show(),
  * which returns the exit status.  Returns the exit status. */

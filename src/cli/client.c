@@ -423,14 +423,19 @@ char *ctl_escape(const char *s)
 	return r;
 }
 
-char *ctl_sandbox_path(const char *id, const char *suffix)
+char *ctl_path(const char *collection, const char *id, const char *suffix)
 {
 	_cleanup_free_ char *esc = ctl_escape(id);
 	char *path;
 
-	if (!esc || asprintf(&path, "/v1/sandboxes/%s%s", esc, suffix) < 0)
+	if (!esc || asprintf(&path, "%s/%s%s", collection, esc, suffix) < 0)
 		return NULL;
 	return path;
+}
+
+char *ctl_sandbox_path(const char *id, const char *suffix)
+{
+	return ctl_path("/v1/sandboxes", id, suffix);
 }
 
 int ctl_write_all(int fd, const void *buf, size_t n)

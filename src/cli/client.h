@@ -91,8 +91,10 @@ int ctl_wait_operation(const struct ctl *c, const char *op_id, json_t **final,
 char *ctl_trim_url(const char *url);
 /* URL-escape one path segment or query value; free() the result. */
 char *ctl_escape(const char *s);
-/* "/v1/sandboxes/<escaped id><suffix>"; free() the result.  NULL when out
- * of memory. */
+/* "<collection>/<escaped id><suffix>" ("/v1/snapshots", "golden", ""); free()
+ * the result.  NULL when out of memory. */
+char *ctl_path(const char *collection, const char *id, const char *suffix);
+/* ctl_path("/v1/sandboxes", id, suffix). */
 char *ctl_sandbox_path(const char *id, const char *suffix);
 
 /* Write all of buf to fd: retries EINTR and short writes, waits out

@@ -1,6 +1,8 @@
 /* test_cli_client.c -- spacectl's pure helpers: API error messages, writes
- * to slow non-blocking pipes, K=V and number parsing, tables */
+ * to slow non-blocking pipes, K=V and number parsing, tables, paths, the
+ * options verbs share */
 #include <fcntl.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
@@ -147,6 +149,67 @@ static void test_table(void)
 	free(out);
 }
 
+static bool path_is(char *got, const char *want)
+{
+	bool ok = got && strcmp(got, want) == 0;
+
+	if (!ok)
+		NOTE("got '%s', want '%s'", got ? got : "(null)", want);
+	free(got);
+	return ok;
+}
+
+static void test_paths(void)
+{
+	CHECK(path_is(ctl_sandbox_path("sb-1", "/pause"), "/v1/sandboxes/sb-1/pause"), "an action");
+	CHECK(path_is(ctl_path("/v1/snapshots", "a b/../c", ""), "/v1/snapshots/a%20b%2F..%2Fc"),
+	      "a snapshot ref is one escaped segment");
+	CHECK(path_is(ctl_path("/v1/templates", "minimal:v1", "/pool"), "/v1/templates/minimal%3Av1/pool"),
+	      "a template ref with a tag");
+}
+
+static int run_nothing(struct ctl *c, int argc, char **argv)
+{
+	(void)c, (void)argc, (void)argv;
+	return 0;
+}
+
+/* ctl_parse_opts without --wait, its usage message kept off the test's output. */
+static int parse_quietly(struct ctl *c, const struct ctl_verb *v, int argc, char **argv)
+{
+	int saved = dup(2), null = open("/dev/null", O_WRONLY), rc;
+
+	fflush(stderr);
+	dup2(null, 2);
+	rc = ctl_parse_opts(c, v, argc, argv, NULL);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(null);
+	return rc;
+}
+
+static void test_parse_opts(void)
+{
+	static const struct ctl_verb v = { .name = "t", .usage = "[--wait] ID", .summary = "",
+					   .run = run_nothing };
+	char a0[] = "spacectl t", a1[] = "sb-1", a2[] = "--wait", a3[] = "--json";
+	char *argv[] = { a0, a1, a2, a3, NULL };
+	struct ctl c = { .verb = "t" };
+	bool wait = false;
+	int rc;
+
+	optind = 0;
+	rc = ctl_parse_opts(&c, &v, 4, argv, &wait);
+	CHECK(rc == -1 && wait && c.json && optind == 3 && strcmp(argv[optind], "sb-1") == 0,
+	      "--wait and --json after the id; the id left at optind");
+	argv[1] = a2;
+	argv[2] = a1;
+	optind = 0;
+	rc = parse_quietly(&c, &v, 3, argv);
+	CHECK(rc == CTL_EXIT_USAGE, "--wait refused where a verb has none (%d)", rc);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -154,5 +217,7 @@ int main(void)
 	test_write_all();
 	test_args();
 	test_table();
+	test_paths();
+	test_parse_opts();
 	return DONE();
 }
