@@ -116,6 +116,11 @@ int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char 
 	return -1;
 }
 
+bool ctl_on_timeout_ok(const char *s)
+{
+	return strcmp(s, "delete") == 0 || strcmp(s, "suspend") == 0;
+}
+
 int ctl_get_show(const struct ctl *c, const char *path,
 		 int (*show)(const struct ctl *c, const json_t *resp))
 {

@@ -30,6 +30,10 @@ void ctl_print_help(const struct ctl_verb *v, FILE *out);
 /* Print "spacectl: <verb>: <e->msg>"; returns `status`. */
 int ctl_fail(const struct ctl *c, const space_err *e, int status);
 
+/* Seconds a sandbox may live, as far as spacectl checks: a number, not the
+ * daemon's limit (it says what that is). */
+#define CTL_SECONDS_MAX (1L << 30)
+
 /* Add "K=V" to a JSON object of strings.  Returns -1 if arg has no '=' or
  * an empty key. */
 int ctl_kv_add(json_t *obj, const char *arg);
@@ -44,6 +48,8 @@ int ctl_common_opt(struct ctl *c, const struct ctl_verb *v, int opt);
 int ctl_parse_opts(struct ctl *c, const struct ctl_verb *v, int argc, char **argv, bool *wait);
 /* ctl_parse_opts without --wait, for a verb that takes no argument. */
 int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv);
+/* Whether s is a value of on_timeout ("delete" or "suspend"). */
+bool ctl_on_timeout_ok(const char *s);
 
 /*
  * A request that starts an operation (202 {"sandbox":..,"operation":..,...}),

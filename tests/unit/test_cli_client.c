@@ -1,6 +1,6 @@
 /* test_cli_client.c -- spacectl's pure helpers: API error messages, writes
- * to slow non-blocking pipes, K=V and number parsing, tables, paths, the
- * options verbs share */
+ * to slow non-blocking pipes, K=V and number parsing, tables, on_timeout,
+ * paths, the options verbs share */
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -149,6 +149,13 @@ static void test_table(void)
 	free(out);
 }
 
+static void test_on_timeout(void)
+{
+	CHECK(ctl_on_timeout_ok("delete") && ctl_on_timeout_ok("suspend"), "delete and suspend");
+	CHECK(!ctl_on_timeout_ok("") && !ctl_on_timeout_ok("Suspend") && !ctl_on_timeout_ok("never"),
+	      "nothing else, case included");
+}
+
 static bool path_is(char *got, const char *want)
 {
 	bool ok = got && strcmp(got, want) == 0;
@@ -217,6 +224,7 @@ int main(void)
 	test_write_all();
 	test_args();
 	test_table();
+	test_on_timeout();
 	test_paths();
 	test_parse_opts();
 	return DONE();
