@@ -21,6 +21,9 @@ struct ctl_verb {
 
 extern const struct ctl_verb ctl_verb_info, ctl_verb_templates, ctl_verb_create,
 	ctl_verb_ls, ctl_verb_exec, ctl_verb_logs, ctl_verb_rm;
+/* cmd_lifecycle.c */
+extern const struct ctl_verb ctl_verb_pause, ctl_verb_resume, ctl_verb_suspend,
+	ctl_verb_restore, ctl_verb_stop, ctl_verb_start, ctl_verb_wake;
 
 /* Print "spacectl: <verb>: <msg>" (if fmt) and the usage line on stderr;
  * returns CTL_EXIT_USAGE. */

@@ -1,5 +1,7 @@
-"""spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm."""
+"""spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm;
+the lifecycle verbs (pause .. wake) and their 409s."""
 
+import json
 import os
 import re
 import subprocess
@@ -10,6 +12,7 @@ import pytest
 import space
 
 ID_RX = re.compile(r"\bsb-[0-9a-f]{16}\b")
+OP_LINE = re.compile(r"^op-[0-9a-f]{16}\n$")
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +99,66 @@ def test_rm_deletes(daemon, api, cli_sb):
     assert rec["state"] == "deleted"
     p = space.spacectl(daemon, "ls")
     assert cli_sb not in p.stdout
+
+
+# ---------------------------------------------------------------------------
+# The lifecycle verbs
+
+
+def ok(daemon, *args):
+    p = space.spacectl(daemon, *args)
+    assert p.returncode == 0, p
+    return p
+
+
+@pytest.fixture(scope="module")
+def life_sb(daemon, api):
+    p = ok(daemon, "create", "--template", "minimal", "--timeout", "3600", "--on-timeout", "suspend",
+           "--wait")
+    sb = p.stdout.strip()
+    daemon.sandbox_ids.add(sb)
+    rec = api.sandbox(sb)
+    assert rec["state"] == "running" and rec["on_timeout"] == "suspend", rec
+    yield sb
+    try:
+        api.remove_sandbox(sb)
+    except AssertionError:
+        pass
+
+
+@pytest.mark.parametrize("verb,state,kind", [
+    ("pause", "paused", "pause"), ("resume", "running", "resume"),
+    ("suspend", "suspended", "suspend"), ("restore", "running", "restore"),
+    ("stop", "stopped", "stop"), ("start", "running", "start"),
+])
+def test_lifecycle_verb_waits_and_leaves_the_state(daemon, api, life_sb, verb, state, kind):
+    p = ok(daemon, verb, "--wait", life_sb)
+    assert OP_LINE.match(p.stdout), f"{verb} must print its operation id alone: {p.stdout!r}"
+    op = api.operation(p.stdout.strip())
+    assert (op["kind"], op["state"], op["sandbox_id"]) == (kind, "succeeded", life_sb), op
+    assert api.sandbox(life_sb)["state"] == state
+
+
+def test_wake(daemon, api, life_sb):
+    p = ok(daemon, "wake", "--wait", life_sb)
+    assert p.stdout == "", "waking a running sandbox prints nothing"
+    p = ok(daemon, "--json", "wake", life_sb)
+    assert json.loads(p.stdout)["operation"] is None, p.stdout
+    for sleep, kind in (("pause", "resume"), ("suspend", "restore"), ("stop", "start")):
+        ok(daemon, sleep, "--wait", life_sb)
+        p = ok(daemon, "wake", "--wait", life_sb)
+        assert OP_LINE.match(p.stdout), p
+        assert api.operation(p.stdout.strip())["kind"] == kind
+        assert api.sandbox(life_sb)["state"] == "running"
+
+
+def test_a_refused_transition_is_a_clear_409(daemon, api, life_sb):
+    p = space.spacectl(daemon, "resume", life_sb)
+    assert p.returncode == 1 and p.stdout == "", p
+    assert p.stderr.startswith(f"spacectl: resume: {life_sb}: "), p.stderr
+    assert "is running" in p.stderr and "conflict, HTTP 409" in p.stderr, p.stderr
+    # One bad id does not stop the others.
+    p = space.spacectl(daemon, "pause", "sb-0000000000000000", life_sb)
+    assert p.returncode == 1 and "HTTP 404" in p.stderr and OP_LINE.match(p.stdout), p
+    assert api.wait_sandbox_state(life_sb, ("paused",))["state"] == "paused"
+    ok(daemon, "resume", "--wait", life_sb)
