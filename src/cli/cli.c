@@ -121,6 +121,48 @@ bool ctl_on_timeout_ok(const char *s)
 	return strcmp(s, "delete") == 0 || strcmp(s, "suspend") == 0;
 }
 
+void ctl_fmt_bytes(long long n, char *out, size_t len)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)n;
+	size_t u = 0;
+
+	if (n < 0) {
+		snprintf(out, len, "-");
+		return;
+	}
+	if (n < 1024) {
+		snprintf(out, len, "%lld B", n);
+		return;
+	}
+	v /= 1024;
+	/* 1023.5 would print as "1024 KiB": that is "1.0 MiB". */
+	while (v >= 1023.5 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		v /= 1024;
+		u++;
+	}
+	/* Rounded where it is printed, so 99.96 shows as "100", not "100.0". */
+	if (v < 99.95)
+		snprintf(out, len, "%.1f %s", v, units[u]);
+	else
+		snprintf(out, len, "%.0f %s", v, units[u]);
+}
+
+int ctl_print_lines(FILE *out, const json_t *obj, const char *key, space_err *e)
+{
+	const json_t *arr = json_object_get(obj, key), *item;
+	size_t i;
+
+	if (!json_is_array(arr))
+		return err_set(e, EBADMSG, "the answer has no \"%s\" list", key);
+	json_array_foreach(arr, i, item)
+		if (!json_is_string(item))
+			return err_set(e, EBADMSG, "the answer's \"%s\" list holds a non-string", key);
+	json_array_foreach(arr, i, item)
+		fprintf(out, "%s\n", json_string_value(item));
+	return 0;
+}
+
 int ctl_get_show(const struct ctl *c, const char *path,
 		 int (*show)(const struct ctl *c, const json_t *resp))
 {

@@ -24,6 +24,8 @@ extern const struct ctl_verb ctl_verb_info, ctl_verb_templates, ctl_verb_create,
 /* cmd_lifecycle.c */
 extern const struct ctl_verb ctl_verb_pause, ctl_verb_resume, ctl_verb_suspend,
 	ctl_verb_restore, ctl_verb_stop, ctl_verb_start, ctl_verb_wake;
+extern const struct ctl_verb ctl_verb_fork, ctl_verb_snapshot, ctl_verb_snapshots,
+	ctl_verb_snapshot_rm;
 
 /* Print "spacectl: <verb>: <msg>" (if fmt) and the usage line on stderr;
  * returns CTL_EXIT_USAGE. */
@@ -53,6 +55,11 @@ int ctl_parse_opts(struct ctl *c, const struct ctl_verb *v, int argc, char **arg
 int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char **argv);
 /* Whether s is a value of on_timeout ("delete" or "suspend"). */
 bool ctl_on_timeout_ok(const char *s);
+/* 1536 -> "1.5 KiB", 0 -> "0 B": sizes for tables, 3 significant digits at most. */
+void ctl_fmt_bytes(long long n, char *out, size_t len);
+/* Print each string of the array at key of obj on a line of its own.
+ * Returns 0, or -1 with e set when it is missing or holds a non-string. */
+int ctl_print_lines(FILE *out, const json_t *obj, const char *key, space_err *e);
 
 /*
  * A request that starts an operation (202 {"sandbox":..,"operation":..,...}),

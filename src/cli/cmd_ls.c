@@ -24,17 +24,20 @@ static int query_add(char **q, const char *name, const char *value)
 
 static int add_row(struct ctl_table *t, const json_t *sb)
 {
-	const char *row[] = { ctl_jstr(sb, "id", "-"), ctl_jstr(sb, "state", "-"),
-			      ctl_jstr(sb, "template", "-"), ctl_jstr(sb, "created_at", "-") };
+	/* New columns go at the end: scripts cut the first four. */
+	const char *row[] = { ctl_jstr(sb, "id", "-"),         ctl_jstr(sb, "state", "-"),
+			      ctl_jstr(sb, "template", "-"),   ctl_jstr(sb, "created_at", "-"),
+			      ctl_jstr(sb, "start_kind", "-"), ctl_jstr(sb, "parent_id", "-") };
 
 	return ctl_table_add(t, row);
 }
 
 static int show(const struct ctl *c, const json_t *resp)
 {
-	static const char *const header[] = { "ID", "STATE", "TEMPLATE", "CREATED" };
+	static const char *const header[] = { "ID",      "STATE", "TEMPLATE",
+					      "CREATED", "START", "PARENT" };
 
-	return ctl_print_list(c, resp, "sandboxes", 4, header, add_row);
+	return ctl_print_list(c, resp, "sandboxes", 6, header, add_row);
 }
 
 static int run(struct ctl *c, int argc, char **argv)
@@ -85,7 +88,9 @@ const struct ctl_verb ctl_verb_ls = {
 	.name = "ls",
 	.usage = "[--state S[,S...]] [--meta K=V]... [--json]",
 	.summary = "list sandboxes",
-	.help = "Prints ID STATE TEMPLATE CREATED; by default every sandbox not deleted.\n"
+	.help = "Prints ID STATE TEMPLATE CREATED START PARENT; by default every sandbox not\n"
+		"deleted.  START says how it started: boot (a cold boot), clone (from a\n"
+		"snapshot), pool (a VM kept ready) or fork (from PARENT).\n"
 		"\n"
 		"Options:\n"
 		"  --state S     only these states (comma-separated, e.g. running,creating;\n"

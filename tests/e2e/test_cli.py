@@ -1,5 +1,5 @@
 """spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm;
-the lifecycle verbs (pause .. wake) and their 409s."""
+the lifecycle verbs (pause .. wake, fork, snapshots) and their 409s."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import space
 
 ID_RX = re.compile(r"\bsb-[0-9a-f]{16}\b")
 OP_LINE = re.compile(r"^op-[0-9a-f]{16}\n$")
+SN_LINE = re.compile(r"^sn-[0-9a-f]{16}\n$")
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +163,43 @@ def test_a_refused_transition_is_a_clear_409(daemon, api, life_sb):
     assert p.returncode == 1 and "HTTP 404" in p.stderr and OP_LINE.match(p.stdout), p
     assert api.wait_sandbox_state(life_sb, ("paused",))["state"] == "paused"
     ok(daemon, "resume", "--wait", life_sb)
+
+
+def test_fork_prints_the_children_and_ls_shows_their_parent(daemon, api, life_sb):
+    p = ok(daemon, "fork", "-n", "2", "--wait", life_sb)
+    kids = p.stdout.split()
+    daemon.sandbox_ids.update(kids)
+    assert len(kids) == 2 and all(ID_RX.fullmatch(k) for k in kids), p.stdout
+    ls = ok(daemon, "ls").stdout.splitlines()
+    assert ls[0].split() == ["ID", "STATE", "TEMPLATE", "CREATED", "START", "PARENT"], ls[0]
+    for k in kids:
+        row = [line.split() for line in ls if line.startswith(k)]
+        assert row and row[0][1] == "running" and row[0][4:] == ["fork", life_sb], ls
+    mine = [line.split() for line in ls if line.startswith(life_sb)]
+    assert mine[0][4] in ("boot", "clone") and mine[0][5] == "-", mine
+    # rm --wait --json reports the sandbox as the wait left it.
+    p = ok(daemon, "rm", "--wait", "--json", *kids)
+    assert p.stdout.count('"deleted"') == 2, p.stdout
+
+
+def test_snapshot_create_from_it_list_and_remove(daemon, api, life_sb):
+    p = ok(daemon, "snapshot", "--wait", life_sb, "cli-golden")
+    assert SN_LINE.match(p.stdout), p
+    snap = p.stdout.strip()
+    rows = [line.split() for line in ok(daemon, "snapshots").stdout.splitlines()]
+    assert rows[0] == ["ID", "NAME", "KIND", "STATE", "TEMPLATE", "SIZE", "CREATED"], rows[0]
+    mine = [r for r in rows if r[0] == snap]
+    assert mine and mine[0][1:5] == ["cli-golden", "named", "ready", "minimal"], rows
+    assert mine[0][6] in ("KiB", "MiB", "GiB"), mine  # a size: "20.4 MiB"
+    clone = ok(daemon, "create", "--snapshot", "cli-golden", "--wait").stdout.strip()
+    daemon.sandbox_ids.add(clone)
+    rec = api.sandbox(clone)
+    assert rec["snapshot"] == snap and rec["start_kind"] == "clone", rec
+    ok(daemon, "rm", clone)
+    p = ok(daemon, "snapshot-rm", "cli-golden")
+    assert p.stdout == "", p
+    assert snap not in ok(daemon, "snapshots").stdout
+    p = space.spacectl(daemon, "snapshot-rm", "cli-golden")
+    assert p.returncode == 1 and "no snapshot 'cli-golden'" in p.stderr and "HTTP 404" in p.stderr, p
+    p = space.spacectl(daemon, "create", "--snapshot", "cli-golden")
+    assert p.returncode == 1 and "HTTP 404" in p.stderr, p

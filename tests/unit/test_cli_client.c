@@ -1,6 +1,6 @@
 /* test_cli_client.c -- spacectl's pure helpers: API error messages, writes
- * to slow non-blocking pipes, K=V and number parsing, tables, on_timeout,
- * paths, the options verbs share */
+ * to slow non-blocking pipes, K=V and number parsing, tables, sizes,
+ * on_timeout, paths, id lists, the options verbs share */
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -149,6 +149,30 @@ static void test_table(void)
 	free(out);
 }
 
+static bool size_is(long long n, const char *want)
+{
+	char buf[32];
+
+	ctl_fmt_bytes(n, buf, sizeof(buf));
+	if (strcmp(buf, want) != 0)
+		NOTE("%lld: got '%s', want '%s'", n, buf, want);
+	return strcmp(buf, want) == 0;
+}
+
+static void test_sizes(void)
+{
+	EXPECT(size_is(0, "0 B"));
+	EXPECT(size_is(1023, "1023 B"));
+	EXPECT(size_is(1024, "1.0 KiB"));
+	EXPECT(size_is(1536, "1.5 KiB"));
+	EXPECT(size_is(21397504, "20.4 MiB"));
+	EXPECT(size_is(104815575, "100 MiB")); /* 99.96 MiB: no "100.0" */
+	EXPECT(size_is(1048575, "1.0 MiB"));   /* not "1024 KiB" */
+	EXPECT(size_is(5LL << 40, "5.0 TiB"));
+	EXPECT(size_is(1LL << 62, "4096 PiB"));
+	EXPECT(size_is(-1, "-"));
+}
+
 static void test_on_timeout(void)
 {
 	CHECK(ctl_on_timeout_ok("delete") && ctl_on_timeout_ok("suspend"), "delete and suspend");
@@ -173,6 +197,27 @@ static void test_paths(void)
 	      "a snapshot ref is one escaped segment");
 	CHECK(path_is(ctl_path("/v1/templates", "minimal:v1", "/pool"), "/v1/templates/minimal%3Av1/pool"),
 	      "a template ref with a tag");
+}
+
+static void test_print_lines(void)
+{
+	json_t *ok = json_pack("{s:[s,s]}", "children", "sb-1", "sb-2");
+	json_t *bad = json_pack("{s:[s,i]}", "children", "sb-1", 2);
+	space_err e = { 0 };
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+
+	CHECK(ctl_print_lines(f, ok, "children", &e) == 0, "a list of ids");
+	CHECK(ctl_print_lines(f, bad, "children", &e) < 0 && strstr(e.msg, "non-string"),
+	      "a non-string refused: %s", e.msg);
+	CHECK(ctl_print_lines(f, ok, "missing", &e) < 0 && strstr(e.msg, "\"missing\""),
+	      "a missing list named: %s", e.msg);
+	fclose(f);
+	CHECK(strcmp(out, "sb-1\nsb-2\n") == 0, "one per line, nothing of a refused list");
+	free(out);
+	json_decref(ok);
+	json_decref(bad);
 }
 
 static int run_nothing(struct ctl *c, int argc, char **argv)
@@ -224,8 +269,10 @@ int main(void)
 	test_write_all();
 	test_args();
 	test_table();
+	RUN(test_sizes);
 	test_on_timeout();
 	test_paths();
+	test_print_lines();
 	test_parse_opts();
 	return DONE();
 }
