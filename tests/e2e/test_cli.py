@@ -1,5 +1,5 @@
 """spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm;
-the lifecycle verbs (pause .. wake, fork, snapshots) and their 409s."""
+the lifecycle verbs (pause .. wake, fork, snapshots, timeout, pool) and their 409s."""
 
 import json
 import os
@@ -202,4 +202,27 @@ def test_snapshot_create_from_it_list_and_remove(daemon, api, life_sb):
     p = space.spacectl(daemon, "snapshot-rm", "cli-golden")
     assert p.returncode == 1 and "no snapshot 'cli-golden'" in p.stderr and "HTTP 404" in p.stderr, p
     p = space.spacectl(daemon, "create", "--snapshot", "cli-golden")
+    assert p.returncode == 1 and "HTTP 404" in p.stderr, p
+
+
+def test_timeout(daemon, api, life_sb):
+    p = ok(daemon, "timeout", life_sb, "600", "--on-timeout", "delete")
+    rec = api.sandbox(life_sb)
+    assert (rec["timeout_s"], rec["on_timeout"]) == (600, "delete") and rec["expires_at"], rec
+    assert p.stdout == f"{life_sb}: expires at {rec['expires_at']}, then delete\n", p.stdout
+    p = ok(daemon, "timeout", life_sb, "0")
+    assert p.stdout == f"{life_sb}: never expires\n", p.stdout
+    rec = api.sandbox(life_sb)
+    assert rec["expires_at"] is None and rec["on_timeout"] == "delete", rec
+
+
+def test_pool(daemon, api):
+    try:
+        p = ok(daemon, "pool", "minimal", "1")
+        assert re.fullmatch(r"minimal: pool size 1, [01] ready\n", p.stdout), p.stdout
+        assert api.template("minimal")["pool"]["size"] == 1
+    finally:
+        p = ok(daemon, "pool", "minimal", "0")
+    assert p.stdout.startswith("minimal: pool size 0, "), p.stdout
+    p = space.spacectl(daemon, "pool", "no-such-template", "1")
     assert p.returncode == 1 and "HTTP 404" in p.stderr, p
