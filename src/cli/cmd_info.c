@@ -22,6 +22,14 @@ static int show(const struct ctl *c, const json_t *info)
 	snprintf(buf, sizeof(buf), "%lld running of %lld max",
 		 ctl_jint(cap, "sandboxes_running", 0), ctl_jint(cap, "max_sandboxes", 0));
 	line("sandboxes:", buf);
+	snprintf(buf, sizeof(buf), "%lld MiB used of %lld MiB budget",
+		 ctl_jint(cap, "memory_used_mib", 0), ctl_jint(cap, "memory_budget_mib", 0));
+	line("memory:", buf);
+	snprintf(buf, sizeof(buf), "%lld used of %lld budget", ctl_jint(cap, "vcpus_used", 0),
+		 ctl_jint(cap, "vcpu_budget", 0));
+	line("vcpus:", buf);
+	snprintf(buf, sizeof(buf), "%lld MiB free", ctl_jint(cap, "tmpfs_free_mib", 0));
+	line("snapshot tmpfs:", buf);
 	snprintf(buf, sizeof(buf), "%lld", ctl_jint(cap, "host_vcpus", 0));
 	line("host vcpus:", buf);
 	snprintf(buf, sizeof(buf), "%lld MiB", ctl_jint(cap, "host_memory_mib", 0));
@@ -41,7 +49,7 @@ static int run(struct ctl *c, int argc, char **argv)
 const struct ctl_verb ctl_verb_info = {
 	.name = "info",
 	.usage = "[--json]",
-	.summary = "show the daemon's version, accelerator and capacity",
+	.summary = "show the daemon's version, accelerator, capacity and what is used of it",
 	.help = "Options:\n"
 		"  --json   print the raw JSON answer of GET /v1/info\n",
 	.run = run,

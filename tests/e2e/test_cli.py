@@ -31,6 +31,8 @@ def test_info_and_templates(daemon):
     p = space.spacectl(daemon, "info")
     assert p.returncode == 0, p
     assert "0.1.0" in p.stdout
+    assert re.search(r"^memory: +\d+ MiB used of \d+ MiB budget$", p.stdout, re.M), p.stdout
+    assert re.search(r"^vcpus: +\d+ used of \d+ budget$", p.stdout, re.M), p.stdout
     p = space.spacectl(daemon, "templates")
     assert p.returncode == 0, p
     assert "minimal" in p.stdout and "base" in p.stdout
