@@ -1,5 +1,5 @@
 """spacectl against the real daemon: create --wait, exec (live output, exit code), ls, logs, rm;
-the lifecycle verbs (pause .. wake, fork, snapshots, timeout, pool) and their 409s."""
+the lifecycle verbs (pause .. wake, fork, snapshots, timeout, pool), their 409s and usage errors."""
 
 import json
 import os
@@ -228,3 +228,26 @@ def test_pool(daemon, api):
     assert p.stdout.startswith("minimal: pool size 0, "), p.stdout
     p = space.spacectl(daemon, "pool", "no-such-template", "1")
     assert p.returncode == 1 and "HTTP 404" in p.stderr, p
+
+
+@pytest.mark.parametrize("args", [
+    ["pause"], ["wake", "--bogus", "sb-0000000000000000"], ["fork"], ["fork", "-n", "0", "x"],
+    ["fork", "a", "b"], ["snapshot", "sb-0000000000000000"], ["snapshot-rm"],
+    ["snapshot-rm", "--wait", "x"], ["snapshots", "x"], ["timeout", "x"], ["timeout", "x", "-1"],
+    ["timeout", "x", "5", "--on-timeout", "never"], ["pool", "minimal"], ["pool", "minimal", "-1"],
+    ["create", "--template", "minimal", "--snapshot", "s"], ["create", "--on-timeout", "later"],
+])
+def test_usage_errors_exit_2(daemon, args):
+    p = space.spacectl(daemon, *args)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert f"usage: spacectl {args[0]} " in p.stderr, p.stderr
+
+
+def test_help_describes_every_verb(daemon):
+    verbs = ["pause", "resume", "suspend", "restore", "stop", "start", "wake", "fork", "snapshot",
+             "snapshots", "snapshot-rm", "timeout", "pool"]
+    listed = ok(daemon, "help").stdout
+    for v in verbs:
+        assert re.search(rf"^  {re.escape(v)} +\S", listed, re.M), f"{v} missing from help"
+        p = ok(daemon, "help", v)
+        assert p.stdout.startswith(f"usage: spacectl {v} "), p.stdout
