@@ -13,7 +13,8 @@ yaml = pytest.importorskip("yaml")
 SPEC = os.path.join(space.REPO, "docs", "api", "openapi.yaml")
 PAIRS = {
     "Error": space.ERROR, "Info": space.INFO, "Template": space.TEMPLATE,
-    "Sandbox": space.SANDBOX, "Operation": space.OPERATION, "Session": space.SESSION,
+    "Sandbox": space.SANDBOX, "Operation": space.OPERATION, "Snapshot": space.SNAPSHOT,
+    "Session": space.SESSION,
     "DataPlane": space.DATA_PLANE, "ExitEvent": space.SHAPES["exit"],
     "ErrorEvent": space.SHAPES["error_event"],
 }
