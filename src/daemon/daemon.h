@@ -21,14 +21,14 @@ struct config {
 	char templates_dir[PATH_MAX]; /* where `make` put the templates */
 	char accel[8];             /* auto | kvm | tcg */
 	int token_ttl_s;           /* data-plane token lifetime (default 900) */
-	int tb_size_mib;           /* TCG translation cache per VM (default 32) */
-	int max_sandboxes;         /* running at once (default 64) */
+	int tb_size_mib;           /* TCG translation cache per VM (default 24) */
+	int max_sandboxes;         /* VMs at once, pool and builder VMs too (default 64) */
 	int default_timeout_s;     /* sandbox lifetime when create names none (default 900) */
 	int max_body_bytes;        /* control-plane request bodies (default 1 MiB) */
 	int max_stdin_bytes;       /* one data-plane stdin request (default 4 MiB) */
 	char data_url[256];        /* base URL handed to clients for the data plane */
 	/* Capacity: what running VMs may take together (0 = derived from the
-	 * host at start-up: its memory less a reserve, 4 vCPUs per core). */
+	 * host at start-up: its memory less a reserve, 16 vCPUs per core). */
 	int memory_budget_mib;
 	int vcpu_budget;
 	char pools[512];           /* warm pools at start-up: "base=2,minimal=1" */

@@ -14,7 +14,7 @@
 
 #include "cleanup.h"
 #include "log.h"
-#include "sandbox/runtime.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"

@@ -120,9 +120,9 @@ void api_sessions_token(struct http_req *r)
 	const char *sb_id = r->param[0], *ss_id = r->param[1];
 	space_err err = { 0 };
 	int64_t expires_ms = 0;
-	json_int_t ttl = 0;
+	int ttl = 0;
 	char token[65];
-	json_t *body, *v;
+	json_t *body;
 
 	if (!id_valid(sb_id, "sb-") || !id_valid(ss_id, "ss-")) {
 		http_reply_error(r->req, 404, "not_found", "no session '%s' in sandbox '%s'", ss_id, sb_id);
@@ -131,18 +131,13 @@ void api_sessions_token(struct http_req *r)
 	body = http_body_json(r);
 	if (!body)
 		return;
-	v = json_object_get(body, "token_ttl_s");
-	if (v && !json_is_null(v)) {
-		ttl = json_is_integer(v) ? json_integer_value(v) : -1;
-		if (ttl < 0 || ttl > SPEC_TOKEN_TTL_MAX) {
-			http_reply_error(r->req, 400, "bad_request", "token_ttl_s must be an integer 0..%d",
-					 SPEC_TOKEN_TTL_MAX);
-			json_decref(body);
-			return;
-		}
+	if (req_token(body, &ttl, &err) < 0) {
+		http_reply_err(r->req, &err);
+		json_decref(body);
+		return;
 	}
 	json_decref(body);
-	if (session_new_token(r->d, sb_id, ss_id, (int)ttl, token, &expires_ms, &err) < 0)
+	if (session_new_token(r->d, sb_id, ss_id, ttl, token, &expires_ms, &err) < 0)
 		http_reply_err(r->req, &err);
 	else
 		http_reply_json(r->req, 201,

@@ -92,10 +92,10 @@ void api_templates_pool(struct http_req *r)
 
 	if (!body)
 		return;
-	if (req_pool(body, &size, &err) < 0 || pool_set_size(r->d, r->param[0], size, &err) < 0 ||
-	    store_template_resolve(r->d->store, r->param[0], &t, &err) < 0) {
-		if (err.code == EINVAL && strncmp(err.msg, "template", 8) == 0)
-			err.code = ENOENT; /* a malformed reference names no template */
+	if (store_template_resolve(r->d->store, r->param[0], &t, &err) < 0) {
+		/* A malformed reference names no template either. */
+		http_reply_error(r->req, 404, "not_found", "no template '%.200s'", r->param[0]);
+	} else if (req_pool(body, &size, &err) < 0 || pool_set_size(r->d, t.digest, size, &err) < 0) {
 		http_reply_err(r->req, &err);
 	} else {
 		http_reply_json(r->req, 200, template_json(r->d, &t));

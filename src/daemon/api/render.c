@@ -62,7 +62,9 @@ json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 			      "on_timeout", on_timeout_name(s->on_timeout),
 			      "created_at", time_or_null(s->created_ms),
 			      "updated_at", time_or_null(s->updated_ms),
-			      "expires_at", time_or_null(s->expires_ms),
+			      /* Timeouts apply to running and paused sandboxes only. */
+			      "expires_at", time_or_null(s->state == SB_RUNNING || s->state == SB_PAUSED ||
+							 s->state == SB_CREATING ? s->expires_ms : 0),
 			      "error", str_or_null(s->error),
 			      "start_kind", start_kind_name(s->start_kind),
 			      "parent_id", str_or_null(s->parent_id),

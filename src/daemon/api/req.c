@@ -233,6 +233,18 @@ int req_timeout(json_t *body, struct timeout_req *r, space_err *err)
 	return 0;
 }
 
+int req_token(json_t *body, int *ttl_s, space_err *err)
+{
+	static const char *const known[] = { "token_ttl_s", NULL };
+	long long ttl = 0;
+
+	if (only_fields(body, known, err) < 0 ||
+	    get_int(body, "token_ttl_s", 1, SPEC_TOKEN_TTL_MAX, &ttl, NULL, err) < 0)
+		return -1;
+	*ttl_s = (int)ttl;
+	return 0;
+}
+
 int req_pool(json_t *body, int *size, space_err *err)
 {
 	static const char *const known[] = { "size", NULL };

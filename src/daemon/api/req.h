@@ -16,5 +16,7 @@ int req_fork(json_t *body, int *count, space_err *err);
 int req_snapshot(json_t *body, char *name, size_t len, space_err *err);
 int req_timeout(json_t *body, struct timeout_req *out, space_err *err);
 int req_pool(json_t *body, int *size, space_err *err);
+/* A fresh data-plane token: {"token_ttl_s": N} (optional, 1..a day). */
+int req_token(json_t *body, int *ttl_s, space_err *err);
 
 #endif

@@ -155,7 +155,9 @@ static const unsigned sb_next[SB__COUNT] = {
 	[SB_SUSPENDED] = T(SB_RESTORING) | T(SB_STOPPING) | T(SB_DELETING),
 	/* a restore that fails keeps the saved state: suspended again */
 	[SB_RESTORING] = T(SB_RUNNING) | T(SB_SUSPENDED) | T(SB_DELETING) | T(SB_FAILED),
-	[SB_STOPPING] = T(SB_STOPPED) | T(SB_DELETING) | T(SB_FAILED),
+	/* a stop that could not reach the guest returns to where it started */
+	[SB_STOPPING] = T(SB_STOPPED) | T(SB_RUNNING) | T(SB_PAUSED) | T(SB_SUSPENDED) | T(SB_DELETING) |
+			T(SB_FAILED),
 	/* start boots the kept disk again: the same path as a first boot */
 	[SB_STOPPED] = T(SB_CREATING) | T(SB_DELETING),
 	[SB_DELETING] = T(SB_DELETED) | T(SB_FAILED),

@@ -143,27 +143,45 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 	if (store_template_get(parent->d->store, r->template_digest, &c->tmpl, &e) < 0)
 		log_warn("sandbox %s: %s", r->id, e.msg);
 	sandbox_persist(c);
-	if (op_begin(parent->d, OPK_CREATE, r->id, &c->op, err) < 0)
+	if (op_begin(parent->d, OPK_CREATE, r->id, &c->op, err) < 0) {
+		sandbox_start_delete(c, "its fork could not be recorded");
 		return NULL;
+	}
 	return c;
+}
+
+/* A fork refused after some children existed: they never were the client's. */
+static void drop_children(struct spaced *d, json_t *ids, const char *why)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(ids, i, v) {
+		struct sandbox *m = sandbox_find(d, json_string_value(v));
+
+		if (m)
+			sandbox_start_delete(m, why);
+	}
+	json_decref(ids);
 }
 
 int sandbox_fork(struct spaced *d, const char *id, int count, struct sandbox_rec *out, struct op_rec *op,
 		 json_t **children, space_err *err)
 {
-	struct sandbox *sb = sandbox_find(d, id);
+	struct sandbox *sb = sandbox_find_for(d, id, OPK_FORK, err);
 	struct lc_args args = { .count = count };
 	json_t *ids;
 
-	if (!sb || !sandbox_visible(&sb->rec))
-		return err_set(err, ENOENT, "no sandbox '%.64s'", id);
+	if (!sb)
+		return -1;
 	if (count < 1 || count > SPEC_FORK_MAX)
 		return err_set(err, EINVAL, "count must be 1 to %d", SPEC_FORK_MAX);
-	/* Refused before any child exists: the state, then the room. */
+	/* Refused before any child exists: the state, the room, the snapshot. */
 	if ((sb->op.id[0] && !op_state_done(sb->op.state)) ||
 	    (sb->rec.state != SB_RUNNING && sb->rec.state != SB_PAUSED))
 		return lifecycle_refuse(sb, OPK_FORK, err);
-	if (capacity_admit(d, sb->rec.vcpus, sb->rec.memory_mib, count, err) < 0)
+	if (capacity_admit(d, sb->rec.vcpus, sb->rec.memory_mib, count, err) < 0 ||
+	    capture_check(sb, SNAP_FORK, true, err) < 0)
 		return -1;
 	ids = json_array();
 	if (!ids)
@@ -172,32 +190,15 @@ int sandbox_fork(struct spaced *d, const char *id, int count, struct sandbox_rec
 		struct sandbox *c = new_child(sb, err);
 
 		if (!c || json_array_append_new(ids, json_string(c->rec.id)) < 0) {
-			/* The ones made so far fail with the fork. */
-			size_t j;
-			json_t *v;
-
-			json_array_foreach(ids, j, v) {
-				struct sandbox *m = sandbox_find(d, json_string_value(v));
-
-				if (m)
-					sandbox_fail(m, err->msg);
-			}
-			json_decref(ids);
+			if (!err->code)
+				err_set(err, ENOMEM, "out of memory");
+			drop_children(d, ids, "its fork was refused");
 			return -1;
 		}
 	}
 	args.children = ids;
 	if (lifecycle_begin(sb, OPK_FORK, &args, err) < 0) {
-		size_t j;
-		json_t *v;
-
-		json_array_foreach(ids, j, v) {
-			struct sandbox *m = sandbox_find(d, json_string_value(v));
-
-			if (m)
-				sandbox_fail(m, err->msg);
-		}
-		json_decref(ids);
+		drop_children(d, ids, "its fork was refused");
 		return -1;
 	}
 	sandbox_copy_out(sb, out, op);

@@ -28,17 +28,8 @@ static void stop_deadline(evutil_socket_t fd, short what, void *arg)
 		vm_kill(sb->vm);
 }
 
-bool act_stop_vm_exited(struct sandbox *sb)
-{
-	if (!sb->op.id[0] || sb->op.kind != OPK_STOP || op_state_done(sb->op.state))
-		return false;
-	clear_act_timer(sb);
-	sessions_abort(sb, "the sandbox was stopped");
-	lifecycle_done(sb, NULL);
-	return true;
-}
-
-/* Saved memory of a suspended sandbox means nothing once it is stopped. */
+/* Saved memory (of a suspended sandbox, or the one a running sandbox was
+ * restored from) means nothing once it is stopped. */
 static void discard_saved_state(struct sandbox *sb)
 {
 	struct snapshot_rec snap;
@@ -52,6 +43,17 @@ static void discard_saved_state(struct sandbox *sb)
 	}
 	sb->rec.snapshot_id[0] = '\0';
 	sandbox_persist(sb);
+}
+
+bool act_stop_vm_exited(struct sandbox *sb)
+{
+	if (!sb->op.id[0] || sb->op.kind != OPK_STOP || op_state_done(sb->op.state))
+		return false;
+	clear_act_timer(sb);
+	discard_saved_state(sb);
+	sessions_abort(sb, "the sandbox was stopped");
+	lifecycle_done(sb, NULL);
+	return true;
 }
 
 static void shutdown_guest(struct sandbox *sb)

@@ -22,17 +22,18 @@ int act_snapshot_start(struct sandbox *sb, const struct lc_args *a, space_err *e
 int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct sandbox_rec *out,
 		     struct op_rec *op, struct snapshot_rec *snap, space_err *err)
 {
-	struct sandbox *sb = sandbox_find(d, id);
+	struct sandbox *sb = sandbox_find_for(d, id, OPK_SNAPSHOT, err);
 	struct lc_args args = { .name = name };
 	struct snapshot_rec taken;
 
-	if (!sb || !sandbox_visible(&sb->rec))
-		return err_set(err, ENOENT, "no sandbox '%.64s'", id);
+	if (!sb)
+		return -1;
 	if (spec_check_snapshot_name(name, err) < 0)
 		return -1;
 	if (store_snapshot_get_by_name(d->store, name, &taken, err) == 0) {
+		err_set(err, EEXIST, "a snapshot named '%s' exists already (%s)", name, taken.id);
 		snapshot_rec_clear(&taken);
-		return err_set(err, EEXIST, "a snapshot named '%s' exists already (%s)", name, taken.id);
+		return -1;
 	}
 	err_clear(err);
 	if (lifecycle_begin(sb, OPK_SNAPSHOT, &args, err) < 0)

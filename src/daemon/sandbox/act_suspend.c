@@ -53,6 +53,12 @@ bool act_suspend_vm_exited(struct sandbox *sb)
 
 static void on_restored(struct sandbox *sb, const char *error)
 {
+	/* A guest that ran may have written its disk: its saved memory no
+	 * longer matches it, so the sandbox cannot go back to suspended. */
+	if (error && sb->guest_ran) {
+		sandbox_fail(sb, error);
+		return;
+	}
 	if (!error && sb->rec.timeout_s)
 		sb->rec.expires_ms = now_ms() + sb->rec.timeout_s * 1000;
 	lifecycle_done(sb, error);
@@ -82,15 +88,18 @@ int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *er
 
 /* A suspend that saved everything before the daemon stopped. */
 struct newest {
-	const char *sb;
+	const struct sandbox *sb;
 	char id[ID_LEN];
 };
 
+/* Only one this suspend made: newer than its operation, and not the one the
+ * sandbox was last restored from (kept while it ran). */
 static int newest_suspend(const struct snapshot_rec *s, void *arg)
 {
 	struct newest *n = arg;
 
-	if (s->state == SNAPS_READY && strcmp(s->sandbox_id, n->sb) == 0)
+	if (s->state == SNAPS_READY && strcmp(s->sandbox_id, n->sb->rec.id) == 0 &&
+	    strcmp(s->id, n->sb->rec.snapshot_id) != 0 && s->created_ms >= n->sb->op.created_ms)
 		snprintf(n->id, sizeof(n->id), "%s", s->id); /* by creation: the last wins */
 	return 0;
 }
@@ -140,7 +149,7 @@ static void on_capture_status(struct vm *vm, const char *status, const space_err
 void act_capture_reconcile(struct sandbox *sb)
 {
 	space_err err = { 0 };
-	struct newest n = { .sb = sb->rec.id };
+	struct newest n = { .sb = sb };
 
 	if (sb->vm) {
 		if (vm_disk_top(sb->vm, on_top, sb, &err) < 0)

@@ -47,8 +47,6 @@ static int64_t free_mib(const char *path)
 
 void capacity_get(struct spaced *d, struct capacity *c)
 {
-	char tmpfs[PATH_MAX];
-
 	memset(c, 0, sizeof(*c));
 	c->memory_budget_mib = d->memory_budget_mib;
 	c->vcpu_budget = d->vcpu_budget;
@@ -62,7 +60,6 @@ void capacity_get(struct spaced *d, struct capacity *c)
 		c->vcpus_used += sb->rec.vcpus;
 		c->memory_used_mib += sb->rec.memory_mib + VM_OVERHEAD_MIB;
 	}
-	path_tmpfs_root(d, tmpfs);
 	c->tmpfs_free_mib = free_mib("/dev/shm");
 }
 

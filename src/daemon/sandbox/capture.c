@@ -220,19 +220,29 @@ static void on_paused(struct vm *vm, const space_err *err, void *arg)
 		fail(c, "freezing the disk", &e);
 }
 
-int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
-		  capture_cb done, space_err *err)
+int capture_check(struct sandbox *sb, enum snap_kind kind, bool freeze, space_err *err)
 {
-	struct capture *c;
+	char disks[PATH_MAX];
 
 	if (!sb->vm)
 		return err_set(err, EBUSY, "sandbox %s has no VM to snapshot", sb->rec.id);
 	if (sb->capture)
 		return err_set(err, EBUSY, "sandbox %s: a snapshot is already being taken", sb->rec.id);
-	if (freeze && strncmp(sb->rec.disk, "/", 1) != 0)
+	/* A disk of the first schema lives in the sandbox's own directory,
+	 * which its deletion removes: no other chain may come to rely on it. */
+	path_disks_dir(sb->d, disks);
+	if (freeze && strncmp(sb->rec.disk, disks, strlen(disks)) != 0)
 		return err_set(err, EBUSY, "sandbox %s was created by an earlier spaced; recreate it to snapshot it",
 			       sb->rec.id);
-	if (capacity_snapshot_room(sb->d, kind, sb->rec.memory_mib, err) < 0)
+	return capacity_snapshot_room(sb->d, kind, sb->rec.memory_mib, err);
+}
+
+int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
+		  capture_cb done, space_err *err)
+{
+	struct capture *c;
+
+	if (capture_check(sb, kind, freeze, err) < 0)
 		return -1;
 	c = calloc(1, sizeof(*c));
 	if (!c)

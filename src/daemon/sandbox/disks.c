@@ -145,8 +145,9 @@ int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t o
 	return memchr(out, '\0', size) ? -1 : 0;
 }
 
-/* The backing file of the qcow2 at path ("" if none or not a qcow2). */
-static void backing_of(const char *path, char out[PATH_MAX])
+/* The backing file of the qcow2 at path into out ("" if it has none).
+ * -1 when the header cannot be read: the chain below is unknown. */
+static int backing_of(const char *path, char out[PATH_MAX])
 {
 	unsigned char hdr[4096];
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -154,15 +155,21 @@ static void backing_of(const char *path, char out[PATH_MAX])
 
 	out[0] = '\0';
 	if (fd < 0)
-		return;
+		/* A chain may end at a file that is gone (a template image); a
+		 * layer we cannot open for another reason is unknown. */
+		return errno == ENOENT ? 0 : -1;
 	n = pread(fd, hdr, sizeof(hdr), 0);
-	if (n <= 0 || qcow2_backing_file(hdr, (size_t)n, out, PATH_MAX) < 0)
-		out[0] = '\0';
+	if (n < 0)
+		return -1;
+	if (qcow2_backing_file(hdr, (size_t)n, out, PATH_MAX) < 0)
+		out[0] = '\0'; /* not a qcow2: the raw template image ends the chain */
+	return 0;
 }
 
 struct marks {
 	char **paths;
 	size_t n, cap;
+	bool incomplete; /* something could not be followed: delete nothing */
 };
 
 static bool marked(const struct marks *m, const char *p)
@@ -184,15 +191,18 @@ static void mark_chain(struct marks *m, const char *path)
 		if (m->n == m->cap) {
 			size_t cap = m->cap ? m->cap * 2 : 64;
 			char **p = realloc(m->paths, cap * sizeof(*p));
-			if (!p)
+			if (!p) {
+				m->incomplete = true;
 				return;
+			}
 			m->paths = p;
 			m->cap = cap;
 		}
-		if (!(m->paths[m->n] = strdup(cur)))
+		if (!(m->paths[m->n] = strdup(cur)) || backing_of(cur, next) < 0) {
+			m->incomplete = true;
 			return;
+		}
 		m->n++;
-		backing_of(cur, next);
 		memcpy(cur, next, sizeof(cur));
 	}
 }
@@ -222,6 +232,10 @@ void disks_gc(struct spaced *d)
 	if (store_snapshot_each(d->store, 0, mark_snapshot, &m, &err) < 0) {
 		/* Without the full picture nothing may go. */
 		log_warn("disk gc skipped: %s", err.msg);
+		goto out;
+	}
+	if (m.incomplete) {
+		log_warn("disk gc skipped: a backing chain could not be followed");
 		goto out;
 	}
 	path_disks_dir(d, dir);

@@ -78,6 +78,7 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 		spec.incoming = b.state;
 	}
 	sb->identity_done = false;
+	sb->guest_ran = false;
 	if (vm_launch(sb->d->base, &spec, sb->d->cfg.boot_timeout_s * 1000, &sandbox_vm_events, sb, &sb->vm,
 		      err) < 0)
 		return err_wrap(err, "starting vm");
@@ -111,6 +112,7 @@ static void vm_ready(struct vm *vm, void *arg)
 	struct sandbox *sb = arg;
 
 	(void)vm;
+	sb->guest_ran = true;
 	attach_agent(sb);
 }
 
@@ -198,6 +200,9 @@ void sandbox_send_clock(struct sandbox *sb)
 	uint8_t buf[8];
 	uint64_t ns;
 
+	/* Not connected: the H_HELLO of the next connection carries the clock. */
+	if (!agent_ready(sb->agent))
+		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	for (int i = 0; i < 8; i++)

@@ -38,7 +38,7 @@ static const struct lc_action actions[OPK__COUNT] = {
 			  act_suspend_start, act_capture_reconcile },
 	[OPK_RESTORE] = { T(SB_SUSPENDED), SB_RESTORING, SB_RUNNING, SB_SUSPENDED, act_restore_start,
 			  act_restore_reconcile },
-	[OPK_STOP] = { T(SB_RUNNING) | T(SB_PAUSED) | T(SB_SUSPENDED), SB_STOPPING, SB_STOPPED, SB_STOPPED,
+	[OPK_STOP] = { T(SB_RUNNING) | T(SB_PAUSED) | T(SB_SUSPENDED), SB_STOPPING, SB_STOPPED, SB__COUNT,
 		       act_stop_start, act_stop_reconcile },
 	[OPK_START] = { T(SB_STOPPED), SB_CREATING, SB_RUNNING, SB_STOPPED, act_start_start,
 			act_boot_reconcile },
@@ -102,6 +102,9 @@ int lifecycle_begin(struct sandbox *sb, enum op_kind kind, const struct lc_args 
 	op_running(sb->d, &sb->op);
 	log_info("sandbox %s: %s (operation %s)", sb->rec.id, op_kind_name(kind), sb->op.id);
 	if (a->start(sb, args ? args : &none, err) < 0) {
+		/* "QEMU is not running" from the VMM is not an unknown sandbox. */
+		if (err->code == ESRCH)
+			err->code = EBUSY;
 		/* Nothing was changed that the action's own failure path would not
 		 * undo: back to where it started, the operation failed. */
 		lifecycle_done(sb, err->msg);
@@ -155,7 +158,7 @@ void lifecycle_table_states(enum op_kind kind, unsigned *from, int *transient, i
 /* ---- the core's entry points for front ends ---- */
 
 /* The live sandbox a client names: ENOENT unknown (or not theirs), EBUSY deleted. */
-static struct sandbox *find_for(struct spaced *d, const char *id, enum op_kind kind, space_err *err)
+struct sandbox *sandbox_find_for(struct spaced *d, const char *id, enum op_kind kind, space_err *err)
 {
 	struct sandbox *sb = sandbox_find(d, id);
 	struct sandbox_rec r;
@@ -175,7 +178,7 @@ static struct sandbox *find_for(struct spaced *d, const char *id, enum op_kind k
 int sandbox_act(struct spaced *d, const char *id, enum op_kind kind, struct sandbox_rec *out, struct op_rec *op,
 		space_err *err)
 {
-	struct sandbox *sb = find_for(d, id, kind, err);
+	struct sandbox *sb = sandbox_find_for(d, id, kind, err);
 
 	if (!sb)
 		return -1;
@@ -192,15 +195,14 @@ int sandbox_act(struct spaced *d, const char *id, enum op_kind kind, struct sand
 
 int sandbox_wake(struct spaced *d, const char *id, struct sandbox_rec *out, struct op_rec *op, space_err *err)
 {
-	struct sandbox *sb = find_for(d, id, OPK_RESUME, err);
+	struct sandbox *sb = sandbox_find_for(d, id, OPK_RESUME, err);
 	enum op_kind kind;
 
 	if (!sb)
 		return -1;
 	switch (sb->rec.state) {
 	case SB_RUNNING:
-		if (op_in_flight(sb))
-			break;
+		/* Awake already (a fork or snapshot may be under way). */
 		sandbox_copy_out(sb, out, NULL);
 		memset(op, 0, sizeof(*op));
 		return 0;
@@ -230,7 +232,7 @@ act:
 int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_req *req, struct sandbox_rec *out,
 			space_err *err)
 {
-	struct sandbox *sb = find_for(d, id, OPK_RESUME, err);
+	struct sandbox *sb = sandbox_find_for(d, id, OPK_RESUME, err);
 
 	if (!sb)
 		return -1;

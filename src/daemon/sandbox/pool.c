@@ -179,12 +179,15 @@ static void tick_pool(struct spaced *d, struct pool *p)
 		have++;
 		filling += sb->rec.state == SB_CREATING;
 	}
-	/* Pool VMs are clones: wait for the ready snapshot. One at a time, so
-	 * a refill never starves the clients' own creates of CPU. */
+	/* Pool VMs are clones: wait for the ready snapshot (unless there are
+	 * none: then they boot). One at a time, so a refill never starves the
+	 * clients' own creates of CPU. */
 	if (have < p->size && filling == 0 &&
-	    snapshot_ready_for(d, t.digest, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256,
-			       &snap) == 0) {
-		snapshot_rec_clear(&snap);
+	    (!d->cfg.ready_snapshots ||
+	     snapshot_ready_for(d, t.digest, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256,
+				&snap) == 0)) {
+		if (d->cfg.ready_snapshots)
+			snapshot_rec_clear(&snap);
 		if (capacity_admit(d, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256, 1, &err) == 0)
 			fill_one(d, p, &t);
 	}

@@ -41,11 +41,16 @@ static int attach_op(const struct op_rec *op, void *arg)
 	struct op_rec o;
 
 	op_copy(&o, op);
-	if (sb && !sb->op.id[0]) {
+	if (sb) {
+		/* Oldest first: one attached before is older than this one. */
+		if (sb->op.id[0]) {
+			op_finish(d, &sb->op, "interrupted by a daemon restart");
+			op_rec_clear(&sb->op);
+		}
 		sb->op = o;
 		return 0;
 	}
-	/* An operation whose sandbox is gone or already has a newer one. */
+	/* An operation whose sandbox is gone. */
 	op_finish(d, &o, "interrupted by a daemon restart");
 	op_rec_clear(&o);
 	return 0;
@@ -145,16 +150,19 @@ static void reconcile_one(struct sandbox *sb)
 		vm_kill(sb->vm);
 		return;
 	}
-	if (op_in_flight(sb)) {
-		lifecycle_reconcile(sb);
-		return;
+	/* A VM being brought up gets its agent and identity from the bring-up
+	 * its action restarts; any other reconnects its agent now. Its identity
+	 * was applied before; a reconnect needs none. */
+	if (st != SB_CREATING && st != SB_RESTORING) {
+		sb->identity_done = true;
+		sb->agent = agent_new(sb, vm_agent_path(sb->vm));
+		if (!sb->agent) {
+			sandbox_fail(sb, "cannot set up the agent channel");
+			return;
+		}
 	}
-	/* Running or paused, nothing under way: reconnect the agent. The VM
-	 * got its identity before; a reconnect needs none. */
-	sb->identity_done = true;
-	sb->agent = agent_new(sb, vm_agent_path(sb->vm));
-	if (!sb->agent)
-		sandbox_fail(sb, "cannot set up the agent channel");
+	if (op_in_flight(sb))
+		lifecycle_reconcile(sb);
 }
 
 int sandbox_reconcile(struct spaced *d, space_err *err)

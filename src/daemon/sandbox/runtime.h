@@ -32,6 +32,7 @@ struct sandbox {
 	bringup_cb up_done;        /* a bring-up in progress (launch.c) */
 	bool identity_done;        /* this VM got its identity (clock, entropy, hostname) */
 	bool identity_sent;        /* H_IDENTITY is on its way on this connection */
+	bool guest_ran;            /* this VM's vCPUs ran (a restored guest may have written its disk) */
 	struct capture *capture;   /* a snapshot being taken (capture.c) */
 	struct event *act_timer;   /* the deadline of the action in flight (stop) */
 	struct sandbox *next;
@@ -79,7 +80,6 @@ void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct 
 struct spec_bufs {
 	char run_dir[PATH_MAX], sock_dir[PATH_MAX], kernel[PATH_MAX];
 	char image[PATH_MAX], state[PATH_MAX];
-	char cmdline[128];
 };
 void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b);
 
@@ -123,6 +123,9 @@ void lifecycle_done(struct sandbox *sb, const char *error);
 void lifecycle_reconcile(struct sandbox *sb);
 /* The message of a 409 for kind on sb ("sandbox sb-.. is paused; pause needs running"). */
 int lifecycle_refuse(struct sandbox *sb, enum op_kind kind, space_err *err);
+/* The live sandbox a client names for `kind`: ENOENT unknown (or not a
+ * client's), EBUSY already deleted. */
+struct sandbox *sandbox_find_for(struct spaced *d, const char *id, enum op_kind kind, space_err *err);
 
 /* act_*.c: each action's start and reconcile */
 int act_pause_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
@@ -156,6 +159,8 @@ typedef void (*capture_cb)(struct sandbox *sb, struct snapshot_rec *snap, const 
 int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
 		  capture_cb done, space_err *err);
 void capture_abort(struct sandbox *sb, const char *why);
+/* Would capture_start refuse now? (For a fork, before its children exist.) */
+int capture_check(struct sandbox *sb, enum snap_kind kind, bool freeze, space_err *err);
 /* Forgets a capture without a word (the daemon is shutting down). */
 void capture_drop(struct sandbox *sb);
 

@@ -118,7 +118,6 @@ void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b)
 	path_run_dir(d, sb->rec.id, b->run_dir);
 	path_sock_dir(d, sb->rec.id, b->sock_dir);
 	snprintf(b->kernel, sizeof(b->kernel), "%s/vmlinuz", sb->tmpl.dir);
-	snprintf(b->cmdline, sizeof(b->cmdline), "space.hostname=%s", sb->rec.id);
 	memset(spec, 0, sizeof(*spec));
 	spec->id = sb->rec.id;
 	spec->run_dir = b->run_dir;
@@ -130,7 +129,6 @@ void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b)
 	spec->memory_mib = sb->rec.memory_mib;
 	spec->accel = d->accel;
 	spec->tb_size_mib = d->cfg.tb_size_mib;
-	spec->cmdline_extra = b->cmdline;
 	spec->netns = geteuid() == 0;
 }
 
@@ -258,7 +256,9 @@ static void tick_timeouts(struct spaced *d)
 		if (sb->op.id[0] && !op_state_done(sb->op.state))
 			continue;
 		if (sb->rec.expires_ms && now >= sb->rec.expires_ms) {
-			sb->rec.expires_ms = 0;
+			/* Tried again in a minute if a suspend fails and leaves it
+			 * running; a suspended or restored one gets its own time. */
+			sb->rec.expires_ms = now + 60000;
 			expire(sb);
 		}
 	}

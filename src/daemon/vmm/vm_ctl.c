@@ -5,7 +5,7 @@
  * still sends every page of its RAM (its RAM block is not a shared mapping),
  * and space-memcvt splits that stream into a memory image and a device state
  * without the pages; a QEMU that maps the image (share=off) and sets the same
- * capability loads the state in milliseconds. See docs/design/snapshots.md. */
+ * capability loads the state in milliseconds. See docs/design/snapshots-memcvt.md. */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
