@@ -36,6 +36,13 @@ struct config {
 	int boot_timeout_s;        /* a VM must answer within this (default 60) */
 };
 
+/* Event priorities (libevent): client I/O and everything else at the
+ * default; work that can wait a loop turn (starting QEMUs) is bulk, run one
+ * callback per turn so that requests keep being served in a burst. */
+#define SPACED_PRIOS 3      /* libevent gives new events the middle one */
+#define SPACED_PRIO_DEFAULT 1
+#define SPACED_PRIO_BULK 2
+
 struct sandbox;
 struct session;
 struct evhttp;

@@ -205,6 +205,25 @@ fail:
 	return 1;
 }
 
+/* The loop: after each bulk callback it looks for I/O again (see
+ * SPACED_PRIO_BULK); events are at the default priority unless set. */
+static struct event_base *make_base(void)
+{
+	struct event_config *cfg = event_config_new();
+	struct event_base *base = NULL;
+
+	if (!cfg)
+		return NULL;
+	if (event_config_set_max_dispatch_interval(cfg, NULL, 1, SPACED_PRIO_BULK) == 0)
+		base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (base && event_base_priority_init(base, SPACED_PRIOS) < 0) {
+		event_base_free(base);
+		return NULL;
+	}
+	return base;
+}
+
 int main(int argc, char **argv)
 {
 	struct spaced d = { 0 };
@@ -215,7 +234,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	config_load(&d.cfg, argc, argv);
 	d.started_ms = now_ms();
-	d.base = event_base_new();
+	d.base = make_base();
 	if (!d.base) {
 		log_error("cannot create the event loop");
 		return 1;

@@ -186,6 +186,17 @@ static void test_launch_kill_adopt(void)
 		CHECK(1, "a QEMU that fails to start is refused at once: %s", err.msg);
 	}
 
+	/* 2c. no QEMU binary at all: the launch returns at once, `exited` says why */
+	exits = 0;
+	setenv("SPACE_QEMU", "/nonexistent/qemu-system-x86_64", 1);
+	CHECK(vm_launch(base, &spec, 30000, &events, NULL, &vm, &err) == 0, "a launch does not wait for exec");
+	unsetenv("SPACE_QEMU");
+	if (vm) {
+		CHECK(run_until(exited, 10000) && strstr(reason, "could not be started") && strstr(reason, "exec"),
+		      "a QEMU that cannot be executed: %s", reason);
+		vm_free(vm);
+	}
+
 	/* 3. adopt after a "restart": vm_free leaves QEMU running */
 	exits = 0;
 	readies = 0;

@@ -1,6 +1,7 @@
 /* act_power.c -- stop and start: the guest shuts down cleanly and its disk is kept; start boots
  * that disk again. Also what a restart does with an interrupted create or start. */
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "runtime.h"
@@ -152,12 +153,18 @@ static void relaunch(struct sandbox *sb, const char *error)
 	space_err err = { 0 };
 
 	(void)error;
-	if (!sb->rec.source_snapshot[0] ||
-	    store_snapshot_get(sb->d->store, sb->rec.source_snapshot, &snap, &err) < 0) {
-		on_boot_up(sb, "interrupted by a daemon restart while its state loaded; its snapshot is gone");
+	if (sb->rec.start_kind == START_BOOT || sb->op.kind == OPK_START) {
+		log_info("sandbox %s: booting it (its VM had not started)", sb->rec.id);
+		if (sandbox_launch(sb, NULL, on_boot_up, &err) < 0)
+			on_boot_up(sb, err.msg);
 		return;
 	}
-	log_info("sandbox %s: starting again from snapshot %s", sb->rec.id, snap.id);
+	if (!sb->rec.source_snapshot[0] ||
+	    store_snapshot_get(sb->d->store, sb->rec.source_snapshot, &snap, &err) < 0) {
+		on_boot_up(sb, "interrupted by a daemon restart before its VM ran; its snapshot is gone");
+		return;
+	}
+	log_info("sandbox %s: starting it again from snapshot %s", sb->rec.id, snap.id);
 	if (sandbox_launch(sb, &snap, on_boot_up, &err) < 0)
 		on_boot_up(sb, err.msg);
 	snapshot_rec_clear(&snap);
@@ -200,6 +207,16 @@ void act_boot_reconcile(struct sandbox *sb)
 {
 	space_err err = { 0 };
 
-	if (!sb->vm || vm_status(sb->vm, on_boot_status, sb, &err) < 0)
-		on_boot_up(sb, sb->vm ? err.msg : "interrupted by a daemon restart before its VM started");
+	/* Intent is on disk before QEMU starts: a create or start whose VM was
+	 * never spawned (or whose disk was never made) is carried out now. */
+	if (!sb->vm) {
+		if (sb->rec.disk[0] && access(sb->rec.disk, R_OK | W_OK) == 0) {
+			relaunch(sb, NULL);
+			return;
+		}
+		on_boot_up(sb, "interrupted by a daemon restart before its disk was made");
+		return;
+	}
+	if (vm_status(sb->vm, on_boot_status, sb, &err) < 0)
+		on_boot_up(sb, err.msg);
 }

@@ -63,29 +63,54 @@ static void attach_agent(struct sandbox *sb)
 	}
 }
 
-int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err)
+/* The deferred half of sandbox_launch: QEMU is spawned from its own turn of
+ * the loop (a low-priority event, one per turn), so a burst of creates never
+ * holds up a request that came in meanwhile. */
+static void launch_now(evutil_socket_t fd, short what, void *arg)
 {
+	struct sandbox *sb = arg;
 	struct vm_spec spec;
 	struct spec_bufs b;
-	struct timeval tv = { sb->d->cfg.boot_timeout_s, 0 };
+	space_err err = { 0 };
 
+	(void)fd;
+	(void)what;
+	if (!sb->up_done || sb->vm)
+		return; /* deleted (or failed) while it waited */
 	sandbox_spec(sb, &spec, &b);
-	if (snap) {
-		snprintf(b.image, sizeof(b.image), "%s/mem", snap->dir);
-		snprintf(b.state, sizeof(b.state), "%s/state", snap->dir);
+	if (sb->launch_snap[0]) {
+		snprintf(b.image, sizeof(b.image), "%s/mem", sb->launch_snap);
+		snprintf(b.state, sizeof(b.state), "%s/state", sb->launch_snap);
 		spec.mem = VM_MEM_IMAGE;
 		spec.mem_image = b.image;
 		spec.incoming = b.state;
 	}
-	sb->identity_done = false;
-	sb->guest_ran = false;
 	if (vm_launch(sb->d->base, &spec, sb->d->cfg.boot_timeout_s * 1000, &sandbox_vm_events, sb, &sb->vm,
-		      err) < 0)
-		return err_wrap(err, "starting vm");
+		      &err) < 0) {
+		err_wrap(&err, "starting vm");
+		bringup_end(sb, err.msg);
+		return;
+	}
 	sb->rec.pid = vm_pid(sb->vm);
 	sb->rec.pid_start = vm_pid_start(sb->vm);
 	sandbox_persist(sb);
+}
+
+int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err)
+{
+	struct timeval tv = { sb->d->cfg.boot_timeout_s, 0 };
+
+	if (!sb->launch_ev) {
+		sb->launch_ev = evtimer_new(sb->d->base, launch_now, sb);
+		if (!sb->launch_ev || event_priority_set(sb->launch_ev, SPACED_PRIO_BULK) < 0)
+			return err_set(err, ENOMEM, "out of memory");
+	}
+	snprintf(sb->launch_snap, sizeof(sb->launch_snap), "%s", snap ? snap->dir : "");
+	sb->identity_done = false;
+	sb->guest_ran = false;
 	sb->up_done = done;
+	event_active(sb->launch_ev, EV_TIMEOUT, 0);
+	/* The deadline counts from now: the wait for a turn is part of it. */
 	stop_timer(sb);
 	sb->timer = evtimer_new(sb->d->base, bringup_deadline, sb);
 	if (sb->timer)

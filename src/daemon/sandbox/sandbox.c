@@ -89,6 +89,8 @@ void sandbox_free(struct sandbox *sb)
 	capture_drop(sb);
 	if (sb->act_timer)
 		event_free(sb->act_timer);
+	if (sb->launch_ev)
+		event_free(sb->launch_ev);
 	if (sb->vm)
 		vm_free(sb->vm);
 	agent_free(sb->agent);

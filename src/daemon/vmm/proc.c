@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -225,6 +226,8 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 	 * VMs, which are meant to outlive the daemon. */
 	if (o->new_session && setsid() < 0)
 		child_fail(errfd, errno, "setsid");
+	if (o->nice && setpriority(PRIO_PROCESS, 0, getpriority(PRIO_PROCESS, 0) + o->nice) < 0)
+		child_fail(errfd, errno, "setpriority");
 
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
@@ -298,11 +301,11 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 	child_fail(errfd, errno, "exec");
 }
 
-int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *err)
+/* fork, then the child sets itself up and execs; rfd gets the status pipe's
+ * read end (EOF at exec, a spawn_fail record before a failure). */
+static int spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, int *rfd, space_err *err)
 {
 	int pipefd[2];
-	struct spawn_fail f;
-	ssize_t r;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return err_sys(err, errno, "pipe");
@@ -318,7 +321,7 @@ int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *
 		child_exec(o, pipefd[1]);
 	}
 	close(pipefd[1]);
-	_cleanup_close_ int rfd = pipefd[0];
+	_cleanup_close_ int r = pipefd[0];
 	/* Our child cannot be reaped behind our back, so the pid is stable
 	 * until we wait for it: opening the pidfd now is race-free. */
 	_cleanup_close_ int pidfd = proc_pidfd_open(pid);
@@ -327,7 +330,23 @@ int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *
 		proc_kill_reap(pid, -1);
 		return err_sys(err, e, "pidfd_open (needs Linux >= 5.3)");
 	}
-	/* Blocks only until exec() or an early failure: a few milliseconds. */
+	*pidp = pid;
+	*pidfdp = steal_fd(&pidfd);
+	*rfd = steal_fd(&r);
+	return 0;
+}
+
+int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *err)
+{
+	struct spawn_fail f;
+	pid_t pid;
+	int pidfd_raw, rfd_raw;
+	ssize_t r;
+
+	if (spawn(o, &pid, &pidfd_raw, &rfd_raw, err) < 0)
+		return -1;
+	_cleanup_close_ int rfd = rfd_raw, pidfd = pidfd_raw;
+	/* Blocks only until exec() or an early failure. */
 	do
 		r = read(rfd, &f, sizeof(f));
 	while (r < 0 && errno == EINTR);
@@ -343,6 +362,32 @@ int proc_spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, space_err *
 	if (pidfdp)
 		*pidfdp = steal_fd(&pidfd);
 	return 0;
+}
+
+int proc_spawn_async(const struct spawn_opts *o, pid_t *pid, int *pidfd, int *statusfd, space_err *err)
+{
+	if (spawn(o, pid, pidfd, statusfd, err) < 0)
+		return -1;
+	if (fcntl(*statusfd, F_SETFL, O_NONBLOCK) < 0)
+		log_warn("spawn: status pipe: %s", strerror(errno));
+	return 0;
+}
+
+void proc_spawn_failure(int statusfd, char *buf, size_t len)
+{
+	struct spawn_fail f;
+	ssize_t r;
+
+	buf[0] = '\0';
+	if (statusfd < 0)
+		return;
+	do
+		r = read(statusfd, &f, sizeof(f));
+	while (r < 0 && errno == EINTR);
+	if (r != (ssize_t)sizeof(f))
+		return;
+	f.step[sizeof(f.step) - 1] = '\0';
+	snprintf(buf, len, "%s: %s", f.step, strerror(f.err));
 }
 
 int proc_run(char *const *argv, int log_fd, int timeout_ms, space_err *err)

@@ -36,6 +36,7 @@ struct spawn_opts {
 	const int *pass_fds;
 	int npass;
 	bool new_session;    /* setsid(): no controlling terminal, own process group */
+	int nice;            /* added to the child's nice value (0: unchanged) */
 	bool netns;          /* unshare(CLONE_NEWNET) and bring lo up */
 	/* Hardening, applied in this order right before exec (see proc.c). */
 	const char *cgroup_dir; /* join: write our pid to <dir>/cgroup.procs */
@@ -44,8 +45,17 @@ struct spawn_opts {
 };
 
 /* fork + exec. On success *pid is the child and *pidfd (if pidfd != NULL) a
- * close-on-exec pidfd for it; the caller owns both and must reap the child. */
+ * close-on-exec pidfd for it; the caller owns both and must reap the child.
+ * Waits until the child has exec'd (or failed to), which under load can take
+ * a scheduler slice or more: not for the event loop's hot paths. */
 int proc_spawn(const struct spawn_opts *o, pid_t *pid, int *pidfd, space_err *err);
+/* fork, without waiting for the exec: *statusfd (close-on-exec,
+ * non-blocking) gets the child's report if a step fails before exec; read it
+ * with proc_spawn_failure once the child has exited. */
+int proc_spawn_async(const struct spawn_opts *o, pid_t *pid, int *pidfd, int *statusfd, space_err *err);
+/* Why a child of proc_spawn_async failed before exec ("exec: No such file
+ * or directory"), or "" if it did exec (or said nothing). */
+void proc_spawn_failure(int statusfd, char *buf, size_t len);
 
 /* Runs argv to completion (bounded by timeout_ms: SIGKILL after), output to
  * log_fd (-1: /dev/null). Fails with the exit status in the message. For short

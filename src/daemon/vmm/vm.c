@@ -20,6 +20,8 @@
 #include "vm_internal.h"
 
 #define VM_ADOPT_TIMEOUT_MS 2000
+/* How much less CPU priority QEMU gets than the daemon (nice levels). */
+#define VM_NICE 10
 /* vm_kill: QMP quit first, SIGKILL if QEMU is still there after this. */
 #define VM_KILL_GRACE_MS 2000
 
@@ -78,6 +80,8 @@ static void vm_really_free(struct vm *vm)
 		close(vm->pidfd);
 	if (vm->incoming_fd >= 0)
 		close(vm->incoming_fd);
+	if (vm->spawn_fd >= 0)
+		close(vm->spawn_fd);
 	free(vm);
 }
 
@@ -99,6 +103,12 @@ static void start_failure_reason(struct vm *vm, const char *how)
 
 	if (vm->reason[0])
 		return; /* vm_launch_fail said why */
+	/* Never exec'd: the step that failed says why. */
+	proc_spawn_failure(vm->spawn_fd, said, sizeof(said));
+	if (said[0]) {
+		snprintf(vm->reason, sizeof(vm->reason), "qemu could not be started: %s", said);
+		return;
+	}
 	file_last_line(vm->qemu_log, said, sizeof(said));
 	snprintf(vm->reason, sizeof(vm->reason), "qemu %s during start-up: %s", how,
 		 said[0] ? said : "(no output)");
@@ -218,6 +228,7 @@ static struct vm *vm_alloc(struct event_base *base, const struct vm_spec *spec,
 	vm->base = base;
 	vm->pidfd = -1;
 	vm->incoming_fd = -1;
+	vm->spawn_fd = -1;
 	if (ev)
 		vm->ev = *ev;
 	vm->arg = arg;
@@ -369,7 +380,7 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 	      const struct vm_events *ev, void *arg, struct vm **out, space_err *err)
 {
 	struct launch_prep p = { .log_fd = -1, .listen = { -1, -1, -1 }, .incoming = -1 };
-	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1;
+	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1, spawn_fd = -1;
 	char path[PATH_MAX];
 	pid_t pid = -1;
 	int rc;
@@ -385,12 +396,18 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		.pass_fds = p.listen,
 		.npass = 3,
 		.new_session = true,
+		/* VMs are the node's bulk work; the control plane that starts,
+		 * stops and streams them must not wait behind a busy vCPU. */
+		.nice = VM_NICE,
 		.netns = spec->netns,
 		.cgroup_dir = spec->cgroup_dir,
 		.uid = spec->run_uid,
 		.gid = spec->run_gid,
 	};
-	rc = proc_spawn(&o, &pid, &pidfd, err);
+	/* Not waiting for the exec keeps the loop free while the child waits
+	 * for a CPU (2 cores, ten VMs starting). A failure before exec shows
+	 * up as the child's exit, with its reason on spawn_fd. */
+	rc = proc_spawn_async(&o, &pid, &pidfd, &spawn_fd, err);
 	if (rc < 0) {
 		prep_clear(&p);
 		return -1;
@@ -409,6 +426,7 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		vm->pid = pid;
 		vm->pid_start = proc_start_time(pid);
 		vm->incoming_fd = steal_fd(&p.incoming);
+		vm->spawn_fd = steal_fd(&spawn_fd);
 		int watch = pidfd; /* vm_attach takes it; still needed if it fails */
 		if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, false, spec, err) < 0) {
 			proc_kill_reap(pid, watch);

@@ -107,22 +107,29 @@ static void on_reply(json_t *reply, const char *error, void *arg)
 	vm_call_finish(c, error ? &e : NULL, NULL);
 }
 
-/* Sends `command`; its reply completes a new call. */
-static int simple(struct vm *vm, const char *command, json_t *args, vm_done_cb cb, void *arg,
-		  space_err *err)
+/* Sends `command`; `on` gets its reply and completes a new call (done or
+ * str, with arg). */
+static int call(struct vm *vm, const char *command, json_t *args, qmp_reply_cb on, vm_done_cb done,
+		vm_str_cb str, void *arg, space_err *err)
 {
-	struct vm_call *c = vm_call_new(vm, cb, NULL, arg);
+	struct vm_call *c = vm_call_new(vm, done, str, arg);
 
 	if (!c) {
 		json_decref(args);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	if (vm_qmp(vm, command, args, on_reply, c, err) < 0) {
+	if (vm_qmp(vm, command, args, on, c, err) < 0) {
 		c->cancelled = true;
 		vm_call_finish(c, NULL, NULL);
 		return -1;
 	}
 	return 0;
+}
+
+static int simple(struct vm *vm, const char *command, json_t *args, vm_done_cb cb, void *arg,
+		  space_err *err)
+{
+	return call(vm, command, args, on_reply, cb, NULL, arg, err);
 }
 
 int vm_pause(struct vm *vm, vm_done_cb cb, void *arg, space_err *err)
@@ -186,29 +193,14 @@ static void on_block(json_t *reply, const char *error, void *arg)
 	vm_call_finish(c, &e, NULL);
 }
 
-static int query(struct vm *vm, const char *command, qmp_reply_cb on, vm_str_cb cb, void *arg,
-		 space_err *err)
-{
-	struct vm_call *c = vm_call_new(vm, NULL, cb, arg);
-
-	if (!c)
-		return err_set(err, ENOMEM, "out of memory");
-	if (vm_qmp(vm, command, NULL, on, c, err) < 0) {
-		c->cancelled = true;
-		vm_call_finish(c, NULL, NULL);
-		return -1;
-	}
-	return 0;
-}
-
 int vm_status(struct vm *vm, vm_str_cb cb, void *arg, space_err *err)
 {
-	return query(vm, "query-status", on_status, cb, arg, err);
+	return call(vm, "query-status", NULL, on_status, NULL, cb, arg, err);
 }
 
 int vm_disk_top(struct vm *vm, vm_str_cb cb, void *arg, space_err *err)
 {
-	return query(vm, "query-block", on_block, cb, arg, err);
+	return call(vm, "query-block", NULL, on_block, NULL, cb, arg, err);
 }
 
 /* ---- migration settings shared by saving and restoring ---- */
@@ -304,6 +296,8 @@ static void saving_free(struct vm *vm)
 	}
 	if (s->out_fd >= 0)
 		close(s->out_fd);
+	if (s->spawn_fd >= 0)
+		close(s->spawn_fd);
 	free(s);
 }
 
@@ -377,7 +371,9 @@ static void on_converter_exit(evutil_socket_t fd, short what, void *arg)
 		;
 	close(s->pidfd);
 	s->pidfd = -1;
-	read_output(s->out_fd, out, sizeof(out));
+	proc_spawn_failure(s->spawn_fd, out, sizeof(out));
+	if (!out[0])
+		read_output(s->out_fd, out, sizeof(out));
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		log_debug("vm %s: space-memcvt: %s", vm->id, out);
 		s->converted = true;
@@ -408,7 +404,7 @@ static int spawn_converter(struct vm_saving *s, int stream_fd, int image_fd, int
 		.pass_fds = pass,
 		.npass = 2,
 	};
-	int rc = proc_spawn(&o, &s->pid, &s->pidfd, err);
+	int rc = proc_spawn_async(&o, &s->pid, &s->pidfd, &s->spawn_fd, err);
 	close(out[1]);
 	if (rc < 0) {
 		close(out[0]);
@@ -438,6 +434,7 @@ int vm_save(struct vm *vm, int image_fd, int state_fd, vm_done_cb cb, void *arg,
 		return err_set(err, ENOMEM, "out of memory");
 	s->pidfd = -1;
 	s->out_fd = -1;
+	s->spawn_fd = -1;
 	s->t0 = mono_ms();
 	vm->saving = s;
 	if (spawn_converter(s, rd, img, st, err) < 0)

@@ -27,6 +27,7 @@ struct vm_saving {
 	int pidfd;
 	struct event *exit_ev;
 	int out_fd;            /* the converter's stdout and stderr */
+	int spawn_fd;          /* why it failed before exec, if it did */
 	bool migrated, converted;
 	char why[512];         /* first failure */
 	int64_t t0;
@@ -49,6 +50,7 @@ struct vm {
 	bool killing;
 	bool ready;             /* `ready` was reported (or the vm was adopted) */
 	int incoming_fd;        /* launch: the state still to hand to QEMU, -1 when none */
+	int spawn_fd;           /* launch: why the child failed before exec, if it did (-1: none) */
 	int64_t t0;
 	/* vm_free() from a callback that on_qemu_exit() runs is deferred. */
 	int depth;
