@@ -10,9 +10,10 @@ import pytest
 
 import space
 
-# A process that outlives its session: it writes a counter to /tmp every 0.2 s.
-COUNTER = ["sh", "-c", "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done)"
-           " >/dev/null 2>&1 & echo started"]
+# A process that outlives its session: it writes a counter to /tmp every 0.2 s (by rename, so
+# a reader never sees the file half written).
+COUNTER = ["sh", "-c", "(i=0; while true; do i=$((i+1)); echo $i > /tmp/counter.new;"
+           " mv /tmp/counter.new /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 & echo started"]
 
 
 def counter(api, sb_id):
