@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench.py -- SPACE benchmarks: medians, p99 and ratios against baselines measured in the same run.
 
-Starts its own spaced (like the e2e tests: free loopback ports, temp state dir) and measures:
+Starts its own spaced (like the e2e tests: free loopback ports, temp state dir; with
+--no-ready-snapshots, so every create is a cold boot: starts from snapshots and pools are
+bench/lifecycle.py's) and measures:
   create -> first byte   cold create of `minimal` until the first output byte of a command
                          (sequential), beside the host's own spawn of `true`
   exec round trip        session create + attach + exit of `true` in a running sandbox,
@@ -53,6 +55,7 @@ def host_pipe_mbps(nbytes, n):
 
 
 def create_to_first_byte(api, n):
+    """Cold creates (the daemon runs without ready snapshots: each must boot)."""
     def one():
         t0 = time.perf_counter()
         sb, op = api.create_sandbox("minimal")
@@ -63,6 +66,8 @@ def create_to_first_byte(api, n):
         r = s.attach().collect(until=lambda r: len(r.output) > 0)
         assert r.output, r
         ttfb = time.perf_counter() - t0
+        kind = api.sandbox(sb["id"])["start_kind"]
+        assert kind == "boot", f"a cold create started by {kind}"
         api.remove_sandbox(sb["id"])
         return ready, ttfb
     samples = stats.series(one, n)
@@ -135,7 +140,7 @@ def main():
     ap.add_argument("--idle", type=int, default=3, help="idle sandboxes for RSS")
     args = ap.parse_args()
 
-    d = space.Daemon("spaced-bench")
+    d = space.Daemon("spaced-bench", extra_args=["--no-ready-snapshots"])
     rows = []
     try:
         d.start()
