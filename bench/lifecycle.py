@@ -186,9 +186,42 @@ def rollup(pid):
     return out
 
 
+MAP_HEAD = re.compile(r"^[0-9a-f]+-[0-9a-f]+ (\S+) \S+ \S+ \S+\s*(.*)$")
+
+
+def breakdown(pid):
+    """Where a clone's QEMU memory is, from /proc/PID/smaps, in KiB of Rss/Pss/Anonymous per
+    part: the guest's RAM (the private mapping of the snapshot's memory image: its Anonymous
+    pages are the guest's copy-on-write writes), the TCG code buffer (the rwx anonymous
+    mapping), the rest of QEMU's anonymous memory (heap, thread stacks, allocations), and
+    file mappings (QEMU's binary and libraries: shared with every QEMU on the host)."""
+    parts = {k: {"Rss": 0, "Pss": 0, "Anonymous": 0} for k in ("guest RAM", "TCG buffer",
+                                                                  "QEMU anon", "files")}
+    cur = None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            m = MAP_HEAD.match(line)
+            if m:
+                perms, path = m.group(1), m.group(2).strip()
+                if path.endswith("/mem") and "/snapshots/" in path:
+                    cur = parts["guest RAM"]
+                elif not path and "x" in perms:
+                    cur = parts["TCG buffer"]
+                elif not path or path.startswith("["):
+                    cur = parts["QEMU anon"]
+                else:
+                    cur = parts["files"]
+                continue
+            f3 = line.split()
+            if cur is not None and len(f3) == 3 and f3[0].rstrip(":") in cur:
+                cur[f3[0].rstrip(":")] += int(f3[1])
+    return parts
+
+
 def density(api, n, want_kind, settle_s, **fields):
-    """n idle sandboxes, created one after the other; after settle_s, each QEMU's smaps_rollup.
-    Returns the rollups (KiB); the sandboxes are deleted."""
+    """n idle sandboxes, created one after the other; after settle_s, each QEMU's smaps_rollup
+    (and, for clones, breakdown()). Returns the rollups (KiB), each with "parts" added; the
+    sandboxes are deleted."""
     sbs = []
     try:
         for _ in range(n):
@@ -196,7 +229,11 @@ def density(api, n, want_kind, settle_s, **fields):
             assert sb["start_kind"] == want_kind, sb
             sbs.append(sb["id"])
         time.sleep(settle_s)
-        return [rollup(space.qemu_pid(i)) for i in sbs]
+        out = []
+        for i in sbs:
+            pid = space.qemu_pid(i)
+            out.append(dict(rollup(pid), parts=breakdown(pid) if want_kind == "clone" else None))
+        return out
     finally:
         for i in sbs:
             api.delete_sandbox(i)
@@ -211,12 +248,12 @@ LOG_LINE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z (\S+ \w+: .*)$
 
 
 def timeline(daemon, ids, wall0, wall1, marks):
-    """Log lines naming any of ids between wall0 and wall1 (epoch seconds), merged with the
-    client's own marks [(seconds after wall0, text)], as lines "+ms  text"."""
+    """Log lines naming any of ids (None: every line) between wall0 and wall1 (epoch seconds),
+    merged with the client's own marks [(seconds after wall0, text)], as lines "+ms  text"."""
     events = [(wall0 + dt, "client: " + text) for dt, text in marks]
     for line in daemon.log_text().splitlines():
         m = LOG_LINE.match(line)
-        if not m or not any(i in line for i in ids):
+        if not m or (ids is not None and not any(i in line for i in ids)):
             continue
         t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
         t = t.replace(tzinfo=datetime.timezone.utc).timestamp()
@@ -451,6 +488,11 @@ def main():
                 lines.append(f"  {what}: summed PSS {sum(r['Pss'] for r in rs) / 1024:.1f} MiB, "
                              f"summed RSS {sum(r['Rss'] for r in rs) / 1024:.1f} MiB "
                              f"({pss_share(rs)[0]:.1f} %)")
+        lines.append("  per idle clone (median MiB)      Rss     Pss  Anonymous")
+        for part in dens[0]["parts"]:
+            lines.append(f"    {part:<28}" + "".join(
+                f" {stats.median([r['parts'][part][k] for r in dens]) / 1024:7.1f}"
+                for k in ("Rss", "Pss", "Anonymous")))
 
         # Where the time goes: the last sample of each kind, on the daemon's log.
         c = clone[-1]
@@ -458,6 +500,11 @@ def main():
                             [(0.0, "POST /v1/sandboxes"), (c["answer"], "202 answered"),
                              (c["running"], "operation seen succeeded"),
                              (c["first_byte"], "first byte of echo")])
+        c = pool[-1]
+        pool_tl = timeline(d, None, c["wall"], c["end"],
+                           [(0.0, "POST /v1/sandboxes"), (c["answer"], "202 answered"),
+                            (c["running"], "operation seen succeeded"),
+                            (c["first_byte"], "first byte of echo")])
         f = forks[-1]
         fork_tl = timeline(d, [f["id"], f["parent"], f["op"]], f["wall"], f["end"],
                            [(0.0, f"POST /v1/sandboxes/{f['parent']}/fork"),
@@ -481,9 +528,11 @@ def main():
             continue
         print(f"  {name:<10} {med_ms(s, 'answer'):>9} | {med_ms(s, 'running'):>9} | "
               f"{med_ms(s, 'first_byte'):>9} | {med_ms(s, 'exec2'):>9}")
-    print(f"\nwhere the time goes, one clone create (the last sample), daemon log on the client's clock:")
+    print("\nwhere the time goes, one clone create (the last sample), daemon log on the client's clock:")
     print("\n".join(clone_tl))
-    print(f"\nwhere the time goes, one fork (the last sample):")
+    print("\nwhere the time goes, one pool claim (the last sample), every daemon log line:")
+    print("\n".join(pool_tl))
+    print("\nwhere the time goes, one fork (the last sample):")
     print("\n".join(fork_tl))
     print(f"\ntotal {time.monotonic() - started:.0f} s")
 
