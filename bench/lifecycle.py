@@ -102,7 +102,7 @@ def gvisor_probe():
         return "runsc did not finish within 60 s"
     if p.returncode != 0 or p.stdout != b"hi\n":
         err = p.stderr.decode(errors="replace").strip().splitlines()
-        return f"runsc exited {p.returncode}: {err[-1] if err else p.stdout[:80]!r}"
+        return f"runsc exited {p.returncode}: " + (err[-1] if err else repr(p.stdout[:80]))
     return None
 
 
