@@ -2,6 +2,8 @@
 #   make        build everything `make run` needs (binaries, kernel, templates)
 #   make run    ... then start spaced on loopback in the foreground
 #   make test   build what the tests need and run the whole suite
+#   make bench  build, install the benchmarks' packages, run bench/bench.py then
+#               bench/lifecycle.py (BENCH=lifecycle or BENCH=bench runs one)
 SHELL := /bin/bash
 CC ?= gcc
 BUILD := build
@@ -42,11 +44,14 @@ CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
 
 
-.PHONY: all deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
+.PHONY: all deps bench-deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
 all: bins kernel templates
 
 deps:
 	@scripts/deps.sh
+
+bench-deps:
+	@scripts/deps.sh scripts/bench-deps.txt
 
 bins: deps layers
 	@$(MAKE) --no-print-directory $(BINS)
@@ -125,8 +130,9 @@ test: all
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
-bench: all
-	@python3 bench/bench.py
+BENCH ?= bench lifecycle
+bench: all bench-deps
+	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 
 clean:
 	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench.py -- SPACE benchmarks: medians, p99 and ratios against baselines measured in the same run.
 
-Starts its own spaced (like the e2e tests: free loopback ports, temp state dir) and measures:
+Starts its own spaced (like the e2e tests: free loopback ports, temp state dir; with
+--no-ready-snapshots, so every create is a cold boot: starts from snapshots and pools are
+bench/lifecycle.py's) and measures:
   create -> first byte   cold create of `minimal` until the first output byte of a command
                          (sequential), beside the host's own spawn of `true`
   exec round trip        session create + attach + exit of `true` in a running sandbox,
@@ -11,12 +13,13 @@ Starts its own spaced (like the e2e tests: free loopback ports, temp state dir) 
   idle QEMU RSS          VmRSS of an idle minimal sandbox's QEMU, beside the guest memory size
 
     python3 bench/bench.py [--create N] [--exec N] [--stream-mb MB] [--stream-n N] [--idle N]
+
+Figures follow bench/stats.py: a warm-up sample dropped from each timed series, medians, and a
+tail called p99 only with >= 100 samples (else "max").
 """
 
 import argparse
-import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -24,25 +27,19 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 
 import space  # noqa: E402
-
-
-def p99(xs):
-    s = sorted(xs)
-    return s[max(0, math.ceil(0.99 * len(s)) - 1)]
+import stats  # noqa: E402  (bench/, next to this file)
 
 
 def host_spawn(n):
-    out = []
-    for _ in range(n):
+    def one():
         t0 = time.perf_counter()
         subprocess.run(["true"], check=True)
-        out.append(time.perf_counter() - t0)
-    return out
+        return time.perf_counter() - t0
+    return stats.series(one, n)
 
 
 def host_pipe_mbps(nbytes, n):
-    out = []
-    for _ in range(n):
+    def one():
         t0 = time.perf_counter()
         p = subprocess.Popen(["head", "-c", str(nbytes), "/dev/zero"], stdout=subprocess.PIPE)
         got = 0
@@ -53,66 +50,70 @@ def host_pipe_mbps(nbytes, n):
             got += len(b)
         p.wait()
         assert got == nbytes
-        out.append(nbytes / 1e6 / (time.perf_counter() - t0))
-    return out
+        return nbytes / 1e6 / (time.perf_counter() - t0)
+    return stats.series(one, n)
 
 
 def create_to_first_byte(api, n):
-    ttfb, ready = [], []
-    for _ in range(n):
+    """Cold creates (the daemon runs without ready snapshots: each must boot)."""
+    def one():
         t0 = time.perf_counter()
         sb, op = api.create_sandbox("minimal")
         op = api.wait_op(op["id"])
         assert op["state"] == "succeeded", op
-        ready.append(time.perf_counter() - t0)
+        ready = time.perf_counter() - t0
         s = api.create_session(sb["id"], ["echo", "x"])
         r = s.attach().collect(until=lambda r: len(r.output) > 0)
         assert r.output, r
-        ttfb.append(time.perf_counter() - t0)
+        ttfb = time.perf_counter() - t0
+        kind = api.sandbox(sb["id"])["start_kind"]
+        assert kind == "boot", f"a cold create started by {kind}"
         api.remove_sandbox(sb["id"])
-    return ready, ttfb
+        return ready, ttfb
+    samples = stats.series(one, n)
+    return [r for r, _ in samples], [t for _, t in samples]
 
 
 def exec_round_trip(api, sb_id, n):
-    out = []
-    for _ in range(n):
+    def one():
         t0 = time.perf_counter()
         r = api.create_session(sb_id, ["true"]).collect()
-        out.append(time.perf_counter() - t0)
         assert r.exit_code == 0, r
-    return out
+        return time.perf_counter() - t0
+    return stats.series(one, n)
 
 
 def stream_mbps(api, sb_id, mib, n):
     """A guest command writing mib MiB (dd with 1 MiB blocks: busybox `head -c` is itself
     CPU-bound near 26 MB/s under TCG) streamed to this client."""
     nbytes = mib << 20
-    out = []
-    for _ in range(n):
+
+    def one():
         s = api.create_session(sb_id, ["dd", "if=/dev/zero", "bs=1M", f"count={mib}"])
         t0 = time.perf_counter()
         r = s.collect(timeout=1800)
         dt = time.perf_counter() - t0
         assert r.exit_code == 0 and len(r.stdout) == nbytes, r
-        out.append(nbytes / 1e6 / dt)
-    return out
+        return nbytes / 1e6 / dt
+    return stats.series(one, n)
 
 
 def guest_pipe_mbps(api, sb_id, mib, n):
     """Baseline: the same bytes through a pipe inside the guest, no streaming out."""
     nbytes = mib << 20
-    out = []
-    for _ in range(n):
+
+    def one():
         s = api.create_session(sb_id, ["sh", "-c", f"dd if=/dev/zero bs=1M count={mib} 2>/dev/null | cat >/dev/null"])
         t0 = time.perf_counter()
         r = s.collect(timeout=1800)
         dt = time.perf_counter() - t0
         assert r.exit_code == 0, r
-        out.append(nbytes / 1e6 / dt)
-    return out
+        return nbytes / 1e6 / dt
+    return stats.series(one, n)
 
 
 def idle_rss(api, n, settle_s=3.0):
+    """A memory figure, not a timed series: no warm-up to drop."""
     sbs = [api.new_sandbox("minimal") for _ in range(n)]
     time.sleep(settle_s)
     rss = [space.vm_rss_kib(space.qemu_pid(sb["id"])) / 1024 for sb in sbs]
@@ -139,7 +140,7 @@ def main():
     ap.add_argument("--idle", type=int, default=3, help="idle sandboxes for RSS")
     args = ap.parse_args()
 
-    d = space.Daemon("spaced-bench")
+    d = space.Daemon("spaced-bench", extra_args=["--no-ready-snapshots"])
     rows = []
     try:
         d.start()
@@ -175,16 +176,19 @@ def main():
     finally:
         d.cleanup()
 
-    head = f"{'metric':<38} {'n':>4} {'median':>12} {'p99':>12}   {'baseline (median)':<40} {'ratio':>8}"
+    head = (f"{'metric':<38} {'n':>4} {'median':>12} {'p99 / max':>16}   "
+            f"{'baseline (median)':<40} {'ratio':>8}")
     print()
     print(head)
     print("-" * len(head))
     for name, xs, unit, base, base_name in rows:
-        med, b = statistics.median(xs), statistics.median(base)
-        ratio = med / b if b else float("nan")
-        print(f"{name:<38} {len(xs):>4} {fmt(med, unit):>12} {fmt(p99(xs), unit):>12}   "
-              f"{fmt(b, unit) + ' ' + base_name:<40} {ratio:>7.2f}x")
-    print("\nratio = median / baseline median (for MB/s: guest throughput as a share of the host's)")
+        med, b = stats.median(xs), stats.median(base)
+        label, worst = stats.tail(xs, higher_is_better=(unit == "MB/s"))
+        print(f"{name:<38} {len(xs):>4} {fmt(med, unit):>12} {label + ' ' + fmt(worst, unit):>16}   "
+              f"{fmt(b, unit) + ' ' + base_name:<40} {stats.ratio(med, b):>7.2f}x")
+    print(f"\nratio = median / baseline median (for MB/s: guest throughput as a share of the host's);"
+          f"\na tail is p99 only with >= {stats.P99_MIN} samples, else the max (for MB/s the min); "
+          f"{stats.WARMUP} warm-up sample dropped from each timed series")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 #!/bin/bash
-# deps.sh -- install the Debian packages listed in scripts/packages.txt that are missing.
-# Silent and fast (one dpkg-query) when everything is installed.
+# deps.sh [LIST] -- install the Debian packages listed in LIST (default scripts/packages.txt,
+# what building and testing need) that are missing. Silent and fast (one dpkg-query) when
+# everything is installed. `make bench` also passes scripts/bench-deps.txt.
 set -euo pipefail
 
-list=$(dirname "${BASH_SOURCE[0]}")/packages.txt
+list=${1:-$(dirname "${BASH_SOURCE[0]}")/packages.txt}
 mapfile -t wanted < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' -e '/^$/d' "$list")
 ((${#wanted[@]})) || exit 0
 
