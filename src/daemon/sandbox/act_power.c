@@ -140,8 +140,7 @@ static void on_boot_up(struct sandbox *sb, const char *error)
 	}
 	sandbox_set_state(sb, SB_RUNNING);
 	op_finish(sb->d, &sb->op, NULL);
-	if (sb->rec.role == ROLE_BUILDER)
-		ready_builder_up(sb);
+	warm_if_daemons(sb);
 }
 
 /* A clone whose state was still loading when the daemon stopped starts over

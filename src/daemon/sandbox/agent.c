@@ -178,6 +178,7 @@ static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto
 		agent_send(a, H_ACK, h->chan, buf, 8);
 	} else if (h->type == A_EXIT) {
 		agent_send(a, H_RELEASE, h->chan, NULL, 0);
+		sandbox_warm_exit(a->sb, h->chan);
 	}
 	return 0;
 }
@@ -202,8 +203,14 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 		log_guest_line(a, p, h->len);
 		return 0;
 	}
-	if (h->type == A_PONG)
+	if (h->type == A_PONG) {
+		uint64_t cookie = proto_rd_u64(&r);
+
+		if (r.bad || h->chan != 0)
+			return -1;
+		sandbox_pong(a->sb, cookie);
 		return 0;
+	}
 	if (h->type == A_IDENTITY) {
 		uint32_t applied = proto_rd_u32(&r);
 		int32_t e = (int32_t)proto_rd_u32(&r);

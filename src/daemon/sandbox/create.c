@@ -65,6 +65,20 @@ int create_prepare(struct spaced *d, const struct create_req *req, struct sandbo
 	return 0;
 }
 
+void warm_if_daemons(struct sandbox *sb)
+{
+	space_err err = { 0 };
+
+	if (sb->rec.role == ROLE_USER)
+		return;
+	/* The builder's snapshot is taken once its warm-up is done. */
+	if (sandbox_warm_up(sb, sb->rec.role == ROLE_BUILDER ? ready_builder_up : NULL, &err) < 0) {
+		log_warn("%s", err.msg);
+		if (sb->rec.role == ROLE_BUILDER)
+			ready_builder_up(sb);
+	}
+}
+
 static void on_up(struct sandbox *sb, const char *error)
 {
 	if (error) {
@@ -75,8 +89,7 @@ static void on_up(struct sandbox *sb, const char *error)
 	if (sb->op.id[0] && sb->op.kind == OPK_CREATE)
 		op_finish(sb->d, &sb->op, NULL);
 	log_info("sandbox %s: running (%s)", sb->rec.id, start_kind_name(sb->rec.start_kind));
-	if (sb->rec.role == ROLE_BUILDER)
-		ready_builder_up(sb);
+	warm_if_daemons(sb);
 }
 
 /* Starts sb's VM from snap (a clone) or by booting (snap NULL). */
@@ -103,6 +116,14 @@ static void claim(struct sandbox *pooled, struct sandbox *want)
 
 	r->role = ROLE_USER;
 	r->start_kind = START_POOL;
+	/* A warm-up still running ends on its own (its channel is an orphan's);
+	 * nothing waits for it any more. */
+	pooled->warm_done = NULL;
+	pooled->warm_chan = 0;
+	if (pooled->act_timer) {
+		event_free(pooled->act_timer);
+		pooled->act_timer = NULL;
+	}
 	snprintf(r->template_ref, sizeof(r->template_ref), "%s", want->rec.template_ref);
 	json_decref(r->env);
 	json_decref(r->metadata);

@@ -129,16 +129,23 @@ void pool_counts(struct spaced *d, const char *name, int *size, int *ready)
 
 struct sandbox *pool_claim(struct spaced *d, const char *digest, int vcpus, int memory_mib)
 {
+	struct sandbox *cold = NULL;
+
+	/* A warmed VM first. The pool refills at the next tick, not now: a
+	 * new clone starting this instant would take the CPU the claimed VM's
+	 * first command needs. */
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		if (sb->rec.role != ROLE_POOL || sb->rec.state != SB_RUNNING ||
 		    (sb->op.id[0] && !op_state_done(sb->op.state)) || !sb->agent ||
 		    strcmp(sb->rec.template_digest, digest) != 0 || sb->rec.vcpus != vcpus ||
 		    sb->rec.memory_mib != memory_mib)
 			continue;
-		refill_soon(d);
-		return sb;
+		if (sandbox_warm(sb))
+			return sb;
+		if (!cold)
+			cold = sb;
 	}
-	return NULL;
+	return cold;
 }
 
 /* ---- refilling ---- */

@@ -36,7 +36,9 @@ struct sandbox {
 	bool identity_sent;        /* H_IDENTITY is on its way on this connection */
 	bool guest_ran;            /* this VM's vCPUs ran (a restored guest may have written its disk) */
 	struct capture *capture;   /* a snapshot being taken (capture.c) */
-	struct event *act_timer;   /* the deadline of the action in flight (stop) */
+	struct event *act_timer;   /* the deadline of the action in flight (stop) or of the warm-up */
+	uint32_t warm_chan;        /* the warm-up command's channel while it runs (warmup.c) */
+	void (*warm_done)(struct sandbox *sb);
 	struct sandbox *next;
 };
 
@@ -102,6 +104,15 @@ void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error);
 void sandbox_agent_lost(struct sandbox *sb, const char *why);
 /* Sends the guest its wall clock (after vCPUs were stopped for a while). */
 void sandbox_send_clock(struct sandbox *sb);
+
+/* warmup.c: a first command no client waits for */
+/* Runs it; done (once) when it finished and the agent forgot it, or after a
+ * timeout (the VM is usable either way). */
+int sandbox_warm_up(struct sandbox *sb, void (*done)(struct sandbox *sb), space_err *err);
+void sandbox_warm_exit(struct sandbox *sb, uint32_t chan);
+void sandbox_pong(struct sandbox *sb, uint64_t cookie);
+/* Not warming up (done, or never asked). */
+bool sandbox_warm(const struct sandbox *sb);
 
 /* identity.c: what makes a clone itself */
 /* H_IDENTITY for sb: the wall clock, fresh host entropy, its hostname, and
@@ -197,6 +208,9 @@ int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_
 /* A sandbox record from a create request, template or snapshot resolved. */
 int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
 		   struct snapshot_rec *from, space_err *err);
+
+/* A warm-pool or builder VM just came up: its warm-up (create.c). */
+void warm_if_daemons(struct sandbox *sb);
 
 /* pool.c */
 /* Takes a ready warm-pool VM for a create of this template and size. */
