@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "keyfile.h"
 
 /* In the order `spacectl help` lists them. */
 static const struct ctl_verb *const verbs[] = {
@@ -48,7 +49,8 @@ static void usage(FILE *out)
 		"\n"
 		"Global options:\n"
 		"  --url URL       control plane base URL (env SPACE_URL, default %s)\n"
-		"  --api-key KEY   API key (env SPACE_API_KEY)\n"
+		"  --api-key KEY   API key (env SPACE_API_KEY; visible in ps: prefer SPACE_API_KEY_FILE,\n"
+		"                  a file of yours with mode 600 holding the key)\n"
 		"  --json          print raw JSON responses\n"
 		"  -h, --help      this text\n"
 		"\n"
@@ -92,6 +94,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	static char key_buf[256];
 	struct ctl c = { .prog = "spacectl" };
 	const char *url = getenv("SPACE_URL");
 	const struct ctl_verb *v;
@@ -101,6 +104,13 @@ int main(int argc, char **argv)
 	int opt, rc, vi;
 
 	c.api_key = getenv("SPACE_API_KEY");
+	if ((!c.api_key || !*c.api_key) && getenv("SPACE_API_KEY_FILE") && *getenv("SPACE_API_KEY_FILE")) {
+		if (keyfile_read(getenv("SPACE_API_KEY_FILE"), key_buf, sizeof(key_buf), &e) < 0) {
+			fprintf(stderr, "spacectl: %s\n", e.msg);
+			return CTL_EXIT_USAGE;
+		}
+		c.api_key = key_buf;
+	}
 	/* '+': stop at the verb; its options are its own. */
 	while ((opt = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (opt) {

@@ -13,6 +13,11 @@ void log_set_level(enum log_level lvl)
 	min_level = lvl;
 }
 
+bool log_enabled(enum log_level lvl)
+{
+	return lvl >= min_level;
+}
+
 void log_set_prefix(const char *prefix)
 {
 	log_prefix = prefix;

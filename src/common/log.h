@@ -2,10 +2,14 @@
 #ifndef SPACE_LOG_H
 #define SPACE_LOG_H
 
+#include <stdbool.h>
+
 enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
 
 void log_set_level(enum log_level lvl);
 void log_set_prefix(const char *prefix);
+/* Whether a line at lvl would be written (to skip building costly ones). */
+bool log_enabled(enum log_level lvl);
 void log_msg(enum log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

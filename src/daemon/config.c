@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "keyfile.h"
 
 static void usage(FILE *f)
 {
@@ -16,7 +17,9 @@ static void usage(FILE *f)
 		"  --data-listen ADDR:PORT   data plane (SPACE_DATA_LISTEN, default 127.0.0.1:7071)\n"
 		"  --data-url URL            data-plane URL handed to clients (default http://<data-listen>)\n"
 		"  --state-dir DIR           state directory (SPACE_STATE_DIR, default /var/lib/space)\n"
-		"  --api-key KEY             control-plane API key (SPACE_API_KEY; default: generated once, kept in the state dir)\n"
+		"  --api-key KEY             control-plane API key (SPACE_API_KEY; visible to every user in ps: prefer\n"
+		"                            --api-key-file; default: generated once, kept in the state dir)\n"
+		"  --api-key-file PATH       read the API key from PATH (SPACE_API_KEY_FILE; mode 600, ours or root's)\n"
 		"  --templates-dir DIR       templates built by make (SPACE_TEMPLATES_DIR, default <bin>/../templates)\n"
 		"  --accel auto|kvm|tcg      accelerator (SPACE_ACCEL, default auto: KVM if a probe boot works)\n"
 		"  --token-ttl SECONDS       data-plane token lifetime (SPACE_TOKEN_TTL, default 900)\n"
@@ -28,6 +31,11 @@ static void usage(FILE *f)
 		"  --pool NAME=N[,NAME=N]    warm pools to keep (SPACE_POOL; sizes also set with PUT /v1/templates/{ref}/pool)\n"
 		"  --no-ready-snapshots      always boot; never clone creates from template snapshots\n"
 		"  --boot-timeout SECONDS    a VM's guest must answer within this (default 60)\n"
+		"  --max-connections N       open HTTP connections, both planes (SPACE_MAX_CONNECTIONS; default from the fd limit)\n"
+		"  --max-connections-per-client N  from one client address (default: half of --max-connections)\n"
+		"  --request-timeout SECONDS a whole request (headers and body) must arrive within this (default 30)\n"
+		"  --max-streams N           attached output streams in all (SPACE_MAX_STREAMS; default: half the connections)\n"
+		"  --max-streams-per-sandbox N  attached output streams per sandbox (default 32)\n"
 		"  --version, --help\n");
 }
 
@@ -77,6 +85,19 @@ static void from_env(struct config *cfg)
 		set_str(cfg->state_dir, sizeof(cfg->state_dir), v, "SPACE_STATE_DIR");
 	if ((v = getenv("SPACE_API_KEY")) && *v)
 		set_str(cfg->api_key, sizeof(cfg->api_key), v, "SPACE_API_KEY");
+	if ((v = getenv("SPACE_API_KEY_FILE")) && *v) {
+		if (cfg->api_key[0]) {
+			fprintf(stderr, "spaced: set SPACE_API_KEY or SPACE_API_KEY_FILE, not both\n");
+			exit(2);
+		}
+		set_str(cfg->api_key_file, sizeof(cfg->api_key_file), v, "SPACE_API_KEY_FILE");
+	}
+	if ((v = getenv("SPACE_MAX_CONNECTIONS")) && *v)
+		cfg->max_conns = parse_int(v, "SPACE_MAX_CONNECTIONS", 1, 1 << 20);
+	if ((v = getenv("SPACE_REQUEST_TIMEOUT")) && *v)
+		cfg->request_timeout_s = parse_int(v, "SPACE_REQUEST_TIMEOUT", 1, 3600);
+	if ((v = getenv("SPACE_MAX_STREAMS")) && *v)
+		cfg->max_streams = parse_int(v, "SPACE_MAX_STREAMS", 1, 1 << 20);
 	if ((v = getenv("SPACE_TEMPLATES_DIR")) && *v)
 		set_str(cfg->templates_dir, sizeof(cfg->templates_dir), v, "SPACE_TEMPLATES_DIR");
 	if ((v = getenv("SPACE_ACCEL")) && *v)
@@ -112,6 +133,12 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "no-ready-snapshots", no_argument, NULL, 'R' },
 		{ "boot-timeout", required_argument, NULL, 'B' },
+		{ "api-key-file", required_argument, NULL, 'K' },
+		{ "max-connections", required_argument, NULL, 'x' },
+		{ "max-connections-per-client", required_argument, NULL, 'X' },
+		{ "request-timeout", required_argument, NULL, 'r' },
+		{ "max-streams", required_argument, NULL, 'S' },
+		{ "max-streams-per-sandbox", required_argument, NULL, 'P' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -132,6 +159,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_stdin_bytes = 4 << 20;
 	cfg->ready_snapshots = true;
 	cfg->boot_timeout_s = 60;
+	cfg->request_timeout_s = 30;
+	cfg->max_streams_per_sandbox = 32;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -139,7 +168,19 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 'd': set_str(cfg->data_listen, sizeof(cfg->data_listen), optarg, "--data-listen"); break;
 		case 'u': set_str(cfg->data_url, sizeof(cfg->data_url), optarg, "--data-url"); break;
 		case 's': set_str(cfg->state_dir, sizeof(cfg->state_dir), optarg, "--state-dir"); break;
-		case 'k': set_str(cfg->api_key, sizeof(cfg->api_key), optarg, "--api-key"); break;
+		case 'k':
+			set_str(cfg->api_key, sizeof(cfg->api_key), optarg, "--api-key");
+			cfg->api_key_file[0] = '\0'; /* a flag overrides the environment */
+			break;
+		case 'K':
+			set_str(cfg->api_key_file, sizeof(cfg->api_key_file), optarg, "--api-key-file");
+			cfg->api_key[0] = '\0';
+			break;
+		case 'x': cfg->max_conns = parse_int(optarg, "--max-connections", 1, 1 << 20); break;
+		case 'X': cfg->max_conns_per_client = parse_int(optarg, "--max-connections-per-client", 1, 1 << 20); break;
+		case 'r': cfg->request_timeout_s = parse_int(optarg, "--request-timeout", 1, 3600); break;
+		case 'S': cfg->max_streams = parse_int(optarg, "--max-streams", 1, 1 << 20); break;
+		case 'P': cfg->max_streams_per_sandbox = parse_int(optarg, "--max-streams-per-sandbox", 1, 1 << 20); break;
 		case 't': set_str(cfg->templates_dir, sizeof(cfg->templates_dir), optarg, "--templates-dir"); break;
 		case 'a': set_str(cfg->accel, sizeof(cfg->accel), optarg, "--accel"); break;
 		case 'T': cfg->token_ttl_s = parse_int(optarg, "--token-ttl", 1, 86400); break;
@@ -165,6 +206,19 @@ void config_load(struct config *cfg, int argc, char **argv)
 		fprintf(stderr, "spaced: --accel must be auto, kvm or tcg\n");
 		exit(2);
 	}
+	if (cfg->api_key[0] && cfg->api_key_file[0]) {
+		fprintf(stderr, "spaced: give --api-key or --api-key-file, not both\n");
+		exit(2);
+	}
 	if (!cfg->data_url[0])
 		snprintf(cfg->data_url, sizeof(cfg->data_url), "http://%s", cfg->data_listen);
+}
+
+int config_read_key_file(struct config *cfg, space_err *err)
+{
+	if (!cfg->api_key_file[0])
+		return 0;
+	if (keyfile_read(cfg->api_key_file, cfg->api_key, sizeof(cfg->api_key), err) < 0)
+		return err_wrap(err, "--api-key-file");
+	return 0;
 }

@@ -18,6 +18,7 @@ struct config {
 	char data_listen[128];     /* data plane ADDR:PORT (127.0.0.1:7071) */
 	char state_dir[PATH_MAX];
 	char api_key[256];
+	char api_key_file[PATH_MAX]; /* --api-key-file / SPACE_API_KEY_FILE, read at start */
 	char templates_dir[PATH_MAX]; /* where `make` put the templates */
 	char accel[8];             /* auto | kvm | tcg */
 	int token_ttl_s;           /* data-plane token lifetime (default 900) */
@@ -34,6 +35,12 @@ struct config {
 	char pools[512];           /* warm pools at start-up: "base=2,minimal=1" */
 	bool ready_snapshots;      /* clone creates from a snapshot of each template (default on) */
 	int boot_timeout_s;        /* a VM must answer within this (default 60) */
+	/* Clients (0 = derived from the fd limit at start-up, see limits.c). */
+	int max_conns;             /* open HTTP connections, both planes */
+	int max_conns_per_client;  /* from one client address */
+	int request_timeout_s;     /* whole request, headers and body (default 30) */
+	int max_streams;           /* attached output streams, whole daemon */
+	int max_streams_per_sandbox;
 };
 
 /* Event priorities (libevent): client I/O and everything else at the
@@ -47,6 +54,8 @@ struct sandbox;
 struct session;
 struct evhttp;
 struct pool;
+struct http_conns;
+struct sse;
 
 struct spaced {
 	struct event_base *base;
@@ -62,11 +71,22 @@ struct spaced {
 	struct event *tick;        /* periodic: expiry, pools, ready snapshots, disk GC */
 	struct op_waiter *op_waiters; /* long-polls on operations (ops.c) */
 	struct pool *pools;        /* warm pools by template name (pool.c) */
+	struct http_conns *conns;  /* every client connection (http/conn.c) */
+	struct sse *streams;       /* attached output streams (dp_attach.c) */
+	unsigned nstreams;
 	int memory_budget_mib, vcpu_budget; /* effective capacity (capacity.c) */
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */
 void config_load(struct config *cfg, int argc, char **argv);
+/* Reads cfg->api_key_file into cfg->api_key when one is named. The file must
+ * be a regular file of ours (or root's) that group and others cannot read or
+ * write; anything else is refused with a message saying why. */
+int config_read_key_file(struct config *cfg, space_err *err);
+
+/* limits.c: raises RLIMIT_NOFILE's soft limit to the hard one and sizes the
+ * client caps left at 0 from what it got. Returns the fd limit. */
+unsigned limits_init(struct config *cfg);
 
 /* paths.c: where things live. */
 void path_run_dir(const struct spaced *d, const char *sb_id, char out[PATH_MAX]);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "http/http.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -83,21 +84,66 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 	return 0;
 }
 
-static int ensure_api_key(struct spaced *d, space_err *err)
+enum key_origin { KEY_GIVEN, KEY_STORED, KEY_GENERATED };
+
+/* <state>/api-key: the generated key for clients on this host
+ * (SPACE_API_KEY_FILE), mode 0600 in the 0700 state directory. Written
+ * once; an existing file is left as it is. */
+static void write_key_file(const struct spaced *d, const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	size_t len = strlen(d->cfg.api_key);
+
+	if (fd < 0) {
+		if (errno != EEXIST)
+			log_warn("writing %s: %s", path, strerror(errno));
+		return;
+	}
+	if (write(fd, d->cfg.api_key, len) != (ssize_t)len || write(fd, "\n", 1) != 1) {
+		log_warn("writing %s: %s", path, strerror(errno));
+		unlink(path);
+	}
+}
+
+static int ensure_api_key(struct spaced *d, enum key_origin *origin, space_err *err)
 {
 	unsigned char raw[24];
 
+	*origin = KEY_GIVEN;
+	if (config_read_key_file(&d->cfg, err) < 0)
+		return -1;
 	if (d->cfg.api_key[0])
 		return 0;
+	*origin = KEY_STORED;
 	if (store_kv_get(d->store, "api_key", d->cfg.api_key, sizeof(d->cfg.api_key), err) == 0 &&
 	    d->cfg.api_key[0])
 		return 0;
 	err_clear(err);
+	*origin = KEY_GENERATED;
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		return err_set(err, EIO, "generating an API key: no randomness");
 	memcpy(d->cfg.api_key, "sk-", 3);
 	hex(raw, sizeof(raw), d->cfg.api_key + 3);
 	return store_kv_set(d->store, "api_key", d->cfg.api_key, err);
+}
+
+/* The key itself goes to the terminal once, when it is made; never to a log
+ * (stdout is often one). Otherwise we say where clients find it. */
+static void show_api_key(const struct spaced *d, enum key_origin origin)
+{
+	char path[PATH_MAX];
+
+	if (origin == KEY_GIVEN) {
+		printf("  API key:       as given (%s)\n", d->cfg.api_key_file[0] ? d->cfg.api_key_file : "--api-key");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/api-key", d->cfg.state_dir);
+	write_key_file(d, path);
+	if (origin == KEY_GENERATED && isatty(STDOUT_FILENO))
+		printf("  API key:       %s (new; shown once, also in %s)\n", d->cfg.api_key, path);
+	else
+		printf("  API key:       in %s\n", path);
+	printf("try: SPACE_URL=http://%s SPACE_API_KEY_FILE=%s build/bin/spacectl info\n", d->cfg.listen, path);
 }
 
 /* KVM when it can boot our guest, else TCG; the probe result is kept per
@@ -165,13 +211,24 @@ static int run(struct spaced *d)
 	char db[PATH_MAX];
 	struct event *sigint, *sigterm;
 	struct timeval one = { 1, 0 };
+	struct http_limits lim;
+	enum key_origin key_origin;
 	space_err err = { 0 };
 
 	if (prepare_state_dir(d, &err) < 0)
 		goto fail;
 	snprintf(db, sizeof(db), "%s/space.db", d->cfg.state_dir);
-	if (store_open(&d->store, db, &err) < 0 || ensure_api_key(d, &err) < 0)
+	if (store_open(&d->store, db, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
 		goto fail;
+	limits_init(&d->cfg);
+	lim = (struct http_limits){ .max_conns = (unsigned)d->cfg.max_conns,
+				    .max_conns_per_client = (unsigned)d->cfg.max_conns_per_client,
+				    .request_timeout_s = d->cfg.request_timeout_s };
+	d->conns = http_conns_new(d->base, &lim);
+	if (!d->conns) {
+		err_set(&err, ENOMEM, "out of memory");
+		goto fail;
+	}
 	if (templates_import(d, &err) < 0)
 		goto fail;
 	choose_accel(d);
@@ -189,9 +246,8 @@ static int run(struct spaced *d)
 	printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
 	printf("  control plane: http://%s\n", d->cfg.listen);
 	printf("  data plane:    %s\n", d->cfg.data_url);
-	printf("  API key:       %s\n", d->cfg.api_key);
 	printf("  state dir:     %s\n", d->cfg.state_dir);
-	printf("try: SPACE_URL=http://%s SPACE_API_KEY=%s build/bin/spacectl info\n", d->cfg.listen, d->cfg.api_key);
+	show_api_key(d, key_origin);
 	fflush(stdout);
 	event_base_dispatch(d->base);
 	event_free(sigint);

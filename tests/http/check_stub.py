@@ -130,8 +130,23 @@ st, _, raw = req(DATA, "POST", f"/v1/sessions/{SA}/signal", T, json.dumps({"sign
 ok(st == 400, "unknown signal name is 400")
 st, _, raw = req(DATA, "POST", f"/v1/sessions/{SA}/stdin?close=1", T, b"hello\x00\xff")
 ok(st == 204, "stdin")
-st, _, raw = req(DATA, "POST", f"/v1/sessions/{SA}/stdin", T, b"x" * (4 << 20 | 1))
-ok(st == 413 and json.loads(raw)["error"]["code"] == "payload_too_large", "stdin over 4 MiB is 413 JSON")
+# A body over the limit is refused from its Content-Length, before a byte of it is read.
+s = socket.create_connection(("127.0.0.1", DATA), timeout=5)
+s.sendall(f"POST /v1/sessions/{SA}/stdin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\n"
+          f"Content-Length: {4 << 20 | 1}\r\n\r\n".encode())
+hdr = s.recv(4096)
+s.close()
+ok(hdr.startswith(b"HTTP/1.1 413"), "stdin over 4 MiB is 413 before the body is sent")
+st, _, raw = req(DATA, "POST", f"/v1/sessions/{SA}/stdin", T, b"x" * (4 << 20))
+ok(st == 204, "stdin of exactly 4 MiB is taken")
+
+# ?token= only where EventSource needs it (GET attach); elsewhere 401 that says so.
+for method, path in (("GET", ""), ("POST", "/stdin"), ("POST", "/signal"), ("POST", "/attach")):
+    st, _, raw = req(DATA, method, f"/v1/sessions/{SA}{path}?token=tok", None, b"" if method == "POST" else None)
+    msg = json.loads(raw)["error"]["message"] if st == 401 else ""
+    ok(st == 401 and "Authorization" in msg, f"?token= refused on {method} {path or '/'}: {msg}")
+st, _, raw = req(DATA, "GET", f"/v1/sessions/{SA}?token=tok", T)
+ok(st == 401, "?token= refused on GET session even beside a header")
 
 # A client that goes away mid-stream: the watch is removed, nothing leaks.
 for how in ("close", "reset"):

@@ -1,7 +1,8 @@
 #!/bin/bash
 # run.sh -- builds tests/http/stub_daemon (the real HTTP layer over a fake session and fake
 # operations, with ASan+UBSan) and drives it: SSE framing, resume, auth, pacing, client
-# disconnects, long-polls (check_stub.py), then malformed input (fuzz.py). No VMs needed.
+# disconnects, long-polls (check_stub.py), then malformed input (fuzz.py), then hostile and heavy
+# clients against stubs of its own (check_limits.py: caps, deadlines, fd limit). No VMs needed.
 # Usage: tests/http/run.sh [BUILD_DIR]   (prints TAP; exit 0 when all passed)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -14,7 +15,8 @@ trap '[[ -n $pid ]] && kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/nul
 cc=${CC:-gcc}
 $cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/common -Isrc -Isrc/daemon -O1 -g -DSSE_KEEPALIVE_S=1 \
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/dataplane/dataplane.c \
+    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/limits.c \
+    src/daemon/dataplane/dataplane.c \
     src/daemon/dataplane/dp_attach.c src/daemon/api/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c \
     src/daemon/model/model.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto
 
@@ -35,6 +37,8 @@ python3 tests/http/fuzz.py "$data" "${FUZZ_ROUNDS:-300}" 1 >/dev/null || { echo 
 python3 tests/http/fuzz.py "$ctl" "${FUZZ_ROUNDS:-300}" 2 >/dev/null || { echo "not ok - control listener survives fuzzing"; rc=1; }
 kill -TERM $pid
 wait $pid || { echo "not ok - stub daemon exits cleanly (ASan)"; rc=1; }
+pid=
+python3 tests/http/check_limits.py "$build/stub_daemon" "$work" || rc=1
 if grep -q "ERROR: \|runtime error" "$work/log"; then
     echo "not ok - sanitizers are quiet"; grep -A20 "ERROR: \|runtime error" "$work/log" | head -40; rc=1
 else

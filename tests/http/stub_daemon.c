@@ -7,7 +7,10 @@
  * pausing while the slowest watcher lags more than 8 MiB, then exits with code 3. Session
  * ss-00000000000000bb never produces anything and never ends (for disconnect tests).
  * Operation op-00000000000000aa finishes 2 s after the first wait on it.
- * GET /stats on the control listener reports watches and waiters alive (to check cleanup). */
+ * GET /stats on the control listener reports watches, waiters, connections and streams alive (to
+ * check cleanup) and the connection cap in force. Caps come from STUB_MAX_CONNS,
+ * STUB_MAX_PER_CLIENT, STUB_REQUEST_TIMEOUT, STUB_MAX_STREAMS, STUB_MAX_STREAMS_PER_SANDBOX, else
+ * from the fd limit as in spaced (limits.c). */
 #include <event2/event.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -266,8 +269,10 @@ void op_wait_cancel(struct op_waiter *w)
 static void stats(struct http_req *r)
 {
 	http_reply_json(r->req, 200,
-			json_pack("{s:i,s:i,s:i,s:I}", "watches", watches_alive, "waiters", waiters_alive,
-				  "cancelled", waiters_cancelled, "produced", (json_int_t)s_a.produced));
+			json_pack("{s:i,s:i,s:i,s:I,s:i,s:i,s:i}", "watches", watches_alive, "waiters", waiters_alive,
+				  "cancelled", waiters_cancelled, "produced", (json_int_t)s_a.produced, "conns",
+				  (int)http_conns_count(r->d->conns), "streams", (int)r->d->nstreams, "max_conns",
+				  r->d->cfg.max_conns));
 }
 
 static int no_auth(struct http_req *r)
@@ -309,6 +314,18 @@ int main(int argc, char **argv)
 	d.base = event_base_new();
 	snprintf(d.cfg.data_listen, sizeof(d.cfg.data_listen), "%s", argv[2]);
 	d.cfg.max_stdin_bytes = 4 << 20;
+	/* Caps as spaced sizes them (limits.c), unless the test sets them. */
+	d.cfg.max_conns = getenv("STUB_MAX_CONNS") ? atoi(getenv("STUB_MAX_CONNS")) : 0;
+	d.cfg.max_conns_per_client = getenv("STUB_MAX_PER_CLIENT") ? atoi(getenv("STUB_MAX_PER_CLIENT")) : 0;
+	d.cfg.request_timeout_s = getenv("STUB_REQUEST_TIMEOUT") ? atoi(getenv("STUB_REQUEST_TIMEOUT")) : 30;
+	d.cfg.max_streams = getenv("STUB_MAX_STREAMS") ? atoi(getenv("STUB_MAX_STREAMS")) : 0;
+	d.cfg.max_streams_per_sandbox = getenv("STUB_MAX_STREAMS_PER_SANDBOX") ? atoi(getenv("STUB_MAX_STREAMS_PER_SANDBOX")) : 32;
+	limits_init(&d.cfg);
+	d.conns = http_conns_new(d.base, &(struct http_limits){
+		.max_conns = (unsigned)d.cfg.max_conns, .max_conns_per_client = (unsigned)d.cfg.max_conns_per_client,
+		.request_timeout_s = d.cfg.request_timeout_s });
+	if (!d.conns)
+		return 1;
 	ctl.d = &d;
 
 	struct session *ss[] = { &s_a, &s_b };
@@ -345,6 +362,7 @@ int main(int argc, char **argv)
 	event_base_dispatch(d.base);
 	evhttp_free(d.data_http);
 	evhttp_free(ctl_http);
+	http_conns_free(d.conns);
 	for (int i = 0; i < 2; i++) {
 		spool_close(ss[i]->sp);
 		event_free(ss[i]->gen);

@@ -79,5 +79,5 @@ void api_operations_get(struct http_req *r)
 			http_reply_err(r->req, &err);
 		return;
 	}
-	http_hold_begin(&p->hold, r->req, poll_gone);
+	http_hold_begin(&p->hold, r->req, poll_gone, r->d->conns);
 }

@@ -56,29 +56,64 @@ int signal_parse(const json_t *v, space_err *err)
 	return (int)n;
 }
 
-/* The session named in the path, opened only by its own current token
- * (header or ?token=). The API key is no token: it opens nothing here. */
+enum dp_token_src dp_token_source(enum evhttp_cmd_type method, bool stream_route, bool has_header, bool has_query)
+{
+	/* A token in the URL ends up in access logs, proxies and browser
+	 * history: only a browser's EventSource (a GET, no headers) needs it. */
+	if (has_query && !(method == EVHTTP_REQ_GET && stream_route))
+		return DP_TOKEN_QUERY_REFUSED;
+	if (has_header)
+		return DP_TOKEN_HEADER;
+	return has_query ? DP_TOKEN_QUERY : DP_TOKEN_NONE;
+}
+
+static bool is_stream_route(const struct http_req *r)
+{
+	return r->nseg == 4 && strcmp(r->seg[3], "attach") == 0;
+}
+
+/* The token of this request into `token`; -1 having answered 401. */
+static int dp_token(struct http_req *r, char *token, size_t len)
+{
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	const char *q = http_query(r, "token");
+
+	switch (dp_token_source(r->method, is_stream_route(r), h != NULL, q != NULL)) {
+	case DP_TOKEN_HEADER:
+		if (http_bearer(h, token, len) == 0)
+			return 0;
+		http_reply_error(r->req, 401, "unauthorized", "malformed Authorization header");
+		return -1;
+	case DP_TOKEN_QUERY:
+		if (strlen(q) < len) {
+			strcpy(token, q);
+			return 0;
+		}
+		http_reply_error(r->req, 401, "unauthorized", "invalid token");
+		return -1;
+	case DP_TOKEN_QUERY_REFUSED:
+		http_reply_error(r->req, 401, "unauthorized",
+				 "?token= is accepted only on GET /v1/sessions/{id}/attach (for EventSource); "
+				 "send Authorization: Bearer <token>");
+		return -1;
+	case DP_TOKEN_NONE:
+		break;
+	}
+	http_reply_error(r->req, 401, "unauthorized", "missing session token (Authorization: Bearer <token>)");
+	return -1;
+}
+
+/* The session named in the path, opened only by its own current token. The
+ * API key is no token: it opens nothing here. */
 static int dp_auth(struct http_req *r)
 {
 	const char *sid = r->param[0];
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
-	const char *q = http_query(r, "token");
 	space_err err = { 0 };
 	struct session *s;
 	char token[128];
 
-	if (h) {
-		if (http_bearer(h, token, sizeof(token)) < 0) {
-			http_reply_error(r->req, 401, "unauthorized", "malformed Authorization header");
-			return -1;
-		}
-	} else if (q && strlen(q) < sizeof(token)) {
-		strcpy(token, q);
-	} else {
-		http_reply_error(r->req, 401, "unauthorized",
-				 "missing session token (Authorization: Bearer <token> or ?token=)");
+	if (dp_token(r, token, sizeof(token)) < 0)
 		return -1;
-	}
 	s = id_valid(sid, "ss-") ? session_find(r->d, sid) : NULL;
 	if (!s) {
 		explicit_bzero(token, sizeof(token));

@@ -4,6 +4,7 @@
 
 #include <event2/buffer.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +16,13 @@
 int signal_parse(const json_t *v, space_err *err);
 /* "SIGTERM"/"TERM" (any case) -> 15; -1 if unknown. */
 int signal_from_name(const char *name);
+
+/* Where a data-plane request's session token is taken from (pure;
+ * unit-tested): the Authorization header, or ?token= only on a GET of a
+ * stream (EventSource cannot set headers); ?token= anywhere else is refused
+ * even beside a header, so that clients stop putting tokens in URLs. */
+enum dp_token_src { DP_TOKEN_NONE, DP_TOKEN_HEADER, DP_TOKEN_QUERY, DP_TOKEN_QUERY_REFUSED };
+enum dp_token_src dp_token_source(enum evhttp_cmd_type method, bool stream_route, bool has_header, bool has_query);
 
 /* dp_attach.c: POST|GET /v1/sessions/{sid}/attach as server-sent events. */
 void dp_attach(struct http_req *r);

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,10 @@ struct sse {
 	struct evbuffer *ev;   /* one event being formatted */
 	uint8_t *buf;          /* SSE_CHUNK bytes read from the spool */
 	bool watching;
+	/* On d->streams while counted against the stream caps. */
+	struct spaced *d;
+	struct sse *next, *prev;
+	char sandbox_id[sizeof(((struct session_rec *)0)->sandbox_id)];
 };
 
 int sse_format_data(struct evbuffer *out, const char *event, uint64_t id, const void *data, size_t len)
@@ -75,8 +80,65 @@ int sse_start_offset(const char *last_event_id, const char *offset_param, uint64
 	return 0;
 }
 
+static unsigned streams_of(const struct spaced *d, const char *sandbox_id)
+{
+	unsigned n = 0;
+
+	for (const struct sse *c = d->streams; c; c = c->next)
+		n += strcmp(c->sandbox_id, sandbox_id) == 0;
+	return n;
+}
+
+/* Takes a place for a new stream of sandbox_id, or answers 429. */
+static int streams_admit(struct http_req *r, const char *sandbox_id)
+{
+	const struct config *cfg = &r->d->cfg;
+
+	switch (http_cap_check(r->d->nstreams, streams_of(r->d, sandbox_id), (unsigned)cfg->max_streams,
+			       (unsigned)cfg->max_streams_per_sandbox)) {
+	case HTTP_CAP_OK:
+		return 0;
+	case HTTP_CAP_TOTAL:
+		http_reply_error(r->req, 429, "at_capacity", "too many attached streams on this server (%d); retry later",
+				 cfg->max_streams);
+		return -1;
+	case HTTP_CAP_GROUP:
+		http_reply_error(r->req, 429, "at_capacity",
+				 "too many attached streams on sandbox %s (%d); close one first", sandbox_id,
+				 cfg->max_streams_per_sandbox);
+		return -1;
+	}
+	return -1;
+}
+
+static void streams_add(struct sse *c, struct spaced *d, const char *sandbox_id)
+{
+	c->d = d;
+	snprintf(c->sandbox_id, sizeof(c->sandbox_id), "%s", sandbox_id);
+	c->next = d->streams;
+	if (d->streams)
+		d->streams->prev = c;
+	d->streams = c;
+	d->nstreams++;
+}
+
+static void streams_del(struct sse *c)
+{
+	if (!c->d)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->d->streams = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	c->d->nstreams--;
+	c->d = NULL;
+}
+
 static void sse_release(struct sse *c)
 {
+	streams_del(c);
 	if (c->watching)
 		session_watch_del(&c->w);
 	if (c->kick)
@@ -258,6 +320,8 @@ void dp_attach(struct http_req *r)
 		http_reply_err(r->req, &err);
 		return;
 	}
+	if (streams_admit(r, session_rec(s)->sandbox_id) < 0)
+		return;
 	c = calloc(1, sizeof(*c));
 	if (c) {
 		c->buf = malloc(SSE_CHUNK);
@@ -271,13 +335,14 @@ void dp_attach(struct http_req *r)
 		http_reply_error(r->req, 500, "internal", "out of memory");
 		return;
 	}
+	streams_add(c, r->d, session_rec(s)->sandbox_id);
 	started = session_start(s, &start_err);
 
 	evhttp_add_header(hdrs, "Content-Type", "text/event-stream");
 	evhttp_add_header(hdrs, "Cache-Control", "no-store");
 	evhttp_add_header(hdrs, "X-Accel-Buffering", "no");
 	evhttp_send_reply_start(r->req, 200, "OK");
-	http_hold_begin(&c->hold, r->req, sse_gone);
+	http_hold_begin(&c->hold, r->req, sse_gone, r->d->conns);
 	bufferevent_set_max_single_write(sse_bev(c), SSE_SINGLE_WRITE);
 	if (started < 0) {
 		sse_fail(c, start_err.msg[0] ? start_err.msg : "the process could not start");

@@ -19,10 +19,11 @@
 #include "daemon.h"
 #include "log.h"
 
-/* libevent's own hard cap on a body, above our limit: bodies between the two
- * are read and answered 413 with our JSON; only larger ones get libevent's
- * bare 413 (it offers no hook before it reads the body). */
-#define BODY_CAP(max) ((max) * 4 + (64u << 10))
+/* libevent's hard cap on a body is our limit itself: evhttp refuses a larger
+ * Content-Length with its own 413 before it reads a byte of the body, and
+ * libevent 2.1 offers no hook to authenticate between headers and body, so
+ * an unauthenticated client can make us buffer at most the limit. */
+#define BODY_CAP(max) (max)
 /* While a request is held, pipelined input is buffered up to this much
  * (then reading pauses) so a client cannot grow our memory. */
 #define HOLD_READ_HIGH (64u << 10)
@@ -106,6 +107,7 @@ static int bind_listener(const char *addr_port, space_err *err)
 struct evhttp *http_listen(struct event_base *base, const char *addr_port, const struct http_plane *plane,
 			   space_err *err)
 {
+	struct evhttp_bound_socket *bound;
 	struct evhttp *http;
 	int fd = bind_listener(addr_port, err);
 
@@ -126,10 +128,15 @@ struct evhttp *http_listen(struct event_base *base, const char *addr_port, const
 	evhttp_set_max_headers_size(http, HTTP_MAX_HEADERS);
 	evhttp_set_timeout(http, HTTP_TIMEOUT_S);
 	evhttp_set_gencb(http, dispatch, (void *)plane);
-	if (!evhttp_accept_socket_with_handle(http, fd)) {
+	bound = evhttp_accept_socket_with_handle(http, fd);
+	if (!bound) {
 		close(fd);
 		evhttp_free(http);
 		err_set(err, EIO, "listening on %s: evhttp_accept_socket failed", addr_port);
+		return NULL;
+	}
+	if (plane->d->conns && http_conns_attach(plane->d->conns, http, bound, plane->name, err) < 0) {
+		evhttp_free(http);
 		return NULL;
 	}
 	log_info("%s: listening on %s", plane->name, addr_port);
@@ -274,6 +281,25 @@ enum http_match http_route_find(const struct http_route *routes, size_t n, struc
 	return path_known ? HTTP_BAD_METHOD : HTTP_NO_ROUTE;
 }
 
+/* The reply is out: the next request on this connection has the deadline. */
+static void request_done(struct evhttp_request *req, void *arg)
+{
+	(void)req;
+	http_conn_deadline_arm(arg);
+}
+
+/* The request is whole: its connection's deadline stops (a reply may be
+ * held for long) and starts again once the reply has gone. */
+static void conn_request_read(const struct http_plane *plane, struct evhttp_request *req)
+{
+	struct http_conn *c = http_conn_find(plane->d->conns, evhttp_request_get_connection(req));
+
+	if (!c)
+		return;
+	http_conn_deadline_stop(c);
+	evhttp_request_set_on_complete_cb(req, request_done, c);
+}
+
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	const struct http_plane *plane = arg;
@@ -292,6 +318,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
+	conn_request_read(plane, req);
 	TAILQ_INIT(&r->query);
 	r->d = plane->d;
 	r->req = req;
@@ -302,6 +329,11 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	if (rc == -2) {
 		http_reply_error(req, 400, "bad_request", "bad percent-encoding in the path");
 		goto out;
+	}
+	if (log_enabled(LOG_DEBUG)) {
+		char shown[512];
+		http_redact_uri(evhttp_request_get_uri(req), shown, sizeof(shown));
+		log_debug("%s: %s %s", plane->name, http_method_name(r->method), shown);
 	}
 	if (query && *query && evhttp_parse_query_str(query, &r->query) < 0) {
 		http_reply_error(req, 400, "bad_request", "malformed query string");
@@ -416,6 +448,33 @@ bool http_secret_equal(const char *a, const char *b)
 	return CRYPTO_memcmp(ha, hb, sizeof(ha)) == 0;
 }
 
+void http_redact_uri(const char *uri, char *out, size_t outlen)
+{
+	static const char mask[] = "REDACTED";
+	const char *q = uri ? strchr(uri, '?') : NULL;
+	size_t w = 0;
+
+	if (!outlen)
+		return;
+	if (!uri)
+		uri = "";
+	/* the path as is, then each k=v pair with token values masked */
+	for (const char *p = uri; *p && w + 1 < outlen; p++) {
+		out[w++] = *p;
+		if (!q || p < q)
+			continue;
+		if ((*p == '?' || *p == '&') && strncasecmp(p + 1, "token=", 6) == 0) {
+			size_t vlen = strcspn(p + 7, "&#");
+			for (size_t i = 0; i < 6 && w + 1 < outlen; i++)
+				out[w++] = p[1 + i];
+			for (size_t i = 0; i < sizeof(mask) - 1 && w + 1 < outlen; i++)
+				out[w++] = mask[i];
+			p += 6 + vlen;
+		}
+	}
+	out[w] = '\0';
+}
+
 int http_parse_u64(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -508,11 +567,8 @@ void http_reply_empty(struct evhttp_request *req, int status)
 
 /* ---- held requests ---- */
 
-static void hold_closed(struct evhttp_connection *evcon, void *arg)
+void http_hold_gone(struct http_hold *h)
 {
-	struct http_hold *h = arg;
-
-	evhttp_connection_set_closecb(evcon, NULL, NULL);
 	if (!h->active)
 		return;
 	h->active = false;
@@ -523,10 +579,19 @@ static void hold_closed(struct evhttp_connection *evcon, void *arg)
 		evhttp_request_free(h->req);
 	h->req = NULL;
 	h->evcon = NULL;
+	h->conn = NULL;
 	h->on_gone(h);
 }
 
-void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h))
+/* Untracked connections only (conn.c could not allocate its record). */
+static void hold_closed(struct evhttp_connection *evcon, void *arg)
+{
+	evhttp_connection_set_closecb(evcon, NULL, NULL);
+	http_hold_gone(arg);
+}
+
+void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h),
+		     struct http_conns *cs)
 {
 	struct timeval tv = { .tv_sec = HTTP_TIMEOUT_S };
 	bufferevent_data_cb rcb, wcb;
@@ -538,6 +603,7 @@ void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_
 	h->evcon = evhttp_request_get_connection(req);
 	h->on_gone = on_gone;
 	h->active = true;
+	h->conn = http_conn_find(cs, h->evcon);
 	bev = evhttp_connection_get_bufferevent(h->evcon);
 	/* evhttp stops reading once a request is complete, so it would notice
 	 * a client hanging up only when a write fails. Read again, as evhttp
@@ -549,7 +615,10 @@ void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_
 	bufferevent_setwatermark(bev, EV_READ, 0, HOLD_READ_HIGH);
 	bufferevent_set_timeouts(bev, NULL, &tv);
 	bufferevent_enable(bev, EV_READ);
-	evhttp_connection_set_closecb(h->evcon, hold_closed, h);
+	if (h->conn)
+		http_conn_set_hold(h->conn, h);
+	else
+		evhttp_connection_set_closecb(h->evcon, hold_closed, h);
 }
 
 void http_hold_end(struct http_hold *h)
@@ -560,7 +629,10 @@ void http_hold_end(struct http_hold *h)
 	if (!h->active)
 		return;
 	h->active = false;
-	evhttp_connection_set_closecb(h->evcon, NULL, NULL);
+	if (h->conn)
+		http_conn_set_hold(h->conn, NULL);
+	else
+		evhttp_connection_set_closecb(h->evcon, NULL, NULL);
 	bev = evhttp_connection_get_bufferevent(h->evcon);
 	bufferevent_setwatermark(bev, EV_READ, 0, 0);
 	bufferevent_set_timeouts(bev, &tv, &tv);

@@ -21,6 +21,17 @@ struct spaced;
 #define HTTP_TIMEOUT_S 120
 #define HTTP_MAX_HEADERS (32u << 10)
 
+/* Connection caps and the whole-request deadline (conn.c); 0 = no cap. */
+struct http_limits {
+	unsigned max_conns;            /* open connections, both planes together */
+	unsigned max_conns_per_client; /* from one client address */
+	int request_timeout_s;         /* a whole request (headers and body) must arrive within this */
+};
+struct http_conns;
+struct http_conn;
+struct evhttp_bound_socket;
+struct http_hold;
+
 /* One request being dispatched. Lives on the dispatcher's stack: a handler
  * that answers later copies what it needs (req, d) before returning. */
 struct http_req {
@@ -44,6 +55,28 @@ struct http_route {
 	const char *pattern; /* "/v1/sandboxes/{}/sessions": {} matches one segment */
 	http_handler fn;
 };
+
+/* ---- connections (conn.c) ---- */
+/* Which cap a new connection or stream would break (pure; unit-tested). */
+enum http_cap { HTTP_CAP_OK, HTTP_CAP_TOTAL, HTTP_CAP_GROUP };
+enum http_cap http_cap_check(unsigned used_total, unsigned used_group, unsigned max_total, unsigned max_group);
+/* The daemon's table of connections; shared by its listeners. */
+struct http_conns *http_conns_new(struct event_base *base, const struct http_limits *lim);
+/* Call after evhttp_free() of the listeners attached. */
+void http_conns_free(struct http_conns *cs);
+/* Counts, caps and deadlines the connections of `http` (bound once). */
+int http_conns_attach(struct http_conns *cs, struct evhttp *http, struct evhttp_bound_socket *bound,
+		      const char *name, space_err *err);
+unsigned http_conns_count(const struct http_conns *cs);
+const struct http_limits *http_conns_limits(const struct http_conns *cs);
+/* The admitted connection evhttp knows as evcon, or NULL. */
+struct http_conn *http_conn_find(struct http_conns *cs, struct evhttp_connection *evcon);
+/* The deadline runs while a request is being read: from accept (or the end
+ * of the previous reply) until it is dispatched. */
+void http_conn_deadline_arm(struct http_conn *c);
+void http_conn_deadline_stop(struct http_conn *c);
+/* While set, the connection's end calls http_hold_gone(h). */
+void http_conn_set_hold(struct http_conn *c, struct http_hold *h);
 
 /* A listener's routes and its authorisation step. */
 struct http_plane {
@@ -97,6 +130,9 @@ int http_bearer(const char *header, char *out, size_t outlen);
 /* Compares secrets in time independent of where they differ (and of their
  * lengths: both are hashed first). */
 bool http_secret_equal(const char *a, const char *b);
+/* Copies a request URI for a log line with the value of every `token`
+ * query parameter replaced by "REDACTED" (pure; unit-tested). */
+void http_redact_uri(const char *uri, char *out, size_t outlen);
 /* Strict unsigned decimal: digits only, no sign or spaces, no overflow. */
 int http_parse_u64(const char *s, uint64_t *out);
 
@@ -119,11 +155,15 @@ struct http_hold {
 	struct evhttp_request *req;
 	struct evhttp_connection *evcon;
 	void (*on_gone)(struct http_hold *h);
+	struct http_conn *conn; /* NULL: untracked, evhttp's close callback is used */
 	bool active;
 };
 /* Lifts the connection's read timeout while held (long-polls and streams
  * may be silent for longer than it). */
-void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h));
+void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h),
+		     struct http_conns *cs);
 void http_hold_end(struct http_hold *h);
+/* The held request's connection is going away (conn.c calls this). */
+void http_hold_gone(struct http_hold *h);
 
 #endif
