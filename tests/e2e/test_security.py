@@ -2,7 +2,14 @@
 of that very session (not expired, not replaced, never the API key), and bodies are bounded."""
 
 import json
+import os
+import re
+import resource
 import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
 import time
 
 import pytest
@@ -132,11 +139,14 @@ def test_new_token_replaces_the_old_one(api, sb):
 
 
 def test_control_body_over_1mib_is_413(api, sb):
+    """Over the limit, libevent refuses from Content-Length before reading the body (its own
+    413 page: there is no hook to send ours before the body, docs/design/http.md)."""
     big = {"template": "minimal", "metadata": {"k": "x" * 4000}, "pad": "y" * (1 << 20)}
-    err = api.expect_error("POST", "/v1/sandboxes", 413, big)
-    assert err["code"] == "payload_too_large"
-    err = api.expect_error("POST", f"/v1/sandboxes/{sb['id']}/sessions", 413,
-                           {"argv": ["echo", "z" * (1 << 20) + "z"]})
+    resp = space.http_request(api.url, "POST", "/v1/sandboxes", big, space.bearer(api.key))
+    assert resp.status == 413, resp
+    resp = space.http_request(api.url, "POST", f"/v1/sandboxes/{sb['id']}/sessions",
+                              {"argv": ["echo", "z" * (1 << 20) + "z"]}, space.bearer(api.key))
+    assert resp.status == 413, resp
     assert api.info()["version"]  # still serving
 
 
@@ -144,11 +154,26 @@ def test_stdin_over_4mib_is_413(api, sb):
     s = api.create_session(sb["id"], ["cat"], stdin=True)
     job = s.start(timeout=60)
     s.wait_running()
-    resp = s.send_stdin(b"a" * (4 * 1024 * 1024 + 1), expect=413)
-    assert resp.json["error"]["code"] == "payload_too_large"
+    resp = space.http_request(s.url, "POST", f"/v1/sessions/{s.id}/stdin",
+                              b"a" * (4 * 1024 * 1024 + 1), space.bearer(s.token))
+    assert resp.status == 413, resp
     s.send_stdin(b"ok", close=True)
     r = job.wait()
     assert bytes(r.stdout) == b"ok", "a rejected stdin body must not reach the process"
+
+
+def test_query_token_only_on_the_stream_route(api, sb):
+    """?token= is for EventSource (GET attach); anywhere else it is refused, with a message
+    that says how to send the token, and it opens nothing."""
+    s = api.create_session(sb["id"], ["echo", "q"])
+    for method, path, body in (("GET", "", None), ("POST", "/stdin", b"x"),
+                               ("POST", "/signal", {"signal": "SIGTERM"}), ("POST", "/attach", None)):
+        resp = space.http_request(s.url, method, f"/v1/sessions/{s.id}{path}?token={s.token}", body)
+        assert resp.status == 401, (method, path, resp)
+        assert "Authorization" in space.check_error(resp)["message"]
+    assert s.get()["state"] == "created"
+    r = s.collect(how="query-token", method="GET")
+    assert bytes(r.stdout) == b"q\n" and r.exit_code == 0
 
 
 def test_ids_are_unguessable(api, sb):
@@ -157,3 +182,297 @@ def test_ids_are_unguessable(api, sb):
     assert len(set(ids)) == 20
     hexes = sorted(int(i[3:], 16) for i in ids)
     assert hexes[-1] - hexes[0] > 1 << 32
+
+
+# ---- hostile and heavy clients, each against a daemon of its own ----
+# These daemons have no templates and TCG chosen up front (no probe boot): only their HTTP side
+# and start-up are exercised, so they cost no VM.
+
+class BareDaemon(space.Daemon):
+    """spaced without templates. key_args replaces `--api-key KEY`; nofile runs it under
+    `prlimit --nofile=N:N` (soft and hard: it cannot raise it)."""
+
+    def __init__(self, name, extra_args=(), key_args=None, nofile=None, templates_dir=None):
+        self.tdir = templates_dir or tempfile.mkdtemp(prefix="space-e2e-notmpl-")
+        super().__init__(name, extra_args=["--accel", "tcg", *extra_args], templates_dir=self.tdir)
+        self.key_args = key_args
+        self.nofile = nofile
+
+    def argv(self):
+        a = super().argv()
+        if self.key_args is not None:
+            i = a.index("--api-key")
+            del a[i:i + 2]
+            a += self.key_args
+        if self.nofile:
+            a = ["prlimit", f"--nofile={self.nofile}:{self.nofile}", *a]
+        return a
+
+    def cleanup(self):
+        super().cleanup()
+        shutil.rmtree(self.tdir, ignore_errors=True)
+
+
+@pytest.fixture
+def bare():
+    made = []
+
+    def make(*args, **kw):
+        d = BareDaemon(f"spaced-bare{len(made)}", *args, **kw)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+def cpu_seconds(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def raw_request(port, line, headers="", timeout=10):
+    """(status, body) of one request on a new connection, or (None, why) if it was closed."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        s.sendall(f"{line} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\r\n".encode())
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
+        s.close()
+    except OSError as e:
+        return None, str(e)
+    if not raw:
+        return None, "closed"
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_connection_cap_refuses_extra_clients_and_keeps_the_others(bare):
+    d = bare(["--max-connections", "6", "--max-connections-per-client", "6"]).start()
+    key = f"Authorization: Bearer {d.api_key}\r\n"
+    held = [socket.create_connection(("127.0.0.1", d.port), timeout=10) for _ in range(6)]
+    time.sleep(0.3)
+    status, body = raw_request(d.port, "GET /v1/info", key)
+    assert status == 429 and json.loads(body)["error"]["code"] == "at_capacity", (status, body)
+    status, _ = raw_request(d.data_port, "GET /v1/sessions/ss-0000000000000000")
+    assert status == 429, "the cap spans both planes"
+    for s in held[:2]:
+        s.sendall(f"GET /v1/info HTTP/1.1\r\nHost: x\r\n{key}\r\n".encode())
+        assert s.recv(65536).startswith(b"HTTP/1.1 200"), "a connection already open is served"
+    for s in held:
+        s.close()
+    time.sleep(0.3)
+    assert d.api.info()["version"]
+    assert "refusing connections over the per-daemon cap" in d.log_text()
+
+
+def test_slowloris_is_cut_off_at_the_request_deadline(bare):
+    d = bare(["--request-timeout", "2"]).start()
+    slow = socket.create_connection(("127.0.0.1", d.port), timeout=10)
+    t0 = time.monotonic()
+    closed_at, served = None, 0
+    for ch in "GET /v1/info HTTP/1.1\r\nHost: x\r\nX-Pad: " + "a" * 200:
+        try:
+            slow.sendall(ch.encode())
+            slow.settimeout(0.01)
+            try:
+                if slow.recv(4096) == b"":
+                    closed_at = time.monotonic() - t0
+                    break
+            except socket.timeout:
+                pass
+        except OSError:
+            closed_at = time.monotonic() - t0
+            break
+        served += d.api.info()["version"] is not None
+        time.sleep(0.3)
+        if time.monotonic() - t0 > 10:
+            break
+    slow.close()
+    assert closed_at is not None and 1.5 < closed_at < 5, f"slow client closed at {closed_at}"
+    assert served >= 4, "a normal client is served meanwhile"
+
+
+def test_body_over_the_limit_is_refused_before_it_is_read(bare):
+    d = bare().start()
+    s = socket.create_connection(("127.0.0.1", d.data_port), timeout=10)
+    t0 = time.monotonic()
+    s.sendall(b"POST /v1/sessions/ss-0000000000000000/stdin HTTP/1.1\r\nHost: x\r\n"
+              b"Authorization: Bearer wrong\r\nContent-Length: 1073741824\r\n\r\n")
+    head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 413") and time.monotonic() - t0 < 3, head
+    s.close()
+    # Nothing left behind: the daemon goes on serving.
+    assert d.api.info()["version"]
+
+
+def test_fd_limit_1024_daemon_does_not_spin_and_recovers(bare):
+    d = bare(nofile=1024).start()
+    text = d.log_text()
+    m = re.search(r"fd limit (\d+): up to (\d+) connections", text)
+    assert m and int(m.group(1)) == 1024, text[-2000:]
+    cap = int(m.group(2))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    socks = []
+    try:
+        for _ in range(1100):  # past the daemon's fd limit
+            socks.append(socket.create_connection(("127.0.0.1", d.port), timeout=10))
+        time.sleep(1)
+        pid = d.proc.pid
+        c0 = cpu_seconds(pid)
+        time.sleep(2)
+        used = cpu_seconds(pid) - c0
+        assert used < 0.3, f"spaced used {used:.2f} s of CPU in 2 s with {len(socks)} clients waiting"
+        assert "pausing accepts" not in d.log_text(), "caps sized from the fd limit keep accept() off EMFILE"
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    time.sleep(1)
+    assert d.api.info()["version"], "serves again once the clients are gone"
+    assert cap < 1024
+
+
+def test_fd_exhaustion_backs_off_accept_without_spinning(bare):
+    d = bare(["--max-connections", "5000", "--max-connections-per-client", "5000"], nofile=256).start()
+    socks = []
+    try:
+        for _ in range(400):
+            socks.append(socket.create_connection(("127.0.0.1", d.port), timeout=10))
+        time.sleep(1)
+        c0 = cpu_seconds(d.proc.pid)
+        time.sleep(2)
+        used = cpu_seconds(d.proc.pid) - c0
+        assert used < 0.3, f"spaced used {used:.2f} s of CPU in 2 s at EMFILE (accept loop spin)"
+        assert d.log_text().count("pausing accepts") == 1, "logged once per episode"
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(1)
+    assert d.api.info()["version"]
+    assert "accepting connections again" in d.log_text()
+
+
+def wait_up(proc, log_path, start_at, timeout=60):
+    """The log written since offset start_at, once the daemon says it is up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log_path) as f:
+            f.seek(start_at)
+            text = f.read()
+        if "is up" in text:
+            return text
+        assert proc.poll() is None, f"spaced exited {proc.returncode}:\n{text[-3000:]}"
+        time.sleep(0.1)
+    raise AssertionError("spaced did not come up")
+
+
+def test_generated_key_never_reaches_the_log(bare):
+    """A generated key is written to <state>/api-key (0600) and, as stdout is no terminal, never
+    printed: not at its first start, not later."""
+    d = bare(key_args=[])
+    for start in (1, 2):
+        with open(d.log_path, "ab") as log:
+            at = log.tell()
+            proc = subprocess.Popen(d.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            text = wait_up(proc, d.log_path, at)
+            path = os.path.join(d.state_dir, "api-key")
+            st = os.stat(path)
+            assert st.st_mode & 0o777 == 0o600
+            key = open(path).read().strip()
+            assert key.startswith("sk-") and key not in d.log_text(), f"start {start}: the key is in the log"
+            assert f"in {path}" in text
+            resp = space.http_request(d.url, "GET", "/v1/info", headers=space.bearer(key))
+            assert resp.status == 200
+            # spacectl reads the same file.
+            env = dict(os.environ, SPACE_URL=d.url, SPACE_API_KEY_FILE=path)
+            env.pop("SPACE_API_KEY", None)
+            r = subprocess.run([space.SPACECTL, "info"], env=env, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, r.stderr
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def test_api_key_file_modes(bare, tmp_path):
+    key = "sk-" + secrets.token_hex(16)
+    path = tmp_path / "key"
+    path.write_text(key + "\n")
+    for mode in (0o644, 0o640, 0o604):
+        os.chmod(path, mode)
+        d = bare(key_args=["--api-key-file", str(path)])
+        r = subprocess.run(d.argv(), capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "chmod 600" in r.stderr + r.stdout, (oct(mode), r.stderr)
+        assert key not in r.stderr + r.stdout
+    os.chmod(path, 0o600)
+    d = bare(key_args=["--api-key-file", str(path)])
+    d.api_key = key
+    d.api.key = key
+    d.start()
+    assert d.api.info()["version"]
+    assert key not in d.log_text()
+    env = dict(os.environ, SPACE_URL=d.url, SPACE_API_KEY_FILE=str(path))
+    env.pop("SPACE_API_KEY", None)
+    os.chmod(path, 0o644)
+    r = subprocess.run([space.SPACECTL, "info"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "chmod 600" in r.stderr, "spacectl refuses a readable key file too"
+
+
+def test_template_that_does_not_match_its_digest_is_refused(bare, tmp_path):
+    src = os.path.join(space.TEMPLATES_DIR, "minimal")
+    tdir = tmp_path / "templates"
+
+    def template(name, tweak):
+        t = tdir / name
+        t.mkdir(parents=True)
+        for f in ("vmlinuz", "rootfs.ext4", "template.json", "digest"):
+            try:
+                os.link(os.path.join(src, f), t / f)
+            except OSError:
+                shutil.copy(os.path.join(src, f), t / f)
+        tweak(t)
+
+    def edited_json(t):
+        body = (t / "template.json").read_text().replace('"memory_mib": 128', '"memory_mib": 4096')
+        (t / "template.json").unlink()
+        (t / "template.json").write_text(body)
+
+    def symlinked_image(t):
+        (t / "rootfs.ext4").unlink()
+        os.symlink(os.path.join(src, "rootfs.ext4"), t / "rootfs.ext4")
+
+    def group_writable(t):
+        body = (t / "template.json").read_text()
+        (t / "template.json").unlink()
+        (t / "template.json").write_text(body)
+        os.chmod(t / "template.json", 0o664)
+
+    def not_roots(t):
+        body = (t / "template.json").read_text()
+        (t / "template.json").unlink()
+        (t / "template.json").write_text(body)
+        os.chown(t / "template.json", 65534, 65534)
+
+    template("a-edited", edited_json)
+    template("b-symlink", symlinked_image)
+    template("c-groupw", group_writable)
+    if os.geteuid() == 0:
+        template("d-nobody", not_roots)
+    d = bare(templates_dir=str(tdir)).start()
+    assert d.api.raw("GET", "/v1/templates").json["templates"] == [], "nothing was imported"
+    text = d.log_text()
+    assert "a-edited not imported" in text and "do not match the digest" in text
+    assert "b-symlink not imported" in text and "symbolic link" in text
+    assert "c-groupw not imported" in text and "writable by group or others" in text
+    if os.geteuid() == 0:
+        assert "d-nobody not imported" in text and "not to root" in text
+    d.stop()
+    # The same files, untouched, are accepted.
+    shutil.rmtree(tdir)
+    template("minimal", lambda t: None)
+    d2 = bare(templates_dir=str(tdir)).start()
+    names = [t["name"] for t in d2.api.raw("GET", "/v1/templates").json["templates"]]
+    assert names == ["minimal"]
