@@ -243,7 +243,7 @@ static int need_key(const struct ctl *c, space_err *e)
 {
 	if (!c->api_key || !*c->api_key)
 		return err_set(e, EACCES,
-			       "no API key: set SPACE_API_KEY or pass --api-key");
+			       "no API key: set SPACE_API_KEY or SPACE_API_KEY_FILE, or pass --api-key");
 	return 0;
 }
 
