@@ -14,6 +14,7 @@
 
 #include "cleanup.h"
 #include "http/http.h"
+#include "keyfile.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -86,22 +87,29 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 
 enum key_origin { KEY_GIVEN, KEY_STORED, KEY_GENERATED };
 
-/* <state>/api-key: the generated key for clients on this host
- * (SPACE_API_KEY_FILE), mode 0600 in the 0700 state directory. Written
- * once; an existing file is left as it is. */
+/* <state>/api-key: the stored key for clients on this host
+ * (SPACE_API_KEY_FILE), mode 0600 in the 0700 state directory. Rewritten
+ * (whole, by rename) only when it does not hold the key already. */
 static void write_key_file(const struct spaced *d, const char *path)
 {
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	char tmp[PATH_MAX + 8], cur[sizeof(d->cfg.api_key)];
 	size_t len = strlen(d->cfg.api_key);
+	space_err err = { 0 };
+	int fd;
 
+	if (keyfile_read(path, cur, sizeof(cur), &err) == 0 && strcmp(cur, d->cfg.api_key) == 0)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
-		if (errno != EEXIST)
-			log_warn("writing %s: %s", path, strerror(errno));
+		log_warn("writing %s: %s", tmp, strerror(errno));
 		return;
 	}
-	if (write(fd, d->cfg.api_key, len) != (ssize_t)len || write(fd, "\n", 1) != 1) {
+	if (write(fd, d->cfg.api_key, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
 		log_warn("writing %s: %s", path, strerror(errno));
-		unlink(path);
+		unlink(tmp);
 	}
 }
 

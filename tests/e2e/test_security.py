@@ -205,7 +205,8 @@ class BareDaemon(space.Daemon):
             del a[i:i + 2]
             a += self.key_args
         if self.nofile:
-            a = ["prlimit", f"--nofile={self.nofile}:{self.nofile}", *a]
+            lim = self.nofile if ":" in str(self.nofile) else f"{self.nofile}:{self.nofile}"
+            a = ["prlimit", f"--nofile={lim}", *a]
         return a
 
     def cleanup(self):
@@ -333,6 +334,13 @@ def test_fd_limit_1024_daemon_does_not_spin_and_recovers(bare):
     time.sleep(1)
     assert d.api.info()["version"], "serves again once the clients are gone"
     assert cap < 1024
+
+
+def test_soft_fd_limit_is_raised_to_the_hard_one(bare):
+    d = bare(nofile="1024:4096").start()
+    assert re.search(r"fd limit 4096: up to \d+ connections", d.log_text())
+    limits = open(f"/proc/{d.proc.pid}/limits").read()
+    assert re.search(r"Max open files\s+4096\s+4096", limits), limits
 
 
 def test_fd_exhaustion_backs_off_accept_without_spinning(bare):
@@ -476,3 +484,28 @@ def test_template_that_does_not_match_its_digest_is_refused(bare, tmp_path):
     d2 = bare(templates_dir=str(tdir)).start()
     names = [t["name"] for t in d2.api.raw("GET", "/v1/templates").json["templates"]]
     assert names == ["minimal"]
+
+
+def test_generated_key_is_shown_once_on_a_terminal(bare):
+    import pty
+    d = bare(key_args=[])
+    shown = []
+    for start in (1, 2):
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(d.argv(), stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.DEVNULL)
+        os.close(slave)
+        out = b""
+        deadline = time.monotonic() + 60
+        try:
+            while b"try:" not in out and time.monotonic() < deadline:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:
+                    break
+        finally:
+            proc.terminate()
+            proc.wait(30)
+            os.close(master)
+        key = open(os.path.join(d.state_dir, "api-key")).read().strip()
+        shown.append(key in out.decode(errors="replace"))
+    assert shown == [True, False], "the key is printed when made, on a terminal, and not again"

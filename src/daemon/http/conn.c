@@ -199,8 +199,8 @@ static void refuse(struct http_conns *cs, struct http_conn *c, enum http_cap why
 							      ? "too many connections to this server; retry later"
 							      : "too many connections from your address; retry later");
 	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	char head[256], sink[4096];
-	int n;
+	char reply[512], sink[4096];
+	int n = -1;
 
 	json_decref(body);
 	if (cs->refused++ % 1000 == 0)
@@ -209,17 +209,16 @@ static void refuse(struct http_conns *cs, struct http_conn *c, enum http_cap why
 			 (unsigned long long)cs->refused);
 	for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
-	if (s) {
-		n = snprintf(head, sizeof(head),
+	if (s)
+		n = snprintf(reply, sizeof(reply),
 			     "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
 			     "Cache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"
-			     "Content-Length: %zu\r\n\r\n",
-			     strlen(s) + 1);
-		if (send(fd, head, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
-			(void)!send(fd, s, strlen(s), MSG_DONTWAIT | MSG_NOSIGNAL);
-		(void)!send(fd, "\n", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
-		free(s);
-	}
+			     "Content-Length: %zu\r\n\r\n%s\n",
+			     strlen(s) + 1, s);
+	free(s);
+	/* Best effort: a fresh socket's buffer takes these few hundred bytes. */
+	if (n > 0 && (size_t)n < sizeof(reply))
+		(void)!send(fd, reply, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	evhttp_connection_free(c->evcon);
 }
 
