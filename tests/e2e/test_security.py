@@ -193,6 +193,7 @@ class BareDaemon(space.Daemon):
     `prlimit --nofile=N:N` (soft and hard: it cannot raise it)."""
 
     def __init__(self, name, extra_args=(), key_args=None, nofile=None, templates_dir=None):
+        self.own_tdir = templates_dir is None
         self.tdir = templates_dir or tempfile.mkdtemp(prefix="space-e2e-notmpl-")
         super().__init__(name, extra_args=["--accel", "tcg", *extra_args], templates_dir=self.tdir)
         self.key_args = key_args
@@ -211,7 +212,8 @@ class BareDaemon(space.Daemon):
 
     def cleanup(self):
         super().cleanup()
-        shutil.rmtree(self.tdir, ignore_errors=True)
+        if self.own_tdir:
+            shutil.rmtree(self.tdir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -509,3 +511,30 @@ def test_generated_key_is_shown_once_on_a_terminal(bare):
         key = open(os.path.join(d.state_dir, "api-key")).read().strip()
         shown.append(key in out.decode(errors="replace"))
     assert shown == [True, False], "the key is printed when made, on a terminal, and not again"
+
+
+def test_stream_cap_per_sandbox_is_429_and_frees_on_close(bare):
+    """Attached streams of one sandbox over --max-streams-per-sandbox are refused with 429;
+    a closed stream gives its place back (the real daemon and a real VM)."""
+    d = bare(["--max-streams-per-sandbox", "2", "--no-ready-snapshots"],
+             templates_dir=space.TEMPLATES_DIR).start()
+    rec = d.api.new_sandbox("minimal", timeout_s=600)
+    sessions = [d.api.create_session(rec["id"], ["sleep", "60"]) for _ in range(3)]
+    first, second = sessions[0].attach(), sessions[1].attach()
+    assert first.status == 200 and second.status == 200
+    third = sessions[2]
+    resp = space.http_request(third.url, "POST", f"/v1/sessions/{third.id}/attach",
+                              headers=space.bearer(third.token))
+    err = space.check_error(resp)
+    assert resp.status == 429 and err["code"] == "at_capacity" and rec["id"] in err["message"], resp
+    assert third.get()["state"] == "created", "a refused attach starts nothing"
+    first.close()
+    deadline = time.monotonic() + 10
+    while True:
+        st = third.attach()
+        if st.status == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert st.status == 200, "a closed stream gives its place back"
+    for s in (second, st):
+        s.close()
