@@ -538,3 +538,17 @@ def test_stream_cap_per_sandbox_is_429_and_frees_on_close(bare):
     assert st.status == 200, "a closed stream gives its place back"
     for s in (second, st):
         s.close()
+
+
+def test_tokens_in_urls_are_redacted_in_the_log(bare, monkeypatch):
+    """With every request logged (SPACE_DEBUG=1), a ?token= value shows as REDACTED."""
+    monkeypatch.setenv("SPACE_DEBUG", "1")
+    d = bare().start()
+    tok = secrets.token_hex(32)
+    resp = space.http_request(d.data_url, "GET", f"/v1/sessions/ss-00000000000000aa/attach?offset=0&token={tok}")
+    assert resp.status == 404
+    resp = space.http_request(d.data_url, "POST", f"/v1/sessions/ss-00000000000000aa/stdin?token={tok}", b"x")
+    assert resp.status == 401
+    text = d.log_text()
+    assert "attach?offset=0&token=REDACTED" in text and "stdin?token=REDACTED" in text, text[-2000:]
+    assert tok not in text

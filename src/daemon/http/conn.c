@@ -100,7 +100,7 @@ static bool same_host(const struct sockaddr_storage *a, const struct sockaddr_st
 	if (a->ss_family == AF_INET6)
 		return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
 			       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
-	return true; /* unix sockets: one client */
+	return true; /* no address known: one client */
 }
 
 static unsigned count_from(const struct http_conns *cs, const struct sockaddr_storage *peer)
@@ -239,9 +239,11 @@ static void admit_one(struct http_conns *cs, struct http_conn *c)
 	}
 	c->evcon = arg;
 	sa = evhttp_connection_get_addr(c->evcon);
-	if (sa) {
+	/* libevent keeps room for an IPv4 or IPv6 address only; our listeners
+	 * are TCP. Anything else stays zero: such clients count as one. */
+	if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6)) {
 		c->peerlen = sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-		memcpy(&c->peer, sa, sa->sa_family == AF_UNIX ? sizeof(struct sockaddr_storage) : c->peerlen);
+		memcpy(&c->peer, sa, c->peerlen);
 	}
 	enum http_cap why = http_cap_check(cs->nlive, count_from(cs, &c->peer), cs->lim.max_conns,
 					   cs->lim.max_conns_per_client);
