@@ -56,6 +56,10 @@ static void test_redact(void)
 	redact("/v1/x?token=secretsecret", "/v1/x?token=REDACTE", 20); /* cut, never the secret */
 	redact("/a?token=abcdef", "/a?t", 5);
 	redact(NULL, "", 256);
+	redact("/v1/x?%74oken=abc&%54OKEN=def", "/v1/x?%74oken=REDACTED&%54OKEN=REDACTED", 256);
+	redact("/v1/x?tok%65n=abc", "/v1/x?tok%65n=REDACTED", 256);
+	redact("/v1/x?token&x=1", "/v1/x?token&x=1", 256);
+	redact("/v1/x?a=1&&token=z", "/v1/x?a=1&&token=REDACTED", 256);
 }
 
 static void key_file(const char *name, const char *content, mode_t mode, int want, const char *want_key)

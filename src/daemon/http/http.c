@@ -448,29 +448,50 @@ bool http_secret_equal(const char *a, const char *b)
 	return CRYPTO_memcmp(ha, hb, sizeof(ha)) == 0;
 }
 
+static void append(char *out, size_t *w, size_t outlen, const char *s, size_t n)
+{
+	while (n-- && *w + 1 < outlen)
+		out[(*w)++] = *s++;
+}
+
+/* Whether a query key names the token the way the data plane reads it:
+ * percent-decoded and compared ignoring case (evhttp_find_header). */
+static bool key_is_token(const char *k, size_t n)
+{
+	char key[16];
+
+	if (n >= sizeof(key))
+		return false;
+	memcpy(key, k, n);
+	key[n] = '\0';
+	return http_pct_decode(key) == 0 && strcasecmp(key, "token") == 0;
+}
+
 void http_redact_uri(const char *uri, char *out, size_t outlen)
 {
 	static const char mask[] = "REDACTED";
-	const char *q = uri ? strchr(uri, '?') : NULL;
+	const char *p = uri ? uri : "", *q = strchr(p, '?');
 	size_t w = 0;
 
 	if (!outlen)
 		return;
-	if (!uri)
-		uri = "";
-	/* the path as is, then each k=v pair with token values masked */
-	for (const char *p = uri; *p && w + 1 < outlen; p++) {
-		out[w++] = *p;
-		if (!q || p < q)
-			continue;
-		if ((*p == '?' || *p == '&') && strncasecmp(p + 1, "token=", 6) == 0) {
-			size_t vlen = strcspn(p + 7, "&#");
-			for (size_t i = 0; i < 6 && w + 1 < outlen; i++)
-				out[w++] = p[1 + i];
-			for (size_t i = 0; i < sizeof(mask) - 1 && w + 1 < outlen; i++)
-				out[w++] = mask[i];
-			p += 6 + vlen;
+	append(out, &w, outlen, p, q ? (size_t)(q - p) + 1 : strlen(p));
+	for (p = q ? q + 1 : ""; *p;) {
+		size_t pair = strcspn(p, "&#"), klen = strcspn(p, "=&#");
+
+		if (klen < pair && key_is_token(p, klen)) {
+			append(out, &w, outlen, p, klen + 1);
+			append(out, &w, outlen, mask, sizeof(mask) - 1);
+		} else {
+			append(out, &w, outlen, p, pair);
 		}
+		p += pair;
+		if (*p == '#') {
+			append(out, &w, outlen, p, strlen(p));
+			break;
+		}
+		if (*p == '&')
+			append(out, &w, outlen, p++, 1);
 	}
 	out[w] = '\0';
 }
