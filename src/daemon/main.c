@@ -118,8 +118,6 @@ static int ensure_api_key(struct spaced *d, enum key_origin *origin, space_err *
 	unsigned char raw[24];
 
 	*origin = KEY_GIVEN;
-	if (config_read_key_file(&d->cfg, err) < 0)
-		return -1;
 	if (d->cfg.api_key[0])
 		return 0;
 	*origin = KEY_STORED;
@@ -223,7 +221,8 @@ static int run(struct spaced *d)
 	enum key_origin key_origin;
 	space_err err = { 0 };
 
-	if (prepare_state_dir(d, &err) < 0)
+	/* The key file first: a bad one stops us before anything is made. */
+	if (config_read_key_file(&d->cfg, &err) < 0 || prepare_state_dir(d, &err) < 0)
 		goto fail;
 	snprintf(db, sizeof(db), "%s/space.db", d->cfg.state_dir);
 	if (store_open(&d->store, db, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
