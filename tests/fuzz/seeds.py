@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""seeds.py -- (re)writes the hand-made seed inputs of the fuzz corpora (tests/fuzz/corpus/).
+
+Frames are built with the protocol encoders of tests/agent/agentproto.py, HTTP requests and
+QMP lines are what the CLI and QEMU 7.2 send.  `libFuzzer -merge=1` later adds the inputs the
+fuzzers found; this script only writes files named seed-*.  Run from anywhere:
+    python3 tests/fuzz/seeds.py
+"""
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "agent"))
+import agentproto as ap  # noqa: E402
+
+
+def frame(type_, chan, payload=b"", flags=0, length=None):
+    n = len(payload) if length is None else length
+    return ap.HDR.pack(n, type_, flags, chan) + payload
+
+
+def u32(v):
+    return struct.pack("<I", v & 0xffffffff)
+
+
+def u64(v):
+    return struct.pack("<Q", v & 0xffffffffffffffff)
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def agent_guest():
+    """Host -> agent streams; the first byte is the read size the harness uses."""
+    hello = frame(ap.H_HELLO, 0, u32(ap.PROTO_VERSION) + u64(0))
+    exec_ = frame(ap.H_EXEC, 5, ap.encode_exec(["sh", "-c", "echo hi"], ["A=1"], "/tmp", "", stdin=True))
+    seqs = {
+        "hello": hello,
+        "hello-ping": hello + frame(ap.H_PING, 0, u64(0x1122334455667788)),
+        "exec-session": hello + exec_ + frame(ap.H_STDIN, 5, u64(0) + b"input\n")
+        + frame(ap.H_STDIN_CLOSE, 5) + frame(ap.H_ACK, 5, u64(3)) + frame(ap.H_SIGNAL, 5, u32(15))
+        + frame(ap.H_RELEASE, 5),
+        "exec-user": hello + frame(ap.H_EXEC, 9, ap.encode_exec(["id"], [], "", "nobody")),
+        "identity": hello + frame(ap.H_IDENTITY, 0, ap.encode_identity(0, b"\x01" * 32, "sb-1234", b"")),
+        "settime-shutdown": hello + frame(ap.H_SETTIME, 0, u64(1700000000 * 10**9))
+        + frame(ap.H_SHUTDOWN, 0, u32(1)),
+        "before-hello": frame(ap.H_PING, 0, u64(1)) + hello,
+        "desync": b"\xff" * 7 + frame(ap.H_PING, 0, u64(1), length=0x7fffffff)[:12] + b"junk" + hello
+        + frame(ap.H_PING, 0, u64(2)),
+        "bad-version": frame(ap.H_HELLO, 0, u32(2) + u64(0)) + hello,
+        "flags-chan": hello + frame(ap.H_PING, 3, u64(1)) + frame(ap.H_ACK, 0, u64(1))
+        + frame(ap.H_STDIN, 7, u64(0), flags=1),
+    }
+    for i, (name, data) in enumerate(sorted(seqs.items())):
+        write("agent_guest", name, bytes([(0, 1, 7, 12, 64)[i % 5]]) + data)
+
+
+def agent_host():
+    """Agent -> daemon streams, on a connection whose session runs on channel 7."""
+    def hello(chans=((7, ap.CHAN_RUNNING, 0),)):
+        body = u32(ap.PROTO_VERSION) + u32(len(chans))
+        for c, s, off in chans:
+            body += u32(c) + u32(s) + u64(off)
+        return frame(ap.A_HELLO, 0, body)
+
+    def data(chan, stream, off, b):
+        return frame(ap.A_DATA, chan, bytes([stream]) + b"\0" * 7 + u64(off) + b)
+
+    def exit_(chan, fin, code, sig):
+        return frame(ap.A_EXIT, chan, u64(fin) + u32(code) + u32(sig))
+
+    seqs = {
+        "hello": hello(),
+        "session": hello() + frame(ap.A_STARTED, 7, u32(42)) + data(7, ap.STDOUT, 0, b"hello")
+        + data(7, ap.STDERR, 5, b"oops\n") + frame(ap.A_STDIN_ACK, 7, u64(6)) + exit_(7, 10, 3, 0),
+        "error": hello() + frame(ap.A_ERROR, 7, u32(2) + b"exec sh: No such file\0"),
+        "log-pong-identity": hello() + frame(ap.A_LOG, 0, b"agent up\0") + frame(ap.A_PONG, 0, u64(9))
+        + frame(ap.A_IDENTITY, 0, u32(7) + u32(0)),
+        "orphans": hello(((7, ap.CHAN_RUNNING, 0), (9, ap.CHAN_EXITED, 4))) + data(9, ap.STDOUT, 0, b"x")
+        + exit_(9, 1, 0, 0),
+        "garbage-then-hello": b"\x00\x13garbage" + hello() + data(7, ap.STDOUT, 0, b"after"),
+        "exit-signalled": hello() + exit_(7, 0, 0xffffffff, 9),
+        "gap-and-overlap": hello() + data(7, ap.STDOUT, 3, b"gap") + data(7, ap.STDOUT, 0, b"abcdef")
+        + data(7, ap.STDOUT, 2, b"cdefgh"),
+    }
+    for name, b in seqs.items():
+        write("agent_host", name, b)
+
+
+def http():
+    """First byte: which listener (even: control plane, odd: data plane); then raw HTTP."""
+    key = "Authorization: Bearer sk-fuzz\r\n"
+    ctl = {
+        "info": "GET /v1/info HTTP/1.1\r\nHost: x\r\n" + key + "\r\n",
+        "create": 'POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n' + key
+        + 'Content-Type: application/json\r\nContent-Length: 39\r\n\r\n{"template":"base","env":{"A":"1"}}   ',
+        "list": "GET /v1/sandboxes?state=running,paused&metadata.owner=ci HTTP/1.1\r\n" + key + "\r\n",
+        "get": "GET /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "\r\n",
+        "delete": "DELETE /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "Connection: close\r\n\r\n",
+        "exec": 'POST /v1/sandboxes/sb-0123456789abcdef/sessions HTTP/1.1\r\n' + key
+        + 'Content-Length: 16\r\n\r\n{"argv":["ls"]}\n',
+        "op-wait": "GET /v1/operations/op-0123456789abcdef?wait=1 HTTP/1.1\r\n" + key + "\r\n",
+        "templates": "GET /v1/templates HTTP/1.1\r\n" + key + "\r\nGET /v1/templates/base HTTP/1.1\r\n" + key
+        + "\r\nPUT /v1/templates/base/pool HTTP/1.1\r\n" + key + 'Content-Length: 10\r\n\r\n{"size":1}',
+        "snapshots": "GET /v1/snapshots HTTP/1.1\r\n" + key + "\r\nDELETE /v1/snapshots/nightly HTTP/1.1\r\n"
+        + key + "\r\n",
+        "no-key": "GET /v1/info HTTP/1.0\r\n\r\n",
+        "bad-method": "PATCH /v1/sandboxes HTTP/1.1\r\n" + key + "\r\n",
+        "chunked": "POST /v1/sandboxes/sb-0123456789abcdef/timeout HTTP/1.1\r\n" + key
+        + "Transfer-Encoding: chunked\r\n\r\n10\r\n{\"timeout_s\":60}\r\n0\r\n\r\n",
+        "logs-pct": "GET /v1/sandboxes/sb-%30123/logs?tail=100 HTTP/1.1\r\n" + key + "\r\n",
+    }
+    data = {
+        "session": "GET /v1/sessions/ss-0123456789abcdef HTTP/1.1\r\nAuthorization: Bearer tok\r\n\r\n",
+        "attach": "GET /v1/sessions/ss-0123456789abcdef/attach?offset=0 HTTP/1.1\r\n"
+        "Authorization: Bearer tok\r\nAccept: text/event-stream\r\n\r\n",
+        "stdin": "POST /v1/sessions/ss-0123456789abcdef/stdin?offset=0 HTTP/1.1\r\n"
+        "Authorization: Bearer tok\r\nContent-Length: 6\r\n\r\nhello\n",
+        "signal": 'POST /v1/sessions/ss-0123456789abcdef/signal HTTP/1.1\r\nAuthorization: Bearer tok\r\n'
+        'Content-Length: 17\r\n\r\n{"signal":"TERM"}',
+        "close": "POST /v1/sessions/ss-0123456789abcdef/stdin/close HTTP/1.1\r\n\r\n",
+    }
+    for name, req in ctl.items():
+        write("http", "api-" + name, b"\x00" + req.encode())
+    for name, req in data.items():
+        write("http", "data-" + name, b"\x01" + req.encode())
+
+
+def qmp():
+    """First byte: mode bits for the harness; then what QEMU says, line by line."""
+    greeting = ('{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": '
+                '"Debian 1:7.2+dfsg-7"}, "capabilities": ["oob"]}}\r\n')
+    caps = '{"return": {}, "id": "caps"}\r\n'
+    seqs = {
+        "handshake": greeting + caps,
+        "replies": greeting + caps + '{"return": {"status": "running", "running": true}, "id": 1}\r\n'
+        '{"error": {"class": "GenericError", "desc": "No such device"}, "id": 2}\r\n'
+        '{"return": {}, "id": 3}\r\n',
+        "events": greeting + caps + '{"timestamp": {"seconds": 1700000000, "microseconds": 1}, '
+        '"event": "STOP"}\r\n{"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-reset"}, '
+        '"timestamp": {"seconds": 1, "microseconds": 2}}\r\n{"return": {}, "id": 1}\r\n',
+        "caps-error": greeting + '{"error": {"class": "CommandNotFound", "desc": "x"}, "id": "caps"}\r\n',
+        "no-id": greeting + caps + '{"error": {"class": "GenericError", "desc": "JSON parse error"}}\r\n'
+        '{"return": {}}\r\n',
+        "bad-json": greeting + caps + '{"return": \r\n',
+        "migrate": greeting + caps + '{"return": {}, "id": 1}\r\n{"event": "MIGRATION", "data": '
+        '{"status": "completed"}, "timestamp": {"seconds": 1, "microseconds": 0}}\r\n'
+        '{"return": {"status": "completed", "total-time": 120, "ram": {"transferred": 1024}}, "id": 2}\r\n',
+    }
+    for i, (name, text) in enumerate(sorted(seqs.items())):
+        write("qmp", name, bytes([i % 4]) + text.encode())
+
+
+if __name__ == "__main__":
+    agent_guest()
+    agent_host()
+    http()
+    qmp()
