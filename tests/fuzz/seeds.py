@@ -135,7 +135,7 @@ def qmp():
     """First byte: mode bits for the harness; then what QEMU says, line by line."""
     greeting = ('{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": '
                 '"Debian 1:7.2+dfsg-7"}, "capabilities": ["oob"]}}\r\n')
-    caps = '{"return": {}, "id": "caps"}\r\n'
+    caps = '{"return": {}, "id": "space-caps"}\r\n'
     seqs = {
         "handshake": greeting + caps,
         "replies": greeting + caps + '{"return": {"status": "running", "running": true}, "id": 1}\r\n'
@@ -144,7 +144,7 @@ def qmp():
         "events": greeting + caps + '{"timestamp": {"seconds": 1700000000, "microseconds": 1}, '
         '"event": "STOP"}\r\n{"event": "SHUTDOWN", "data": {"guest": true, "reason": "guest-reset"}, '
         '"timestamp": {"seconds": 1, "microseconds": 2}}\r\n{"return": {}, "id": 1}\r\n',
-        "caps-error": greeting + '{"error": {"class": "CommandNotFound", "desc": "x"}, "id": "caps"}\r\n',
+        "caps-error": greeting + '{"error": {"class": "CommandNotFound", "desc": "x"}, "id": "space-caps"}\r\n',
         "no-id": greeting + caps + '{"error": {"class": "GenericError", "desc": "JSON parse error"}}\r\n'
         '{"return": {}}\r\n',
         "bad-json": greeting + caps + '{"return": \r\n',
