@@ -95,18 +95,31 @@ def agent_host():
 def http():
     """First byte: which listener (even: control plane, odd: data plane); then raw HTTP."""
     key = "Authorization: Bearer sk-fuzz\r\n"
+
+    def post(method, path, body, headers=key):
+        return "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+            method, path, headers, len(body.encode()), body)
+
     ctl = {
         "info": "GET /v1/info HTTP/1.1\r\nHost: x\r\n" + key + "\r\n",
-        "create": 'POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n' + key
-        + 'Content-Type: application/json\r\nContent-Length: 39\r\n\r\n{"template":"base","env":{"A":"1"}}   ',
+        "create": post("POST", "/v1/sandboxes", '{"template":"base","env":{"A":"1"}}'),
+        "create-snapshot": post("POST", "/v1/sandboxes", '{"snapshot":"nightly","timeout_s":60}'),
+        "lifecycle": "".join(post("POST", "/v1/sandboxes/sb-0123456789abcdef/" + a, b) for a, b in (
+            ("pause", ""), ("resume", ""), ("suspend", ""), ("restore", ""), ("stop", ""), ("start", ""),
+            ("wake", ""), ("fork", '{"count":2}'), ("snapshots", '{"name":"n1"}'),
+            ("timeout", '{"timeout_s":60}'))),
+        "token": post("POST", "/v1/sandboxes/sb-0123456789abcdef/sessions/ss-0123456789abcdef/token",
+                      '{"token_ttl_s":60}'),
+        "sessions": "GET /v1/sandboxes/sb-0123456789abcdef/sessions HTTP/1.1\r\n" + key
+        + "\r\nGET /v1/sandboxes/sb-0123456789abcdef/sessions/ss-0123456789abcdef HTTP/1.1\r\n" + key + "\r\n",
+        "too-big": post("POST", "/v1/sandboxes", '{"template":"' + "a" * 3000 + '"}'),
         "list": "GET /v1/sandboxes?state=running,paused&metadata.owner=ci HTTP/1.1\r\n" + key + "\r\n",
         "get": "GET /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "\r\n",
         "delete": "DELETE /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "Connection: close\r\n\r\n",
-        "exec": 'POST /v1/sandboxes/sb-0123456789abcdef/sessions HTTP/1.1\r\n' + key
-        + 'Content-Length: 16\r\n\r\n{"argv":["ls"]}\n',
+        "exec": post("POST", "/v1/sandboxes/sb-0123456789abcdef/sessions", '{"argv":["ls"]}\n'),
         "op-wait": "GET /v1/operations/op-0123456789abcdef?wait=1 HTTP/1.1\r\n" + key + "\r\n",
         "templates": "GET /v1/templates HTTP/1.1\r\n" + key + "\r\nGET /v1/templates/base HTTP/1.1\r\n" + key
-        + "\r\nPUT /v1/templates/base/pool HTTP/1.1\r\n" + key + 'Content-Length: 10\r\n\r\n{"size":1}',
+        + "\r\n" + post("PUT", "/v1/templates/base/pool", '{"size":1}'),
         "snapshots": "GET /v1/snapshots HTTP/1.1\r\n" + key + "\r\nDELETE /v1/snapshots/nightly HTTP/1.1\r\n"
         + key + "\r\n",
         "no-key": "GET /v1/info HTTP/1.0\r\n\r\n",
@@ -119,10 +132,10 @@ def http():
         "session": "GET /v1/sessions/ss-0123456789abcdef HTTP/1.1\r\nAuthorization: Bearer tok\r\n\r\n",
         "attach": "GET /v1/sessions/ss-0123456789abcdef/attach?offset=0 HTTP/1.1\r\n"
         "Authorization: Bearer tok\r\nAccept: text/event-stream\r\n\r\n",
-        "stdin": "POST /v1/sessions/ss-0123456789abcdef/stdin?offset=0 HTTP/1.1\r\n"
-        "Authorization: Bearer tok\r\nContent-Length: 6\r\n\r\nhello\n",
-        "signal": 'POST /v1/sessions/ss-0123456789abcdef/signal HTTP/1.1\r\nAuthorization: Bearer tok\r\n'
-        'Content-Length: 17\r\n\r\n{"signal":"TERM"}',
+        "stdin": post("POST", "/v1/sessions/ss-0123456789abcdef/stdin?offset=0", "hello\n",
+                      "Authorization: Bearer tok\r\n"),
+        "signal": post("POST", "/v1/sessions/ss-0123456789abcdef/signal", '{"signal":"TERM"}',
+                       "Authorization: Bearer tok\r\n"),
         "close": "POST /v1/sessions/ss-0123456789abcdef/stdin/close HTTP/1.1\r\n\r\n",
     }
     for name, req in ctl.items():

@@ -1,0 +1,189 @@
+/* fuzz_http.c -- libFuzzer target: raw bytes from a client on either HTTP listener of a real
+ * spaced, with no VMs: the daemon's own listener set-up (http_listen via api_start and
+ * dataplane_start, so libevent's evhttp parser with our limits), dispatch, routing, path and
+ * query decoding, auth (API key; session tokens), body limits and every handler of both route
+ * tables, over a real SQLite store in a temporary state directory made once per process.
+ *
+ * The store holds no template, so nothing can start a VM: a request that would need one fails
+ * in its handler as it would on a host without templates.  The first input byte picks the
+ * listener (even: control plane, odd: data plane); the rest is sent on a fresh loopback TCP
+ * connection (evhttp in libevent 2.1 accepts only inet sockets); once the daemon has been
+ * quiet for a while the client hangs up its sending side and the loop runs until the daemon
+ * has closed the connection.  A daemon that keeps the connection MAX_TURNS loop turns is a
+ * finding.  FUZZ_SHOW=1 copies the daemon's replies to stderr. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "daemon/daemon.h"
+#include "daemon/sandbox/sandbox.h"
+#include "daemon/store/store.h"
+#include "log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define MAX_TURNS 200000
+#define IDLE_TURNS 32
+#define API_KEY "sk-fuzz"
+
+static struct spaced d;
+static uint16_t ports[2]; /* control plane, data plane */
+static char tmpdir[64];
+
+static void fail(const char *what, const char *msg)
+{
+	fprintf(stderr, "fuzz_http: %s: %s\n", what, msg);
+	abort();
+}
+
+/* A loopback port free now (the kernel's choice), for a listener to bind next. */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
+		fail("free port", strerror(errno));
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+static void setup_once(void)
+{
+	char db[PATH_MAX], listen[32], data_listen[32], templates[128];
+	space_err err = { 0 };
+
+	log_set_level(LOG_ERROR);
+	signal(SIGPIPE, SIG_IGN);
+	strcpy(tmpdir, "/tmp/space-fuzz-http-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		fail("mkdtemp", strerror(errno));
+	ports[0] = free_port();
+	ports[1] = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%u", ports[0]);
+	snprintf(data_listen, sizeof(data_listen), "127.0.0.1:%u", ports[1]);
+	snprintf(templates, sizeof(templates), "%s/templates", tmpdir);
+	{
+		char *argv[] = { "spaced", "--listen", listen, "--data-listen", data_listen, "--state-dir",
+				 tmpdir, "--api-key", API_KEY, "--templates-dir", templates, "--accel", "tcg",
+				 NULL };
+		config_load(&d.cfg, 13, argv);
+	}
+	/* Small body limits, so the fuzzer reaches the 413 paths with small inputs. */
+	d.cfg.max_body_bytes = 2048;
+	d.cfg.max_stdin_bytes = 2048;
+	d.cfg.pools[0] = '\0';
+	d.started_ms = now_ms();
+	memcpy(d.state_tag, "0123456789abcdef", 17);
+	d.accel = ACCEL_TCG;
+	d.base = event_base_new();
+	snprintf(db, sizeof(db), "%s/space.db", tmpdir);
+	if (!d.base || store_open(&d.store, db, &err) < 0)
+		fail("event base and store", err.msg);
+	capacity_init(&d);
+	if (api_start(&d, &err) < 0 || dataplane_start(&d, &err) < 0)
+		fail("listeners", err.msg);
+}
+
+static int connect_to(uint16_t port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		fail("socket", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS)
+		fail("connect", strerror(errno));
+	return fd;
+}
+
+/* Reads the daemon's replies; -1 once it closed the connection, else the bytes read. */
+static ssize_t read_replies(int fd)
+{
+	static uint8_t sink[1 << 16];
+	static int show = -1;
+	ssize_t total = 0;
+
+	if (show < 0)
+		show = getenv("FUZZ_SHOW") && !strcmp(getenv("FUZZ_SHOW"), "1");
+	for (;;) {
+		ssize_t r = recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+		if (r > 0) {
+			if (show)
+				fwrite(sink, 1, (size_t)r, stderr);
+			total += r;
+			continue;
+		}
+		if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return -1;
+		return total;
+	}
+}
+
+static void send_some(int fd, const uint8_t *data, size_t size, size_t *sent)
+{
+	while (*sent < size) {
+		ssize_t w = send(fd, data + *sent, size - *sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return;
+		*sent += (size_t)w;
+	}
+}
+
+/* Everything is sent, then the client waits while replies come (pipelined requests are
+ * answered one after the other); after IDLE_TURNS quiet turns it hangs up its side, which
+ * ends a keep-alive connection and any held request (long-poll, stream). */
+static void converse(int fd, const uint8_t *data, size_t size)
+{
+	size_t sent = 0;
+	int turns, idle = 0;
+	bool hung_up = false;
+
+	for (turns = 0; turns < MAX_TURNS; turns++) {
+		ssize_t got;
+
+		send_some(fd, data, size, &sent);
+		event_base_loop(d.base, EVLOOP_NONBLOCK);
+		got = read_replies(fd);
+		if (got < 0)
+			return;
+		idle = got ? 0 : idle + 1;
+		if (sent == size && idle >= IDLE_TURNS && !hung_up) {
+			shutdown(fd, SHUT_WR);
+			hung_up = true;
+		}
+	}
+	fail("hang", "the daemon kept a connection whose client had gone");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	int fd;
+
+	if (size < 1)
+		return 0;
+	if (!d.base)
+		setup_once();
+	fd = connect_to(ports[data[0] & 1]);
+	converse(fd, data + 1, size - 1);
+	close(fd);
+	/* Let the daemon see the close of a connection it still holds. */
+	for (int i = 0; i < 4; i++)
+		event_base_loop(d.base, EVLOOP_NONBLOCK);
+	return 0;
+}
