@@ -24,6 +24,7 @@
 #include "daemon/daemon.h"
 #include "daemon/sandbox/runtime.h"
 #include "daemon/store/store.h"
+#include "fuzz_tmp.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -93,9 +94,9 @@ static void setup_once(void)
 	char path[PATH_MAX];
 
 	log_set_level(LOG_ERROR);
-	strcpy(tmpdir, "/tmp/space-fuzz-agent-XXXXXX");
-	if (!mkdtemp(tmpdir))
+	if (!fuzz_tmpdir("agent"))
 		fail("mkdtemp", strerror(errno));
+	snprintf(tmpdir, sizeof(tmpdir), "%s", fuzz_tmp_path);
 	d.base = event_base_new();
 	snprintf(d.cfg.state_dir, sizeof(d.cfg.state_dir), "%s", tmpdir);
 	snprintf(path, sizeof(path), "%s/state.db", tmpdir);

@@ -5,7 +5,11 @@
  * tables, over a real SQLite store in a temporary state directory made once per process.
  *
  * The store holds no template, so nothing can start a VM: a request that would need one fails
- * in its handler as it would on a host without templates.  The first input byte picks the
+ * in its handler as it would on a host without templates.  For the data plane to get past its
+ * token check, a sandbox the control plane cannot see (a pool VM's record, no VM behind it)
+ * holds two sessions, made afresh for every input: SESS_A (token TOKEN_A, running, stdin
+ * open, some output in its spool, agent not connected) and SESS_B (TOKEN_B, exited with
+ * code 3).  The first input byte picks the
  * listener (even: control plane, odd: data plane); the rest is sent on a fresh loopback TCP
  * connection (evhttp in libevent 2.1 accepts only inet sockets); once the daemon has been
  * quiet for a while the client hangs up its sending side and the loop runs until the daemon
@@ -24,10 +28,14 @@
 
 #include <event2/event.h>
 #include <event2/http.h>
+#include <openssl/sha.h>
 
 #include "daemon/daemon.h"
+#include "daemon/sandbox/runtime.h"
 #include "daemon/sandbox/sandbox.h"
+#include "daemon/sandbox/spool.h"
 #include "daemon/store/store.h"
+#include "fuzz_tmp.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -35,8 +43,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define MAX_TURNS 200000
 #define IDLE_TURNS 32
 #define API_KEY "sk-fuzz"
+#define SANDBOX "sb-00000000000000f0"
+#define SESS_A "ss-00000000000000aa"
+#define SESS_B "ss-00000000000000bb"
+#define TOKEN_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define TOKEN_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 
 static struct spaced d;
+static struct sandbox sb;
 static uint16_t ports[2]; /* control plane, data plane */
 static char tmpdir[64];
 
@@ -60,6 +74,70 @@ static uint16_t free_port(void)
 	return ntohs(sa.sin_port);
 }
 
+/* The sandbox behind the sessions: runtime only, a pool VM's role, so that the control plane
+ * answers 404 for it and never acts on a VM that is not there. */
+static void add_sandbox(void)
+{
+	char path[PATH_MAX];
+
+	sb.d = &d;
+	snprintf(sb.rec.id, sizeof(sb.rec.id), SANDBOX);
+	sb.rec.state = SB_RUNNING;
+	sb.rec.role = ROLE_POOL;
+	snprintf(sb.rec.template_ref, sizeof(sb.rec.template_ref), "minimal");
+	sb.rec.vcpus = 1;
+	sb.rec.memory_mib = 256;
+	sb.rec.created_ms = sb.rec.updated_ms = now_ms();
+	sb.rec.next_chan = 10;
+	sb.identity_done = true;
+	d.sandboxes = &sb;
+	snprintf(path, sizeof(path), "%s/sandboxes", tmpdir);
+	mkdir(path, 0700);
+	path_run_dir(&d, sb.rec.id, path);
+	mkdir(path, 0700);
+}
+
+static void add_session(const char *id, const char *token, uint32_t chan, bool running)
+{
+	static const char out[] = "hello from the session\n";
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	struct session_rec rec = { 0 };
+	space_err err = { 0 };
+	char spool[PATH_MAX];
+	struct session *s;
+
+	snprintf(rec.id, sizeof(rec.id), "%s", id);
+	snprintf(rec.sandbox_id, sizeof(rec.sandbox_id), "%s", sb.rec.id);
+	rec.chan = chan;
+	rec.argv = json_pack("[s]", "cat");
+	rec.env = json_object();
+	rec.stdin_open = running;
+	rec.state = running ? SESS_RUNNING : SESS_EXITED;
+	rec.exit_code = running ? 0 : 3;
+	rec.created_ms = rec.started_ms = now_ms();
+	rec.ended_ms = running ? 0 : now_ms();
+	SHA256((const unsigned char *)token, strlen(token), md);
+	for (int i = 0; i < SHA256_DIGEST_LENGTH; i++)
+		snprintf(rec.token_hash + 2 * i, 3, "%02x", md[i]);
+	rec.token_expires_ms = now_ms() + 86400000;
+	path_session_spool(&d, sb.rec.id, rec.id, spool);
+	unlink(spool);
+	s = session_alloc(&sb, &rec, &err);
+	session_rec_clear(&rec);
+	if (!s)
+		fail("session", err.msg);
+	if (spool_append(s->spool, PROTO_STDOUT, out, sizeof(out) - 1, &err) < 0 ||
+	    spool_append(s->spool, PROTO_STDERR, "warning\n", 8, &err) < 0)
+		fail("spool", err.msg);
+}
+
+static void fresh_sessions(void)
+{
+	sessions_free(&sb);
+	add_session(SESS_B, TOKEN_B, 8, false);
+	add_session(SESS_A, TOKEN_A, 7, true);
+}
+
 static void setup_once(void)
 {
 	char db[PATH_MAX], listen[32], data_listen[32], templates[128];
@@ -67,9 +145,9 @@ static void setup_once(void)
 
 	log_set_level(LOG_ERROR);
 	signal(SIGPIPE, SIG_IGN);
-	strcpy(tmpdir, "/tmp/space-fuzz-http-XXXXXX");
-	if (!mkdtemp(tmpdir))
+	if (!fuzz_tmpdir("http"))
 		fail("mkdtemp", strerror(errno));
+	snprintf(tmpdir, sizeof(tmpdir), "%s", fuzz_tmp_path);
 	ports[0] = free_port();
 	ports[1] = free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%u", ports[0]);
@@ -95,6 +173,7 @@ static void setup_once(void)
 	capacity_init(&d);
 	if (api_start(&d, &err) < 0 || dataplane_start(&d, &err) < 0)
 		fail("listeners", err.msg);
+	add_sandbox();
 }
 
 static int connect_to(uint16_t port)
@@ -179,6 +258,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!d.base)
 		setup_once();
+	fresh_sessions();
 	fd = connect_to(ports[data[0] & 1]);
 	converse(fd, data + 1, size - 1);
 	close(fd);

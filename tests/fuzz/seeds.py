@@ -128,15 +128,21 @@ def http():
         + "Transfer-Encoding: chunked\r\n\r\n10\r\n{\"timeout_s\":60}\r\n0\r\n\r\n",
         "logs-pct": "GET /v1/sandboxes/sb-%30123/logs?tail=100 HTTP/1.1\r\n" + key + "\r\n",
     }
+    # The sessions fuzz_http.c sets up: A runs (stdin open), B has exited.
+    a, b = "ss-00000000000000aa", "ss-00000000000000bb"
+    ta, tb = "Authorization: Bearer " + "a" * 64 + "\r\n", "Authorization: Bearer " + "b" * 64 + "\r\n"
     data = {
-        "session": "GET /v1/sessions/ss-0123456789abcdef HTTP/1.1\r\nAuthorization: Bearer tok\r\n\r\n",
-        "attach": "GET /v1/sessions/ss-0123456789abcdef/attach?offset=0 HTTP/1.1\r\n"
-        "Authorization: Bearer tok\r\nAccept: text/event-stream\r\n\r\n",
-        "stdin": post("POST", "/v1/sessions/ss-0123456789abcdef/stdin?offset=0", "hello\n",
-                      "Authorization: Bearer tok\r\n"),
-        "signal": post("POST", "/v1/sessions/ss-0123456789abcdef/signal", '{"signal":"TERM"}',
-                       "Authorization: Bearer tok\r\n"),
-        "close": "POST /v1/sessions/ss-0123456789abcdef/stdin/close HTTP/1.1\r\n\r\n",
+        "session": "GET /v1/sessions/%s HTTP/1.1\r\n%s\r\nGET /v1/sessions/%s HTTP/1.1\r\n%s\r\n" % (a, ta, b, tb),
+        "attach": "GET /v1/sessions/%s/attach?offset=0 HTTP/1.1\r\n%sAccept: text/event-stream\r\n\r\n" % (a, ta),
+        "attach-exited": "GET /v1/sessions/%s/attach?offset=5 HTTP/1.1\r\n%s\r\n" % (b, tb),
+        "attach-post": post("POST", "/v1/sessions/%s/attach" % a, "input", ta),
+        "attach-query-token": "GET /v1/sessions/%s/attach?token=%s HTTP/1.1\r\nLast-Event-ID: 3\r\n\r\n" % (b, "b" * 64),
+        "stdin": post("POST", "/v1/sessions/%s/stdin?offset=0" % a, "hello\n", ta)
+        + post("POST", "/v1/sessions/%s/stdin/close" % a, "", ta),
+        "signal": post("POST", "/v1/sessions/%s/signal" % a, '{"signal":"TERM"}', ta)
+        + post("POST", "/v1/sessions/%s/signal" % b, '{"signal":9}', tb),
+        "wrong-token": "GET /v1/sessions/%s HTTP/1.1\r\n%s\r\n" % (a, tb),
+        "no-token": "POST /v1/sessions/%s/stdin/close HTTP/1.1\r\n\r\n" % a,
     }
     for name, req in ctl.items():
         write("http", "api-" + name, b"\x00" + req.encode())
