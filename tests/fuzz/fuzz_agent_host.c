@@ -4,8 +4,10 @@
  * into the spool, H_ACK, exits, stdin acks) -- no VM.
  *
  * As in tests/unit/test_daemon_agent.c: a minimal spaced (event loop, a real SQLite store in a
- * temporary state directory made once per process) with one running sandbox and one running
- * session on channel 7.  For each input the daemon connects to our unix socket where QEMU's
+ * temporary state directory made once per process) with one running sandbox and three
+ * sessions: channel 7 running with 96 KiB of stdin queued and closed after it (two H_STDIN
+ * frames, then H_STDIN_CLOSE), channel 8 created and waiting to start (A_HELLO sends its
+ * H_EXEC), channel 9 exited (A_HELLO releases it).  For each input the daemon connects to our unix socket where QEMU's
  * chardev would be (agent_new), we accept, send the input and hang up, and the loop runs
  * until the daemon has read everything and dropped the connection.  The session is made
  * afresh (new spool) for every input so each runs against the same state. */
@@ -35,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct spaced d;
 static struct sandbox sb;
-static struct session_rec srec;
+static struct session_rec srec[3];
 static int lfd = -1;
 static char tmpdir[64], sock_path[128];
 
@@ -105,13 +107,18 @@ static void setup_once(void)
 	add_template("sha256:0000000000000000000000000000000000000000000000000000000000000000");
 	add_sandbox();
 
-	id_new(srec.id, "ss-");
-	snprintf(srec.sandbox_id, sizeof(srec.sandbox_id), "%s", sb.rec.id);
-	srec.chan = CHAN;
-	srec.argv = json_pack("[s]", "sleep");
-	srec.env = json_object();
-	srec.state = SESS_RUNNING;
-	srec.created_ms = srec.started_ms = now_ms();
+	for (int i = 0; i < 3; i++) {
+		struct session_rec *r = &srec[i];
+
+		id_new(r->id, "ss-");
+		snprintf(r->sandbox_id, sizeof(r->sandbox_id), "%s", sb.rec.id);
+		r->chan = CHAN + (uint32_t)i;
+		r->argv = json_pack("[ss]", "cat", "-");
+		r->env = json_pack("{ss}", "A", "1");
+		r->stdin_open = i == 0;
+		r->state = i == 0 ? SESS_RUNNING : i == 1 ? SESS_CREATED : SESS_EXITED;
+		r->created_ms = r->started_ms = now_ms();
+	}
 
 	snprintf(sock_path, sizeof(sock_path), "%s/agent.sock", tmpdir);
 	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock_path);
@@ -120,19 +127,29 @@ static void setup_once(void)
 		fail("listening", strerror(errno));
 }
 
-/* The running session on CHAN, as the daemon holds it after a restart: fresh spool. */
-static void fresh_session(void)
+/* The sessions as the daemon holds them after a restart: fresh spools, stdin queued. */
+static void fresh_sessions(void)
 {
+	static uint8_t input[96 << 10];
 	space_err err = { 0 };
 	char spool[PATH_MAX];
 
 	sessions_free(&sb);
-	path_session_spool(&d, sb.rec.id, srec.id, spool);
-	unlink(spool);
-	if (store_session_put(d.store, &srec, &err) < 0)
-		fail("session row", err.msg);
-	if (!session_alloc(&sb, &srec, &err))
-		fail("session", err.msg);
+	for (int i = 0; i < 3; i++) {
+		struct session *s;
+
+		path_session_spool(&d, sb.rec.id, srec[i].id, spool);
+		unlink(spool);
+		if (store_session_put(d.store, &srec[i], &err) < 0)
+			fail("session row", err.msg);
+		s = session_alloc(&sb, &srec[i], &err);
+		if (!s)
+			fail("session", err.msg);
+		if (i == 0 && session_stdin(s, input, sizeof(input), 1, &err) < 0)
+			fail("stdin", err.msg);
+		if (i == 1)
+			s->start_wanted = true;
+	}
 }
 
 /* Writes what the socket takes now; the rest is sent on later turns. */
@@ -181,7 +198,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (lfd < 0)
 		setup_once();
-	fresh_session();
+	fresh_sessions();
 	sb.agent = agent_new(&sb, sock_path);
 	if (!sb.agent)
 		fail("agent_new", "NULL");

@@ -85,6 +85,11 @@ def agent_host():
         + exit_(9, 1, 0, 0),
         "garbage-then-hello": b"\x00\x13garbage" + hello() + data(7, ap.STDOUT, 0, b"after"),
         "exit-signalled": hello() + exit_(7, 0, 0xffffffff, 9),
+        "three-sessions": hello(((7, ap.CHAN_RUNNING, 0), (8, ap.CHAN_RUNNING, 0), (9, ap.CHAN_EXITED, 0)))
+        + frame(ap.A_STDIN_ACK, 7, u64(65520)) + frame(ap.A_STDIN_ACK, 7, u64(98304)) + frame(ap.A_STARTED, 8, u32(7))
+        + exit_(9, 0, 0, 0),
+        "stdin-resume": hello(((7, ap.CHAN_RUNNING, 4096),)) + frame(ap.A_STDIN_ACK, 7, u64(4096))
+        + frame(ap.A_STDIN_ACK, 7, u64(2)),
         "gap-and-overlap": hello() + data(7, ap.STDOUT, 3, b"gap") + data(7, ap.STDOUT, 0, b"abcdef")
         + data(7, ap.STDOUT, 2, b"cdefgh"),
     }
