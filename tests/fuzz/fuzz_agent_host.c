@@ -27,6 +27,7 @@
 #include "daemon/sandbox/runtime.h"
 #include "daemon/store/store.h"
 #include "fuzz_tmp.h"
+#include "fuzz_event.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -99,6 +100,7 @@ static void setup_once(void)
 	if (!fuzz_tmpdir("agent"))
 		fail("mkdtemp", strerror(errno));
 	snprintf(tmpdir, sizeof(tmpdir), "%s", fuzz_tmp_path);
+	fuzz_event_strict();
 	d.base = event_base_new();
 	snprintf(d.cfg.state_dir, sizeof(d.cfg.state_dir), "%s", tmpdir);
 	snprintf(path, sizeof(path), "%s/state.db", tmpdir);

@@ -9,7 +9,8 @@
  * token check, a sandbox the control plane cannot see (a pool VM's record, no VM behind it)
  * holds two sessions, made afresh for every input: SESS_A (token TOKEN_A, running, stdin
  * open, some output in its spool, agent not connected) and SESS_B (TOKEN_B, exited with
- * code 3).  The first input byte picks the
+ * code 3).  Two operations are in the store: OP_ID_RUNNING (never finishes: a wait on it is a
+ * long-poll the client's hang-up ends) and OP_ID_DONE (succeeded).  The first input byte picks the
  * listener (even: control plane, odd: data plane); the rest is sent on a fresh loopback TCP
  * connection (evhttp in libevent 2.1 accepts only inet sockets); once the daemon has been
  * quiet for a while the client hangs up its sending side and the loop runs until the daemon
@@ -36,6 +37,7 @@
 #include "daemon/sandbox/spool.h"
 #include "daemon/store/store.h"
 #include "fuzz_tmp.h"
+#include "fuzz_event.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define IDLE_TURNS 32
 #define API_KEY "sk-fuzz"
 #define SANDBOX "sb-00000000000000f0"
+#define OP_ID_RUNNING "op-00000000000000aa"
+#define OP_ID_DONE "op-00000000000000bb"
 #define SESS_A "ss-00000000000000aa"
 #define SESS_B "ss-00000000000000bb"
 #define TOKEN_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -131,6 +135,20 @@ static void add_session(const char *id, const char *token, uint32_t chan, bool r
 		fail("spool", err.msg);
 }
 
+static void add_op(const char *id, enum op_state state)
+{
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+
+	snprintf(op.id, sizeof(op.id), "%s", id);
+	op.kind = OPK_CREATE;
+	snprintf(op.sandbox_id, sizeof(op.sandbox_id), "sb-00000000000000aa");
+	op.state = state;
+	op.created_ms = op.updated_ms = now_ms();
+	if (store_op_put(d.store, &op, &err) < 0)
+		fail("operation row", err.msg);
+}
+
 static void fresh_sessions(void)
 {
 	sessions_free(&sb);
@@ -166,6 +184,7 @@ static void setup_once(void)
 	d.started_ms = now_ms();
 	memcpy(d.state_tag, "0123456789abcdef", 17);
 	d.accel = ACCEL_TCG;
+	fuzz_event_strict();
 	d.base = event_base_new();
 	snprintf(db, sizeof(db), "%s/space.db", tmpdir);
 	if (!d.base || store_open(&d.store, db, &err) < 0)
@@ -174,6 +193,8 @@ static void setup_once(void)
 	if (api_start(&d, &err) < 0 || dataplane_start(&d, &err) < 0)
 		fail("listeners", err.msg);
 	add_sandbox();
+	add_op(OP_ID_RUNNING, OP_RUNNING);
+	add_op(OP_ID_DONE, OP_SUCCEEDED);
 }
 
 static int connect_to(uint16_t port)

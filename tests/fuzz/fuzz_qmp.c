@@ -23,6 +23,7 @@
 
 #include <event2/event.h>
 
+#include "fuzz_event.h"
 #include "log.h"
 #include "vmm/proc.h"
 #include "vmm/qmp.h"
@@ -136,6 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (!base) {
 		log_set_level(LOG_ERROR);
+	fuzz_event_strict();
 		base = event_base_new();
 		if (!base)
 			abort();

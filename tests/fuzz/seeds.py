@@ -122,7 +122,10 @@ def http():
         "get": "GET /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "\r\n",
         "delete": "DELETE /v1/sandboxes/sb-0123456789abcdef HTTP/1.1\r\n" + key + "Connection: close\r\n\r\n",
         "exec": post("POST", "/v1/sandboxes/sb-0123456789abcdef/sessions", '{"argv":["ls"]}\n'),
-        "op-wait": "GET /v1/operations/op-0123456789abcdef?wait=1 HTTP/1.1\r\n" + key + "\r\n",
+        "op-wait": "GET /v1/operations/op-00000000000000aa?wait=30 HTTP/1.1\r\n" + key + "\r\n",
+        "op-get": "GET /v1/operations/op-00000000000000bb HTTP/1.1\r\n" + key + "\r\nGET /v1/operations/"
+        "op-00000000000000bb?wait=5 HTTP/1.1\r\n" + key + "\r\nGET /v1/operations/op-0123456789abcdef HTTP/1.1\r\n"
+        + key + "\r\n",
         "templates": "GET /v1/templates HTTP/1.1\r\n" + key + "\r\nGET /v1/templates/base HTTP/1.1\r\n" + key
         + "\r\n" + post("PUT", "/v1/templates/base/pool", '{"size":1}'),
         "snapshots": "GET /v1/snapshots HTTP/1.1\r\n" + key + "\r\nDELETE /v1/snapshots/nightly HTTP/1.1\r\n"
