@@ -271,6 +271,17 @@ static void converse(int fd, const uint8_t *data, size_t size)
 	fail("hang", "the daemon kept a connection whose client had gone");
 }
 
+/* The client is gone: no request of its may still be held (a stream watching a session, a
+ * long-poll waiting on an operation). */
+static void left_nothing_behind(void)
+{
+	for (struct session *s = sb.sessions; s; s = s->next)
+		if (s->watches)
+			fail("leak", "a session is still watched after its client left");
+	if (d.op_waiters)
+		fail("leak", "an operation is still waited on after its client left");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	int fd;
@@ -286,5 +297,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* Let the daemon see the close of a connection it still holds. */
 	for (int i = 0; i < 4; i++)
 		event_base_loop(d.base, EVLOOP_NONBLOCK);
+	left_nothing_behind();
 	return 0;
 }
