@@ -137,7 +137,7 @@ $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 # component the harness drives; fuzz_ldflags are the harness's own link options.
 fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,daemon))
 # (the guest agent's harness must not fork commands or power off: see fuzz_agent_guest.c)
-FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff
+FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff -Wl,--wrap=epoll_ctl
 fuzz_ldflags = $(if $(filter agent_guest,$(1)),$(FUZZ_AGENT_WRAP))
 $(BUILD)/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $$(wildcard tests/fuzz/*.h) \
 		$(BUILD)/san/lib$$(call fuzz_lib,$$*).a $(BUILD)/san/libcommon.a

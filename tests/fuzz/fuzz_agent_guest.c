@@ -9,11 +9,14 @@
  * (-Wl,--wrap): fork() starts a child that exits at once (at most 4 per input), so H_EXEC
  * goes through its real path without running the fuzzer's commands, and agent_poweroff()
  * (which never returns: a host-run agent exits there) jumps back to the harness, ending the
- * input as the agent's life would end.  State is fresh for every input. */
+ * input as the agent's life would end.  epoll_ctl() is wrapped too: EBADF, ENOENT or EEXIST
+ * means the agent's idea of what epoll watches (agent_watch.events) is wrong, a finding.
+ * State is fresh for every input. */
 #include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -26,6 +29,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 pid_t __real_fork(void);
+int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 pid_t __wrap_fork(void);
 void __wrap_agent_poweroff(struct agent *a, uint32_t mode) __attribute__((noreturn));
 
@@ -65,6 +70,17 @@ void __wrap_agent_poweroff(struct agent *a, uint32_t mode)
 	(void)a;
 	(void)mode;
 	longjmp(powered_off, 1);
+}
+
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int rc = __real_epoll_ctl(epfd, op, fd, ev);
+
+	if (rc < 0 && (errno == EBADF || errno == ENOENT || errno == EEXIST)) {
+		fprintf(stderr, "fuzz_agent_guest: epoll_ctl(op %d, fd %d): %s\n", op, fd, strerror(errno));
+		abort();
+	}
+	return rc;
 }
 
 static struct agent ag;
@@ -151,8 +167,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		drain(sv[1]);
 	}
 	teardown();
-	if (ag.port.w.fd >= 0) /* else a write error took the port down and closed it */
-		close(sv[0]);
+	/* Out of epoll and closed (unless a write error took the port down and did that). */
+	agent_watch_close(&ag, &ag.port.w);
 	close(sv[1]);
 	return 0;
 }
