@@ -4,6 +4,7 @@
 #   make test   build what the tests need and run the whole suite
 #   make bench  build, install the benchmarks' packages, run bench/bench.py then
 #               bench/lifecycle.py (BENCH=lifecycle or BENCH=bench runs one)
+#   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
 CC ?= gcc
 BUILD := build
@@ -38,12 +39,19 @@ SAN_LIBS   := $(BUILD)/san/libdaemon.a $(BUILD)/san/libagent.a $(BUILD)/san/libc
               $(BUILD)/san/libmemcvt.a $(BUILD)/san/libcommon.a
 san_objs    = $(call obj,$(filter-out %/main.c,$(1)),san)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
+# Fuzz harnesses (tests/fuzz/fuzz_<target>.c): built with clang + libFuzzer by `make fuzz`,
+# and with gcc + ASan/UBSan into build/unit/test_fuzz_<target>, which replays the checked-in
+# corpus and crash reproducers as part of `make unit` (docs/design/fuzzing.md).
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
 DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
 
 
+.PHONY: fuzz fuzz-deps fuzz-build
 .PHONY: all deps bench-deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
 all: bins kernel templates
 
@@ -52,6 +60,9 @@ deps:
 
 bench-deps:
 	@scripts/deps.sh scripts/bench-deps.txt
+
+fuzz-deps:
+	@scripts/deps.sh scripts/fuzz-deps.txt
 
 bins: deps layers
 	@$(MAKE) --no-print-directory $(BINS)
@@ -122,6 +133,19 @@ $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS)
 
+# The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
+# component the harness drives; fuzz_ldflags are the harness's own link options.
+fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,daemon))
+# (the guest agent's harness must not fork commands or power off: see fuzz_agent_guest.c)
+FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff -Wl,--wrap=epoll_ctl
+fuzz_ldflags = $(if $(filter agent_guest,$(1)),$(FUZZ_AGENT_WRAP))
+$(BUILD)/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $$(wildcard tests/fuzz/*.h) \
+		$(BUILD)/san/lib$$(call fuzz_lib,$$*).a $(BUILD)/san/libcommon.a
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Itests/fuzz \
+		-DFUZZ_TARGET='"$*"' -o $@ $(filter %.c,$^) \
+		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS)
+
 unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/unit/run.sh $(UNIT_BIN)
@@ -134,7 +158,39 @@ BENCH ?= bench lifecycle
 bench: all bench-deps
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 
-clean:
-	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san
+# ---- fuzzing: clang + libFuzzer, objects under build/fuzz (docs/design/fuzzing.md)
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -MMD -MP
+fuzz_objs = $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out %/main.c,$(1)))
+FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
--include $(shell find $(BUILD)/obj $(BUILD)/unitdeps -name '*.d' 2>/dev/null)
+$(BUILD)/fuzz/obj/%.o: src/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+$(BUILD)/fuzz/libcommon.a: $(call fuzz_objs,$(COMMON_SRC))
+$(BUILD)/fuzz/libdaemon.a: $(call fuzz_objs,$(DAEMON_SRC))
+$(BUILD)/fuzz/libagent.a: $(call fuzz_objs,$(AGENT_SRC))
+$(BUILD)/fuzz/libmemcvt.a: $(call fuzz_objs,$(MEMCVT_SRC))
+$(BUILD)/fuzz/%.a:
+	@mkdir -p $(@D)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard tests/fuzz/*.h) $(BUILD)/fuzz/lib$$(call fuzz_lib,$$*).a \
+		$(BUILD)/fuzz/libcommon.a
+	$(FUZZ_CC) $(filter-out -MMD -MP,$(FUZZ_CFLAGS)) -Isrc -Isrc/agent -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer \
+		-o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+# Each target for FUZZ_SECONDS from its checked-in corpus (new inputs go to build/fuzz/corpus);
+# fails on the first crash, leak or timeout (the reproducer is left in build/fuzz/crashes).
+fuzz: deps fuzz-deps
+	@$(MAKE) --no-print-directory fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
+
+clean:
+	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san $(BUILD)/fuzz
+
+-include $(shell find $(BUILD)/obj $(BUILD)/unitdeps $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

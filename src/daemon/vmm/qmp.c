@@ -187,8 +187,10 @@ static void qmp_really_free(struct qmp *q)
 	}
 	if (q->retry)
 		event_free(q->retry);
-	if (q->bev)
+	if (q->bev) {
+		bufferevent_disable(q->bev, EV_READ | EV_WRITE); /* before the close: see shut() */
 		bufferevent_free(q->bev);
+	}
 	if (q->fd >= 0)
 		close(q->fd);
 	free(q);
@@ -256,6 +258,10 @@ static void shut(struct qmp *q)
 {
 	q->state = Q_CLOSED;
 	if (q->bev) {
+		/* Inside its own callback the free is deferred, and with it the
+		 * removal of the fd from epoll: stop watching the fd now, while it
+		 * is still open (closed first, its number could be reused by then). */
+		bufferevent_disable(q->bev, EV_READ | EV_WRITE);
 		bufferevent_free(q->bev); /* safe inside its own callback */
 		q->bev = NULL;
 	}
