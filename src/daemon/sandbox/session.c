@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include "cleanup.h"
+#include "flow.h"
 #include "log.h"
 #include "proto.h"
 #include "runtime.h"
@@ -57,6 +58,9 @@ struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec,
 		free(s);
 		return NULL;
 	}
+	/* After a restart the agent may have been acknowledged up to what the spool holds (and no
+	 * further: we never acknowledge bytes we do not hold), so its window starts there. */
+	s->acked = spool_length(s->spool);
 	s->next = sb->sessions;
 	sb->sessions = s;
 	return s;
@@ -129,28 +133,45 @@ const struct session_rec *session_rec(const struct session *s)
 
 /* ---- flow control ---- */
 
-/* Acknowledge output to the agent as far as pacing allows: a process may run
- * at most SESSION_MAX_LAG bytes ahead of its slowest attached reader (or of
- * the furthest any reader got, while none is attached). */
-static void maybe_ack(struct session *s)
+static int send_ack(struct session *s, uint64_t off)
 {
-	uint64_t len = spool_length(s->spool), floor = s->delivered, ack;
-	struct session_watch *w;
 	uint8_t buf[8];
 
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(off >> (8 * i));
+	return agent_send(s->sb->agent, H_ACK, s->rec.chan, buf, 8);
+}
+
+/* Acknowledge output to the agent as far as pacing allows: a process may run
+ * at most SESSION_MAX_LAG bytes ahead of its slowest attached reader (or of
+ * the furthest any reader got, while none is attached). s->acked only grows:
+ * it is the window's base on every connection (flow.h). */
+static void maybe_ack(struct session *s)
+{
+	uint64_t floor = s->delivered, ack;
+	struct session_watch *w;
+
+	s->ack_due = false;
 	if (s->watches) {
 		floor = UINT64_MAX;
 		for (w = s->watches; w; w = w->next)
 			if (w->pos < floor)
 				floor = w->pos;
 	}
-	ack = len < floor + SESSION_MAX_LAG ? len : floor + SESSION_MAX_LAG;
+	ack = flow_ack_target(spool_length(s->spool), floor, SESSION_MAX_LAG);
 	if (ack <= s->acked || !agent_ready(s->sb->agent) || s->released)
 		return;
-	for (int i = 0; i < 8; i++)
-		buf[i] = (uint8_t)(ack >> (8 * i));
-	if (agent_send(s->sb->agent, H_ACK, s->rec.chan, buf, 8) == 0)
+	if (send_ack(s, ack) == 0)
 		s->acked = ack;
+}
+
+void sessions_flush_acks(struct sandbox *sb)
+{
+	struct session *s;
+
+	for (s = sb->sessions; s; s = s->next)
+		if (s->ack_due)
+			maybe_ack(s);
 }
 
 static void pump_stdin(struct session *s)
@@ -195,7 +216,6 @@ static void send_exec(struct session *s)
 	proto_wr_free(&w);
 	s->exec_sent = true;
 	s->start_wanted = false;
-	s->acked = s->ack_base = 0;
 	s->rec.state = SESS_RUNNING;
 	s->rec.started_ms = now_ms();
 	session_persist(s);
@@ -310,12 +330,20 @@ static void session_release(struct session *s)
 		s->released = true;
 }
 
+/* Persisted once: the agent may repeat A_STARTED after a reconnect, and a guest could send it
+ * in a loop to make us rewrite the row. */
 void session_on_started(struct session *s, uint32_t pid)
 {
-	if (pid > 0 && pid < (1u << 22)) {
-		s->rec.pid = (int)pid;
-		session_persist(s);
+	if (pid == 0 || pid >= (1u << 22) || s->rec.state != SESS_RUNNING || s->rec.pid == (int)pid)
+		return;
+	if (s->rec.pid > 0) {
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent reported pid %u after %d; ignoring", s->rec.id, pid,
+				 s->rec.pid);
+		return;
 	}
+	s->rec.pid = (int)pid;
+	session_persist(s);
 }
 
 void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t *p, size_t n)
@@ -326,16 +354,20 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 	if (s->rec.state != SESS_RUNNING)
 		return;
 	if (off > have) {
-		log_warn("session %s: agent skipped output (offset %llu, have %llu); ignoring", s->rec.id,
-			 (unsigned long long)off, (unsigned long long)have);
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent skipped output (offset %llu, have %llu); ignoring",
+				 s->rec.id, (unsigned long long)off, (unsigned long long)have);
 		return;
 	}
 	if (off + n <= have)
 		return; /* a resend of what we hold */
 	p += have - off;
 	n -= (size_t)(have - off);
-	if ((s->acked > s->ack_base ? s->acked : s->ack_base) + PROTO_OUT_WINDOW < have + n) {
-		log_warn("session %s: agent overran its output window; ignoring", s->rec.id);
+	if (!flow_window_ok(s->acked, have + n, PROTO_OUT_WINDOW)) {
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent overran its output window (acked %llu, would hold %llu); "
+				 "ignoring", s->rec.id, (unsigned long long)s->acked,
+				 (unsigned long long)(have + n));
 		return;
 	}
 	if (spool_append(s->spool, stream, p, n, &err) < 0) {
@@ -346,7 +378,7 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 		agent_resync(s->sb->agent, "output could not be stored");
 		return;
 	}
-	maybe_ack(s);
+	s->ack_due = true; /* sent once per read pass: sessions_flush_acks */
 	notify_watches(s);
 }
 
@@ -425,10 +457,12 @@ void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint3
 				session_on_error(s, ESRCH, "the process was lost: the agent no longer knows it");
 				continue;
 			}
-			/* The agent rewinds to its last ACK; we drop what we already hold. */
+			/* The agent rewinds to the last ACK it got, which may be short of the last we
+			 * sent (lost with the old connection): say it again. We drop what we already
+			 * hold of what it resends; its window stays based on s->acked. */
 			s->exec_sent = true;
-			s->acked = 0;
-			s->ack_base = spool_length(s->spool);
+			if (s->acked && send_ack(s, s->acked) < 0)
+				log_warn("session %s: could not queue H_ACK", s->rec.id);
 			maybe_ack(s);
 			pump_stdin(s);
 		} else if (s->rec.state == SESS_CREATED) {
