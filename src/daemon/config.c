@@ -28,6 +28,11 @@ static void usage(FILE *f)
 		"  --pool NAME=N[,NAME=N]    warm pools to keep (SPACE_POOL; sizes also set with PUT /v1/templates/{ref}/pool)\n"
 		"  --no-ready-snapshots      always boot; never clone creates from template snapshots\n"
 		"  --boot-timeout SECONDS    a VM's guest must answer within this (default 60)\n"
+		"  --session-output-max MIB  output kept per session, older bytes dropped (default 64)\n"
+		"  --sandbox-output-max MIB  output kept by all sessions of a sandbox (default 256)\n"
+		"  --output-min-free MIB     free space on the state dir below which output pauses (default 256, 0 = off)\n"
+		"  --max-sessions-per-sandbox N  sessions not yet ended per sandbox (default 64)\n"
+		"  --max-sessions N          sessions not yet ended in all sandboxes (default 1024)\n"
 		"  --version, --help\n");
 }
 
@@ -112,6 +117,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "no-ready-snapshots", no_argument, NULL, 'R' },
 		{ "boot-timeout", required_argument, NULL, 'B' },
+		{ "session-output-max", required_argument, NULL, 1001 },
+		{ "sandbox-output-max", required_argument, NULL, 1002 },
+		{ "output-min-free", required_argument, NULL, 1003 },
+		{ "max-sessions-per-sandbox", required_argument, NULL, 1004 },
+		{ "max-sessions", required_argument, NULL, 1005 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -132,6 +142,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_stdin_bytes = 4 << 20;
 	cfg->ready_snapshots = true;
 	cfg->boot_timeout_s = 60;
+	cfg->session_output_max_mib = 64;
+	cfg->sandbox_output_max_mib = 256;
+	cfg->output_min_free_mib = 256;
+	cfg->max_sessions_per_sandbox = 64;
+	cfg->max_sessions = 1024;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -151,6 +166,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 'p': set_str(cfg->pools, sizeof(cfg->pools), optarg, "--pool"); break;
 		case 'R': cfg->ready_snapshots = false; break;
 		case 'B': cfg->boot_timeout_s = parse_int(optarg, "--boot-timeout", 5, 3600); break;
+		case 1001: cfg->session_output_max_mib = parse_int(optarg, "--session-output-max", 1, 1 << 20); break;
+		case 1002: cfg->sandbox_output_max_mib = parse_int(optarg, "--sandbox-output-max", 1, 1 << 24); break;
+		case 1003: cfg->output_min_free_mib = parse_int(optarg, "--output-min-free", 0, 1 << 30); break;
+		case 1004: cfg->max_sessions_per_sandbox = parse_int(optarg, "--max-sessions-per-sandbox", 1, 100000); break;
+		case 1005: cfg->max_sessions = parse_int(optarg, "--max-sessions", 1, 1000000); break;
 		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

@@ -34,6 +34,12 @@ struct config {
 	char pools[512];           /* warm pools at start-up: "base=2,minimal=1" */
 	bool ready_snapshots;      /* clone creates from a snapshot of each template (default on) */
 	int boot_timeout_s;        /* a VM must answer within this (default 60) */
+	/* Bounds on command sessions (docs/design/guest-bounds.md). */
+	int session_output_max_mib; /* output kept per session; older bytes are dropped (default 64) */
+	int sandbox_output_max_mib; /* output kept by all sessions of a sandbox (default 256) */
+	int output_min_free_mib;   /* free space on the state dir below which output pauses (default 256, 0 = off) */
+	int max_sessions_per_sandbox; /* sessions not yet ended, per sandbox (default 64) */
+	int max_sessions;          /* sessions not yet ended, in all sandboxes (default 1024) */
 };
 
 /* Event priorities (libevent): client I/O and everything else at the

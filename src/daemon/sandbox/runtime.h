@@ -39,6 +39,7 @@ struct sandbox {
 	struct event *act_timer;   /* the deadline of the action in flight (stop) or of the warm-up */
 	uint32_t warm_chan;        /* the warm-up command's channel while it runs (warmup.c) */
 	void (*warm_done)(struct sandbox *sb);
+	uint64_t out_kept;         /* output bytes its sessions keep (sandbox_output_max_mib) */
 	struct sandbox *next;
 };
 
@@ -50,11 +51,14 @@ struct session {
 	uint64_t acked;            /* furthest output offset acknowledged to the agent, on any
 				    * connection (after a restart: what the spool held) */
 	bool ack_due;              /* output arrived in this read pass: acknowledge at its end */
+	bool out_paused;           /* an ACK waits for disk space (sessions_tick) */
 	uint64_t delivered;        /* furthest offset any reader has taken */
 	struct session_watch *watches;
 	bool exec_sent;            /* H_EXEC is on its way (or done) for this agent connection */
 	bool start_wanted;         /* attached while the agent was not connected */
 	struct evbuffer *stdin_q;  /* stdin accepted from clients, not yet sent */
+	struct evbuffer *stdin_unacked; /* [stdin_acked, stdin_sent): sent, kept until the agent
+					 * acknowledges it (resent after a reconnect if lost) */
 	uint64_t stdin_sent, stdin_acked;
 	bool stdin_close_req, stdin_close_sent;
 	bool released;             /* agent was told to forget the channel */
