@@ -75,13 +75,14 @@ static bool disk_low(struct spaced *d)
 /* Sessions whose acknowledgements wait for disk space: sessions_tick retries them. */
 static bool any_paused;
 
-/* The session with the most output kept in sb (NULL if none keeps any). */
+/* The session with the most output kept in sb, the oldest of equals (NULL if none keeps any).
+ * The list is newest first. */
 static struct session *largest_kept(struct sandbox *sb)
 {
 	struct session *s, *big = NULL;
 
 	for (s = sb->sessions; s; s = s->next)
-		if (spool_kept(s->spool) && (!big || spool_kept(s->spool) > spool_kept(big->spool)))
+		if (spool_kept(s->spool) && (!big || spool_kept(s->spool) >= spool_kept(big->spool)))
 			big = s;
 	return big;
 }
