@@ -165,7 +165,7 @@ static bool send_exit(int fd, uint32_t chan, uint64_t fin, int32_t code, int32_t
 
 /* What the daemon sent us, in frames. */
 struct inbox {
-	uint8_t buf[1 << 16];
+	uint8_t buf[1 << 18];
 	size_t n;
 	bool eof;
 };
@@ -818,6 +818,110 @@ static void test_unread_port(void)
 		step();
 }
 
+static bool send_hello_n(int fd, const uint32_t *chans, const uint64_t *stdin_offs, uint32_t n)
+{
+	uint8_t p[8 + 16 * 4];
+
+	le32(p, PROTO_VERSION);
+	le32(p + 4, n);
+	for (uint32_t i = 0; i < n && i < 4; i++) {
+		le32(p + 8 + 16 * i, chans[i]);
+		le32(p + 12 + 16 * i, PROTO_CHAN_RUNNING);
+		le64(p + 16 + 16 * i, stdin_offs[i]);
+	}
+	return send_frame(fd, A_HELLO, 0, p, 8 + 16 * (size_t)n);
+}
+
+/* Collects the H_STDIN bytes of chan (checking offsets follow on from *next) until `want` more
+ * arrived or ms pass; true if they match data. */
+static bool recv_stdin(int fd, struct inbox *in, uint32_t chan, const uint8_t *data, uint64_t *next,
+		       uint64_t want, int ms)
+{
+	static uint8_t p[PROTO_MAX_PAYLOAD];
+	struct proto_hdr h;
+	uint64_t end = *next + want;
+
+	while (*next < end) {
+		if (!wait_frame(fd, in, H_STDIN, &h, p, sizeof(p), ms))
+			return false;
+		if (h.chan != chan)
+			continue;
+		if (h.len < 8 || get64(p) != *next || memcmp(p + 8, data + *next, h.len - 8) != 0) {
+			NOTE("H_STDIN at %llu (%u bytes), expected offset %llu", (unsigned long long)get64(p),
+			     h.len - 8, (unsigned long long)*next);
+			return false;
+		}
+		*next += h.len - 8;
+	}
+	return *next == end;
+}
+
+/* Stdin the daemon sent but the agent did not acknowledge is kept, and after a reconnect it is
+ * sent again from where the agent says it got to: nothing lost, nothing twice. */
+static void test_stdin_resent_after_reconnect(void)
+{
+	static uint8_t data[100000];
+	struct session_rec rec;
+	struct session *s2;
+	space_err err = { 0 };
+	struct inbox in;
+	uint32_t chans[2] = { CHAN, CHAN + 1 };
+	uint64_t offs[2] = { 0, 0 }, next = 0;
+	uint8_t ack[8];
+	int fd;
+
+	memset(&rec, 0, sizeof(rec));
+	id_new(rec.id, "ss-");
+	snprintf(rec.sandbox_id, sizeof(rec.sandbox_id), "%s", sb.rec.id);
+	rec.chan = CHAN + 1;
+	rec.argv = json_pack("[s]", "cat");
+	rec.env = json_object();
+	rec.state = SESS_RUNNING;
+	rec.stdin_open = true;
+	rec.created_ms = rec.started_ms = now_ms();
+	s2 = session_alloc(&sb, &rec, &err);
+	session_rec_clear(&rec);
+	if (!CHECK(s2 != NULL, "a session with stdin on channel %d %s", CHAN + 1, err.msg))
+		return;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + i / 251);
+
+	fd = connect_and_hello(&in, "stdin");
+	if (fd < 0)
+		return;
+	send_hello_n(fd, chans, offs, 2);
+	for (int i = 0; i < 200 && !agent_ready(sb.agent); i++)
+		step();
+	CHECK(session_stdin(s2, data, sizeof(data), 0, &err) == 0, "100000 bytes of stdin queued %s", err.msg);
+	CHECK(recv_stdin(fd, &in, CHAN + 1, data, &next, sizeof(data), 3000), "they are sent in order (%llu)",
+	      (unsigned long long)next);
+	/* The agent acknowledges 10000, got 30000 before the connection broke. */
+	le64(ack, 10000);
+	send_frame(fd, A_STDIN_ACK, CHAN + 1, ack, 8);
+	for (int i = 0; i < 50; i++)
+		step();
+	close(fd);
+	for (int i = 0; i < 200 && agent_ready(sb.agent); i++)
+		step();
+	CHECK(s2->stdin_acked == 10000 && s2->stdin_sent == sizeof(data),
+	      "acked %llu, sent %llu", (unsigned long long)s2->stdin_acked, (unsigned long long)s2->stdin_sent);
+
+	fd = connect_and_hello(&in, "stdin after reconnect");
+	if (fd < 0)
+		return;
+	offs[1] = 30000;
+	send_hello_n(fd, chans, offs, 2);
+	next = 30000;
+	CHECK(recv_stdin(fd, &in, CHAN + 1, data, &next, sizeof(data) - 30000, 3000),
+	      "after the reconnect stdin resumes at 30000 with the same bytes (got to %llu)",
+	      (unsigned long long)next);
+	CHECK(stays_open(fd, &in, 200) && s2->stdin_sent == sizeof(data), "and nothing more (sent %llu)",
+	      (unsigned long long)s2->stdin_sent);
+	close(fd);
+	for (int i = 0; i < 200 && agent_ready(sb.agent); i++)
+		step();
+}
+
 static void test_exit_and_release(void)
 {
 	struct inbox in;
@@ -857,6 +961,7 @@ int main(void)
 	RUN(test_window_survives_reconnect);
 	RUN(test_started_once);
 	RUN(test_unread_port);
+	RUN(test_stdin_resent_after_reconnect);
 	RUN(test_exit_and_release);
 	/* After everything it still reconnects. */
 	{
