@@ -161,3 +161,50 @@ def test_1200_sessions_leave_the_fd_count_flat(bounded):
     # Sessions of a deleted sandbox are freed with it.
     time.sleep(2)
     assert fd_count(pid) <= before + 8
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_guest_flooding_its_port_without_reading_leaves_daemon_rss_flat(bounded):
+    """Root in the guest takes the agent's port (pidfd_getfd), stops the agent and floods
+    frames that each earn an ACK, never reading: the daemon stops reading that guest once 1 MiB
+    is queued toward it, so its RSS stays flat; the repeated A_HELLO at the end drops the
+    connection; then the channel recovers and the sandbox works."""
+    api = bounded.api
+    pid = bounded.proc.pid
+    box = api.new_sandbox("base", timeout_s=600)
+    bid = box["id"]
+    r = api.run(bid, ["python3", "-c", "print(1)"], user="root")
+    assert r.exit_code == 0, r
+    with open(os.path.join(os.path.dirname(__file__), "guest", "port_flood.py"), "rb") as f:
+        script = f.read()
+    before = vm_rss_kib(pid)
+    log_at = os.path.getsize(bounded.log_path)
+    s = api.create_session(bid, ["python3", "-c", script.decode(), "16", "8"], user="root")
+    job = s.start(timeout=120)
+    peak, t0 = before, time.monotonic()
+    while job.thread.is_alive() and time.monotonic() - t0 < 120:
+        peak = max(peak, vm_rss_kib(pid))
+        time.sleep(0.1)
+    job.thread.join(5)
+    if job.thread.is_alive():
+        print("# session still attached:", s.get(), api.sandbox(bid))
+    r = job.wait()
+    with open(bounded.log_path, "rb") as f:
+        f.seek(log_at)
+        log = f.read().decode(errors="replace")
+    print(f"# daemon RSS {before} KiB, peak {peak} KiB; {r}")
+    assert r.exit_code == 0 and b"wrote 16 MiB" in bytes(r.stdout), (r, log[-3000:])
+    assert "does not read; not reading it until they drain" in log, log[-3000:]
+    assert "malformed frame type 101" in log, "the repeated A_HELLO did not drop the connection"
+    # 16 MiB of 28-byte frames would queue ~12 MiB of ACKs unbounded.
+    assert peak - before < 6 * 1024, f"daemon RSS grew {peak - before} KiB"
+    r = api.run(bid, ["echo", "alive"])
+    assert bytes(r.stdout) == b"alive\n" and r.exit_code == 0, r
+    api.remove_sandbox(bid)

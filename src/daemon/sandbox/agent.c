@@ -31,6 +31,11 @@
 #define AGENT_OUTQ_LOW (256u << 10)
 /* Input buffered from the guest at most: two whole frames. */
 #define AGENT_INQ_HIGH (2 * (PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD))
+/* A connection without an A_HELLO this long is dropped and made again: an agent whose input
+ * framing was lost (bytes of the old connection still in the port when the new H_HELLO came)
+ * discards up to the next H_HELLO header, which only a new connection sends. One H_HELLO per
+ * connection: a second would earn a second A_HELLO, a violation. */
+#define AGENT_HELLO_TIMEOUT_S 10
 /* Log lines a guest may cause: a burst, then a rate. */
 #define AGENT_LOG_BURST 20
 #define AGENT_LOG_PER_S 5
@@ -41,6 +46,7 @@ struct agent {
 	struct bufferevent *bev;
 	struct event *retry;
 	struct event *more;        /* continues a read pass cut short by the frame budget */
+	struct event *hello_wait;  /* AGENT_HELLO_TIMEOUT_S after connecting */
 	bool ready;                /* A_HELLO received on this connection */
 	bool read_paused;          /* the queue toward the guest is over AGENT_OUTQ_HIGH */
 	int failures;              /* consecutive failed connects / protocol errors */
@@ -69,6 +75,7 @@ static void agent_drop(struct agent *a, const char *why, int retry_ms)
 		a->bev = NULL;
 	}
 	event_del(a->more);
+	event_del(a->hello_wait);
 	a->ready = false;
 	a->read_paused = false;
 	a->orphan_due = false;
@@ -197,6 +204,7 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 		offs[i] = proto_rd_u64(r);
 	}
 	if (!r->bad) {
+		event_del(a->hello_wait);
 		a->ready = true;
 		a->failures = 0;
 		sessions_agent_hello(a->sb, chans, states, offs, n);
@@ -283,6 +291,9 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 
 		if (r.bad || r.n != 0 || h->chan != 0)
 			return -1;
+		/* Only as the answer to our H_IDENTITY: unasked, it would only make us log. */
+		if (!a->sb->identity_sent)
+			return 0;
 		sandbox_identity_applied(a->sb, applied, e > 0 && e < 4096 ? e : (e ? EIO : 0));
 		return 0;
 	}
@@ -423,6 +434,19 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		event_active(a->more, 0, 0);
 }
 
+static void hello_wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a->ready || !a->bev)
+		return;
+	log_debug("sandbox %s: no A_HELLO %d s after connecting; connecting again", a->sb->rec.id,
+		  AGENT_HELLO_TIMEOUT_S);
+	agent_drop(a, "no A_HELLO", 100);
+}
+
 static void more_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct agent *a = arg;
@@ -452,7 +476,10 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
+		struct timeval tv = { AGENT_HELLO_TIMEOUT_S, 0 };
+
 		send_hello(a);
+		evtimer_add(a->hello_wait, &tv);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
@@ -501,11 +528,14 @@ struct agent *agent_new(struct sandbox *sb, const char *sock_path)
 	strcpy(a->path, sock_path);
 	a->retry = evtimer_new(sb->d->base, retry_cb, a);
 	a->more = event_new(sb->d->base, -1, 0, more_cb, a);
-	if (!a->retry || !a->more) {
+	a->hello_wait = evtimer_new(sb->d->base, hello_wait_cb, a);
+	if (!a->retry || !a->more || !a->hello_wait) {
 		if (a->retry)
 			event_free(a->retry);
 		if (a->more)
 			event_free(a->more);
+		if (a->hello_wait)
+			event_free(a->hello_wait);
 		free(a);
 		return NULL;
 	}
@@ -521,5 +551,6 @@ void agent_free(struct agent *a)
 		bufferevent_free(a->bev);
 	event_free(a->retry);
 	event_free(a->more);
+	event_free(a->hello_wait);
 	free(a);
 }
