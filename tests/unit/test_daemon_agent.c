@@ -660,6 +660,52 @@ static void test_flood_of_garbage(void)
 		step();
 }
 
+/* 50 A_DATA frames in one write: the daemon reads them in one pass and answers one H_ACK. */
+static void test_acks_coalesced(void)
+{
+	static uint8_t buf[50 * (PROTO_HDR_SIZE + 16 + 10)];
+	struct inbox in;
+	struct proto_hdr h;
+	uint8_t p[64];
+	uint64_t len = spool_length(sess->spool), last = 0;
+	int fd = ready_conn(&in, "coalesced ACKs"), acks = 0;
+	size_t n = 0;
+	int64_t end;
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 50; i++) {
+		le32(buf + n, 16 + 10);
+		buf[n + 4] = (uint8_t)A_DATA;
+		buf[n + 5] = (uint8_t)(A_DATA >> 8);
+		buf[n + 6] = buf[n + 7] = 0;
+		le32(buf + n + 8, CHAN);
+		memset(buf + n + 12, 0, 16);
+		buf[n + 12] = PROTO_STDOUT;
+		le64(buf + n + 20, len + 10 * (uint64_t)i);
+		memset(buf + n + 28, 'a' + i % 26, 10);
+		n += PROTO_HDR_SIZE + 16 + 10;
+	}
+	CHECK(send_all(fd, buf, n), "50 frames sent in one write");
+	end = mono_ms() + 500;
+	while (mono_ms() < end) {
+		step();
+		drain(fd, &in);
+		while (pop_frame(&in, &h, p, sizeof(p)))
+			if (h.type == H_ACK && h.chan == CHAN) {
+				acks++;
+				last = get64(p);
+			}
+	}
+	CHECK(spool_length(sess->spool) == len + 500 && last == len + 500,
+	      "all 500 bytes stored and acknowledged (ack %llu)", (unsigned long long)last);
+	/* The first may be the ACK repeated after A_HELLO. */
+	CHECK(acks >= 1 && acks <= 2, "one H_ACK per read pass: %d for 50 frames", acks);
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
 /* A_DATA of n pattern bytes at off. */
 static bool send_bulk(int fd, uint64_t off, size_t n)
 {
@@ -958,6 +1004,7 @@ int main(void)
 	RUN(test_violations);
 	RUN(test_hangup_mid_frame);
 	RUN(test_flood_of_garbage);
+	RUN(test_acks_coalesced);
 	RUN(test_window_survives_reconnect);
 	RUN(test_started_once);
 	RUN(test_unread_port);
