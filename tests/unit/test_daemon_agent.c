@@ -706,6 +706,48 @@ static void test_acks_coalesced(void)
 		step();
 }
 
+/* Below the free-disk watermark output is stored (within the window) but not acknowledged, so
+ * the agent's window fills and the process blocks; the tick after there is room again
+ * acknowledges it. The watermark is the real statvfs of the state dir against a limit no disk
+ * meets (1 PiB free), then none. */
+static void test_disk_watermark_pauses_output(void)
+{
+	struct inbox in;
+	struct proto_hdr h;
+	uint8_t p[64];
+	uint64_t len = spool_length(sess->spool);
+	int fd = ready_conn(&in, "free-disk watermark"), acks = 0;
+	int64_t end;
+	bool ok;
+
+	if (fd < 0)
+		return;
+	for (int k = 0; k < 20; k++)
+		step();
+	drain(fd, &in);
+	in.n = 0;
+	d.cfg.output_min_free_mib = 1 << 30;
+	send_data(fd, CHAN, PROTO_STDOUT, len, "paused");
+	end = mono_ms() + 300;
+	while (mono_ms() < end) {
+		step();
+		drain(fd, &in);
+		while (pop_frame(&in, &h, p, sizeof(p)))
+			acks += h.type == H_ACK;
+	}
+	CHECK(spool_length(sess->spool) == len + 6 && acks == 0 && sess->out_paused,
+	      "below the watermark output is kept but not acknowledged (%d ACKs, paused %d)", acks,
+	      (int)sess->out_paused);
+	d.cfg.output_min_free_mib = 0;
+	sessions_tick(&d);
+	ok = wait_frame(fd, &in, H_ACK, &h, p, sizeof(p), 2000);
+	CHECK(ok && get64(p) == len + 6 && !sess->out_paused, "with room again the tick acknowledges it (%llu)",
+	      ok ? (unsigned long long)get64(p) : 0ull);
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
 /* A_DATA of n pattern bytes at off. */
 static bool send_bulk(int fd, uint64_t off, size_t n)
 {
@@ -1005,6 +1047,7 @@ int main(void)
 	RUN(test_hangup_mid_frame);
 	RUN(test_flood_of_garbage);
 	RUN(test_acks_coalesced);
+	RUN(test_disk_watermark_pauses_output);
 	RUN(test_window_survives_reconnect);
 	RUN(test_started_once);
 	RUN(test_unread_port);
