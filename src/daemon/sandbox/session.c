@@ -36,10 +36,11 @@ static uint64_t mib(int n)
 	return n > 0 ? (uint64_t)n << 20 : 0;
 }
 
-/* A spool nobody reads of a session that ended holds no descriptor and no buffer. */
+/* A spool nobody reads of a session that is not running (not started yet, or ended) holds no
+ * descriptor and no buffer; the next read or append reopens it. */
 static void maybe_park(struct session *s)
 {
-	if (session_done(s) && !s->watches)
+	if (s->rec.state != SESS_RUNNING && !s->watches)
 		spool_park(s->spool);
 }
 
@@ -469,6 +470,7 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 {
 	uint64_t have = spool_length(s->spool), kept;
 	space_err err = { 0 };
+	int rc;
 
 	if (s->rec.state != SESS_RUNNING)
 		return;
@@ -490,7 +492,11 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 		return;
 	}
 	kept = spool_kept(s->spool);
-	if (spool_append(s->spool, stream, p, n, &err) < 0) {
+	rc = spool_append(s->spool, stream, p, n, &err);
+	/* The cap may have dropped a segment (even when the append then failed): the sandbox's
+	 * total follows what is kept. */
+	s->sb->out_kept = s->sb->out_kept - kept + spool_kept(s->spool);
+	if (rc < 0) {
 		/* Not acknowledged: the agent keeps the bytes and the process waits.
 		 * Reconnecting makes the agent resend from its last ACK, so the bytes
 		 * arrive again once there is room (e.g. the disk was full). */
@@ -498,8 +504,6 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 		agent_resync(s->sb->agent, "output could not be stored");
 		return;
 	}
-	/* The cap may have dropped a segment: the sandbox's total follows what is kept. */
-	s->sb->out_kept = s->sb->out_kept - kept + spool_kept(s->spool);
 	enforce_sandbox_budget(s->sb);
 	s->ack_due = true; /* sent once per read pass: sessions_flush_acks */
 	notify_watches(s);
@@ -583,8 +587,9 @@ static void stdin_rewind(struct session *s, uint64_t received)
 				  (unsigned long long)back);
 		} else {
 			s->stdin_sent = received;
-			log_info("session %s: resending %llu bytes of stdin the agent did not get", s->rec.id,
-				 (unsigned long long)back);
+			if (agent_log_ok(s->sb->agent))
+				log_info("session %s: resending %llu bytes of stdin the agent did not get",
+					 s->rec.id, (unsigned long long)back);
 		}
 		if (keep)
 			evbuffer_free(keep);
