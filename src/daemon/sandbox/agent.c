@@ -404,6 +404,15 @@ static int read_frames(struct agent *a, struct evbuffer *in)
 	return 1;
 }
 
+/* A zero timeout, not event_active: timers run after the next poll for I/O, so the rest of this
+ * guest's frames wait until every other ready connection had its turn. */
+static void continue_later(struct agent *a)
+{
+	struct timeval zero = { 0, 0 };
+
+	evtimer_add(a->more, &zero);
+}
+
 /* One pass over what the guest sent: frames, then the acknowledgements they earned (one per
  * session), then back-pressure: a guest that does not read its port while it makes us answer
  * is not read either, until the queue toward it drains (write_cb). */
@@ -431,7 +440,7 @@ static void read_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	if (more)
-		event_active(a->more, 0, 0);
+		continue_later(a);
 }
 
 static void hello_wait_cb(evutil_socket_t fd, short what, void *arg)
@@ -467,7 +476,7 @@ static void write_cb(struct bufferevent *bev, void *arg)
 	a->read_paused = false;
 	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
 	bufferevent_enable(bev, EV_READ);
-	event_active(a->more, 0, 0);
+	continue_later(a);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
