@@ -1010,6 +1010,29 @@ static void test_stdin_resent_after_reconnect(void)
 		step();
 }
 
+/* A reconnection that never gets an A_HELLO is dropped after 10 s and made again with a fresh
+ * H_HELLO (one H_HELLO per connection). */
+static void test_reconnect_without_hello(void)
+{
+	struct inbox in;
+	int64_t t0;
+	int fd = connect_and_hello(&in, "a reconnection left unanswered");
+	bool dropped;
+
+	if (fd < 0)
+		return;
+	t0 = mono_ms();
+	dropped = wait_eof(fd, &in, 13000);
+	CHECK(dropped && mono_ms() - t0 >= 9000, "the daemon gives up on it after 10 s (%lld ms)",
+	      (long long)(mono_ms() - t0));
+	close(fd);
+	fd = connect_and_hello(&in, "the next connection");
+	if (fd >= 0)
+		close(fd);
+	for (int k = 0; k < 50; k++)
+		step();
+}
+
 static void test_exit_and_release(void)
 {
 	struct inbox in;
@@ -1052,6 +1075,7 @@ int main(void)
 	RUN(test_started_once);
 	RUN(test_unread_port);
 	RUN(test_stdin_resent_after_reconnect);
+	RUN(test_reconnect_without_hello);
 	RUN(test_exit_and_release);
 	/* After everything it still reconnects. */
 	{

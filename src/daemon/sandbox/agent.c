@@ -31,10 +31,12 @@
 #define AGENT_OUTQ_LOW (256u << 10)
 /* Input buffered from the guest at most: two whole frames. */
 #define AGENT_INQ_HIGH (2 * (PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD))
-/* A connection without an A_HELLO this long is dropped and made again: an agent whose input
+/* A reconnection without an A_HELLO this long is dropped and made again: an agent whose input
  * framing was lost (bytes of the old connection still in the port when the new H_HELLO came)
  * discards up to the next H_HELLO header, which only a new connection sends. One H_HELLO per
- * connection: a second would earn a second A_HELLO, a violation. */
+ * connection: a second would earn a second A_HELLO, a violation. Not while the first
+ * connection waits for a booting guest: nothing old is in its port, and a slow boot would only
+ * pile up H_HELLOs. */
 #define AGENT_HELLO_TIMEOUT_S 10
 /* Log lines a guest may cause: a burst, then a rate. */
 #define AGENT_LOG_BURST 20
@@ -48,6 +50,7 @@ struct agent {
 	struct event *more;        /* continues a read pass cut short by the frame budget */
 	struct event *hello_wait;  /* AGENT_HELLO_TIMEOUT_S after connecting */
 	bool ready;                /* A_HELLO received on this connection */
+	bool was_ready;            /* ... on some connection to this VM */
 	bool read_paused;          /* the queue toward the guest is over AGENT_OUTQ_HIGH */
 	int failures;              /* consecutive failed connects / protocol errors */
 	struct log_limit loglim;   /* lines the guest causes */
@@ -205,7 +208,7 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 	}
 	if (!r->bad) {
 		event_del(a->hello_wait);
-		a->ready = true;
+		a->ready = a->was_ready = true;
 		a->failures = 0;
 		sessions_agent_hello(a->sb, chans, states, offs, n);
 		sandbox_agent_ready(a->sb);
@@ -488,7 +491,8 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		struct timeval tv = { AGENT_HELLO_TIMEOUT_S, 0 };
 
 		send_hello(a);
-		evtimer_add(a->hello_wait, &tv);
+		if (a->was_ready)
+			evtimer_add(a->hello_wait, &tv);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
