@@ -43,3 +43,34 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 }
+
+bool log_limit_take(struct log_limit *l, int64_t now_ms, unsigned per_s, unsigned burst,
+		    uint64_t *suppressed)
+{
+	uint64_t cap = (uint64_t)burst * 1000;
+
+	*suppressed = 0;
+	if (!l->started || now_ms < l->last_ms) {
+		/* First use, or the clock went back (it is monotonic: only a caller's mistake). */
+		l->started = true;
+		l->milli = cap;
+		l->last_ms = now_ms;
+	} else {
+		uint64_t dt = (uint64_t)(now_ms - l->last_ms);
+
+		/* per_s tokens a second = per_s milli-tokens a millisecond; dt is clamped so the
+		 * product cannot overflow after a long quiet spell. */
+		l->milli += (dt > cap ? cap : dt) * per_s;
+		if (l->milli > cap)
+			l->milli = cap;
+		l->last_ms = now_ms;
+	}
+	if (l->milli < 1000) {
+		l->suppressed++;
+		return false;
+	}
+	l->milli -= 1000;
+	*suppressed = l->suppressed;
+	l->suppressed = 0;
+	return true;
+}

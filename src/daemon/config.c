@@ -36,6 +36,11 @@ static void usage(FILE *f)
 		"  --request-timeout SECONDS a whole request (headers and body) must arrive within this (default 30)\n"
 		"  --max-streams N           attached output streams in all (SPACE_MAX_STREAMS; default: half the connections)\n"
 		"  --max-streams-per-sandbox N  attached output streams per sandbox (default 32)\n"
+		"  --session-output-max MIB  output kept per session, older bytes dropped (default 64)\n"
+		"  --sandbox-output-max MIB  output kept by all sessions of a sandbox (default 256)\n"
+		"  --output-min-free MIB     free space on the state dir below which output pauses (default 256, 0 = off)\n"
+		"  --max-sessions-per-sandbox N  sessions not yet ended per sandbox (default 64)\n"
+		"  --max-sessions N          sessions not yet ended in all sandboxes (default 1024)\n"
 		"  --version, --help\n");
 }
 
@@ -139,6 +144,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "request-timeout", required_argument, NULL, 'r' },
 		{ "max-streams", required_argument, NULL, 'S' },
 		{ "max-streams-per-sandbox", required_argument, NULL, 'P' },
+		{ "session-output-max", required_argument, NULL, 1001 },
+		{ "sandbox-output-max", required_argument, NULL, 1002 },
+		{ "output-min-free", required_argument, NULL, 1003 },
+		{ "max-sessions-per-sandbox", required_argument, NULL, 1004 },
+		{ "max-sessions", required_argument, NULL, 1005 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -161,6 +171,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->boot_timeout_s = 60;
 	cfg->request_timeout_s = 30;
 	cfg->max_streams_per_sandbox = 32;
+	cfg->session_output_max_mib = 64;
+	cfg->sandbox_output_max_mib = 256;
+	cfg->output_min_free_mib = 256;
+	cfg->max_sessions_per_sandbox = 64;
+	cfg->max_sessions = 1024;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -192,6 +207,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 'p': set_str(cfg->pools, sizeof(cfg->pools), optarg, "--pool"); break;
 		case 'R': cfg->ready_snapshots = false; break;
 		case 'B': cfg->boot_timeout_s = parse_int(optarg, "--boot-timeout", 5, 3600); break;
+		case 1001: cfg->session_output_max_mib = parse_int(optarg, "--session-output-max", 1, 1 << 20); break;
+		case 1002: cfg->sandbox_output_max_mib = parse_int(optarg, "--sandbox-output-max", 1, 1 << 24); break;
+		case 1003: cfg->output_min_free_mib = parse_int(optarg, "--output-min-free", 0, 1 << 30); break;
+		case 1004: cfg->max_sessions_per_sandbox = parse_int(optarg, "--max-sessions-per-sandbox", 1, 100000); break;
+		case 1005: cfg->max_sessions = parse_int(optarg, "--max-sessions", 1, 1000000); break;
 		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

@@ -41,6 +41,12 @@ struct config {
 	int request_timeout_s;     /* whole request, headers and body (default 30) */
 	int max_streams;           /* attached output streams, whole daemon */
 	int max_streams_per_sandbox;
+	/* Bounds on command sessions (docs/design/guest-bounds.md). */
+	int session_output_max_mib; /* output kept per session; older bytes are dropped (default 64) */
+	int sandbox_output_max_mib; /* output kept by all sessions of a sandbox (default 256) */
+	int output_min_free_mib;   /* free space on the state dir below which output pauses (default 256, 0 = off) */
+	int max_sessions_per_sandbox; /* sessions not yet ended, per sandbox (default 64) */
+	int max_sessions;          /* sessions not yet ended, in all sandboxes (default 1024) */
 };
 
 /* Event priorities (libevent): client I/O and everything else at the

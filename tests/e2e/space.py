@@ -174,7 +174,8 @@ SNAPSHOT = {"id": SN_ID, "name": Nullable(str), "kind": Enum("ready", "named", "
 SESSION = {"id": SS_ID, "sandbox_id": SB_ID, "argv": ListOf(str), "env": MapOf(str), "cwd": str,
            "user": str, "stdin": bool, "state": Enum(*SS_STATES), "pid": Nullable(int),
            "exit_code": Nullable(int), "signal": Nullable(int), "error": Nullable(str),
-           "output_bytes": Int(0), "created_at": TIME, "started_at": Nullable(TIME),
+           "output_bytes": Int(0), "output_start": Int(0), "created_at": TIME,
+           "started_at": Nullable(TIME),
            "ended_at": Nullable(TIME)}
 DATA_PLANE = {"url": URL, "token": Pattern(r"^[0-9a-f]{64}$"), "expires_at": TIME}
 SHAPES = {
@@ -196,6 +197,7 @@ SHAPES = {
     "dp": {"data_plane": DATA_PLANE},
     "exit": {"exit_code": Nullable(int), "signal": Nullable(int)},
     "error_event": {"message": NONEMPTY},
+    "dropped_event": {"from": Int(0), "to": Int(0)},
 }
 
 
@@ -526,6 +528,7 @@ class Result:
         self.last_id = None
         self.first_byte_at = None  # time.monotonic() of the first output byte
         self.events = 0
+        self.dropped = []  # (from, to) of each `dropped` event: output the caps discarded
 
     def __repr__(self):
         return (f"<Result exit_code={self.exit_code} signal={self.signal} error={self.error!r} "
@@ -629,6 +632,12 @@ class Stream:
                 f"exit event needs exactly one of exit_code/signal: {ev.raw}"
         elif ev.type == "error":
             ev.raw = check(json.loads(ev.data), SHAPES["error_event"], "error event")
+        elif ev.type == "dropped":
+            ev.raw = check(json.loads(ev.data), SHAPES["dropped_event"], "dropped event")
+            assert ev.raw["from"] == self.pos and ev.raw["to"] > ev.raw["from"] and \
+                ev.id is not None and int(ev.id) == ev.raw["to"], \
+                f"dropped event {ev.raw} id {ev.id} at offset {self.pos}"
+            self.pos = ev.raw["to"]
         else:
             raise AssertionError(f"unknown event type {ev.type!r}: {ev}")
         return ev
@@ -650,6 +659,8 @@ class Stream:
                 r.exit_code, r.signal = ev.raw["exit_code"], ev.raw["signal"]
             elif ev.type == "error":
                 r.error = ev.raw["message"]
+            elif ev.type == "dropped":
+                r.dropped.append((ev.raw["from"], ev.raw["to"]))
             if until is not None and until(r):
                 break
             if deadline is not None:

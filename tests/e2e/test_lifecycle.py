@@ -267,13 +267,16 @@ def free_bytes(path):
 
 
 @pytest.fixture
-def tmpfs_daemon():
+def tmpfs_daemon(request):
+    """A daemon whose state dir is a small tmpfs. Its extra arguments come from indirect
+    parametrization; by default the free-disk watermark is off, so the spool meets ENOSPC."""
+    extra = getattr(request, "param", ["--output-min-free", "0"])
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs for the state directory needs root")
     tdir = tempfile.mkdtemp(prefix="space-e2e-tmpl-")
     # Only `minimal`: it is copied (another filesystem) and must fit; `base` would not.
     os.symlink(os.path.join(space.TEMPLATES_DIR, "minimal"), os.path.join(tdir, "minimal"))
-    d = space.Daemon("spaced-tmpfs", templates_dir=tdir)
+    d = space.Daemon("spaced-tmpfs", templates_dir=tdir, extra_args=extra)
     mounted = False
     try:
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MIB}m,mode=0700", "tmpfs",
@@ -402,3 +405,50 @@ def test_full_state_disk_pauses_output_until_space_returns(tmpfs_daemon):
     exec_works(api, sb["id"])
     print(f"full disk: stalled at {stalled_at / MIB:.1f} MiB after {t_full:.1f}s; "
           f"completed {t_done - t_free:.1f}s after space was freed; total {t_done - t0:.1f}s")
+
+
+@pytest.mark.parametrize("tmpfs_daemon", [["--output-min-free", str(2 * LEAVE_FREE_MIB)]],
+                         indirect=True)
+def test_state_disk_below_the_watermark_pauses_output_before_it_fills(tmpfs_daemon):
+    """With --output-min-free above what is left, output pauses at once (the agent's window,
+    not the disk, is what is written past it), the disk never fills, and the command completes
+    once space returns."""
+    d = tmpfs_daemon
+    api = d.api
+    sb = api.new_sandbox("minimal", timeout_s=300)
+    filler = os.path.join(d.state_dir, "filler")
+    fill = free_bytes(d.state_dir) - LEAVE_FREE_MIB * MIB
+    with open(filler, "wb") as f:
+        block = b"\xff" * MIB
+        for _ in range(fill // MIB):
+            f.write(block)
+    free_before = free_bytes(d.state_dir)
+    assert free_before <= (LEAVE_FREE_MIB + 1) * MIB
+
+    s = api.create_session(sb["id"], ["sh", "-c", "dd if=/dev/zero bs=1M count=40 2>/dev/null"])
+    c = Counter(s, timeout=90)
+    deadline = time.monotonic() + 30
+    while True:
+        before = c.stdout
+        time.sleep(1.0)
+        if c.stdout == before and c.stdout > 0:
+            break
+        assert c.exit is None and c.thread.is_alive(), f"finished under the watermark: {c.exit}"
+        assert time.monotonic() < deadline, f"output did not pause: {c.stdout} bytes"
+    paused_at = c.stdout
+    # One window (256 KiB) may arrive past the watermark, and no more; the disk is not full.
+    assert 0 < paused_at <= 512 * 1024, paused_at
+    assert free_bytes(d.state_dir) >= free_before - MIB
+    assert "command output paused" in d.log_text()
+    assert "No space left on device" not in d.log_text()
+    time.sleep(1.5)
+    assert c.stdout == paused_at and s.get()["state"] == "running"
+
+    t_free = time.monotonic()
+    os.unlink(filler)
+    c.wait(timeout=90)
+    assert c.exit == {"exit_code": 0, "signal": None} and c.stdout == 40 * MIB, (c.exit, c.stdout)
+    assert "command output resumed" in d.log_text()
+    print(f"watermark: paused at {paused_at} bytes; completed {time.monotonic() - t_free:.1f}s "
+          "after space was freed")
+    exec_works(api, sb["id"])

@@ -11,7 +11,12 @@
  * set, a second HELLO of another version, a peer that hangs up mid-frame). Each must make the
  * daemon drop the connection (EOF on our side) without crashing (ASan/UBSan build) and
  * reconnect (we accept again and see a new H_HELLO). Finally a valid A_EXIT finishes the
- * session and the daemon answers H_RELEASE. */
+ * session and the daemon answers H_RELEASE.
+ *
+ * The bounds a hostile guest meets (docs/design/guest-bounds.md): with no reader the output
+ * window stops at the lag bound plus PROTO_OUT_WINDOW and neither a repeated A_HELLO (dropped)
+ * nor reconnecting resets it; A_STARTED is persisted once; a guest that floods frames and
+ * never reads its port is no longer read once 1 MiB is queued toward it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -160,7 +165,7 @@ static bool send_exit(int fd, uint32_t chan, uint64_t fin, int32_t code, int32_t
 
 /* What the daemon sent us, in frames. */
 struct inbox {
-	uint8_t buf[1 << 16];
+	uint8_t buf[1 << 18];
 	size_t n;
 	bool eof;
 };
@@ -655,33 +660,407 @@ static void test_flood_of_garbage(void)
 		step();
 }
 
+/* 50 A_DATA frames in one write: the daemon reads them in one pass and answers one H_ACK. */
+static void test_acks_coalesced(void)
+{
+	static uint8_t buf[50 * (PROTO_HDR_SIZE + 16 + 10)];
+	struct inbox in;
+	struct proto_hdr h;
+	uint8_t p[64];
+	uint64_t len = spool_length(sess->spool), last = 0;
+	int fd = ready_conn(&in, "coalesced ACKs"), acks = 0;
+	size_t n = 0;
+	int64_t end;
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 50; i++) {
+		le32(buf + n, 16 + 10);
+		buf[n + 4] = (uint8_t)A_DATA;
+		buf[n + 5] = (uint8_t)(A_DATA >> 8);
+		buf[n + 6] = buf[n + 7] = 0;
+		le32(buf + n + 8, CHAN);
+		memset(buf + n + 12, 0, 16);
+		buf[n + 12] = PROTO_STDOUT;
+		le64(buf + n + 20, len + 10 * (uint64_t)i);
+		memset(buf + n + 28, 'a' + i % 26, 10);
+		n += PROTO_HDR_SIZE + 16 + 10;
+	}
+	CHECK(send_all(fd, buf, n), "50 frames sent in one write");
+	end = mono_ms() + 500;
+	while (mono_ms() < end) {
+		step();
+		drain(fd, &in);
+		while (pop_frame(&in, &h, p, sizeof(p)))
+			if (h.type == H_ACK && h.chan == CHAN) {
+				acks++;
+				last = get64(p);
+			}
+	}
+	CHECK(spool_length(sess->spool) == len + 500 && last == len + 500,
+	      "all 500 bytes stored and acknowledged (ack %llu)", (unsigned long long)last);
+	/* The first may be the ACK repeated after A_HELLO. */
+	CHECK(acks >= 1 && acks <= 2, "one H_ACK per read pass: %d for 50 frames", acks);
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
+/* Below the free-disk watermark output is stored (within the window) but not acknowledged, so
+ * the agent's window fills and the process blocks; the tick after there is room again
+ * acknowledges it. The watermark is the real statvfs of the state dir against a limit no disk
+ * meets (1 PiB free), then none. */
+static void test_disk_watermark_pauses_output(void)
+{
+	struct inbox in;
+	struct proto_hdr h;
+	uint8_t p[64];
+	uint64_t len = spool_length(sess->spool);
+	int fd = ready_conn(&in, "free-disk watermark"), acks = 0;
+	int64_t end;
+	bool ok;
+
+	if (fd < 0)
+		return;
+	for (int k = 0; k < 20; k++)
+		step();
+	drain(fd, &in);
+	in.n = 0;
+	d.cfg.output_min_free_mib = 1 << 30;
+	send_data(fd, CHAN, PROTO_STDOUT, len, "paused");
+	end = mono_ms() + 300;
+	while (mono_ms() < end) {
+		step();
+		drain(fd, &in);
+		while (pop_frame(&in, &h, p, sizeof(p)))
+			acks += h.type == H_ACK;
+	}
+	CHECK(spool_length(sess->spool) == len + 6 && acks == 0 && sess->out_paused,
+	      "below the watermark output is kept but not acknowledged (%d ACKs, paused %d)", acks,
+	      (int)sess->out_paused);
+	d.cfg.output_min_free_mib = 0;
+	sessions_tick(&d);
+	ok = wait_frame(fd, &in, H_ACK, &h, p, sizeof(p), 2000);
+	CHECK(ok && get64(p) == len + 6 && !sess->out_paused, "with room again the tick acknowledges it (%llu)",
+	      ok ? (unsigned long long)get64(p) : 0ull);
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
+/* A_DATA of n pattern bytes at off. */
+static bool send_bulk(int fd, uint64_t off, size_t n)
+{
+	static uint8_t p[16 + 60000];
+
+	if (n > 60000)
+		return false;
+	memset(p, 0, 16);
+	p[0] = PROTO_STDOUT;
+	le64(p + 8, off);
+	for (size_t i = 0; i < n; i++)
+		p[16 + i] = (uint8_t)('a' + (off + i) % 26);
+	return send_frame(fd, A_DATA, CHAN, p, 16 + n);
+}
+
+/* Steps the loop until the spool holds `want` bytes (or ms pass), draining what we get. */
+static bool wait_spool(int fd, struct inbox *in, uint64_t want, int ms)
+{
+	int64_t end = mono_ms() + ms;
+
+	while (mono_ms() < end && spool_length(sess->spool) < want) {
+		step();
+		drain(fd, in);
+		in->n = 0;
+	}
+	return spool_length(sess->spool) == want;
+}
+
+/* No reader attached: the daemon acknowledges SESSION_MAX_LAG bytes and no more, the agent may
+ * run PROTO_OUT_WINDOW past that, and neither a repeated A_HELLO (a violation) nor a fresh
+ * connection gives it more room. ACKs come once per read pass, not per frame. */
+static void test_window_survives_reconnect(void)
+{
+	struct inbox in;
+	struct proto_hdr h;
+	uint8_t p[64];
+	uint64_t off = spool_length(sess->spool), acked, lim;
+	int fd = ready_conn(&in, "window"), acks = 0, frames = 0;
+	bool ok;
+
+	if (fd < 0)
+		return;
+	acked = sess->delivered + SESSION_MAX_LAG;
+	lim = acked + PROTO_OUT_WINDOW;
+	while (off < lim) {
+		size_t n = lim - off < 60000 ? (size_t)(lim - off) : 60000;
+
+		if (!send_bulk(fd, off, n))
+			break;
+		off += n;
+		frames++;
+		drain(fd, &in);
+		while (pop_frame(&in, &h, p, sizeof(p)))
+			acks += h.type == H_ACK;
+	}
+	CHECK(wait_spool(fd, &in, lim, 10000), "output up to ACK + window is taken (%llu of %llu)",
+	      (unsigned long long)spool_length(sess->spool), (unsigned long long)lim);
+	CHECK(sess->acked == acked, "with no reader the daemon acknowledges %llu (lag bound), not %llu",
+	      (unsigned long long)acked, (unsigned long long)sess->acked);
+	CHECK(acks < frames, "ACKs are coalesced: %d for %d A_DATA frames", acks, frames);
+	send_bulk(fd, lim, 100);
+	CHECK(stays_open(fd, &in, 200) && spool_length(sess->spool) == lim,
+	      "output past the window is not taken (%llu)", (unsigned long long)spool_length(sess->spool));
+
+	send_hello(fd, PROTO_VERSION, 1, CHAN, PROTO_CHAN_RUNNING);
+	CHECK(wait_eof(fd, &in, 3000), "a second A_HELLO on a ready connection drops it");
+	close(fd);
+
+	for (int round = 0; round < 3; round++) {
+		fd = ready_conn(&in, "window after reconnect");
+		if (fd < 0)
+			return;
+		ok = wait_frame(fd, &in, H_ACK, &h, p, sizeof(p), 3000);
+		CHECK(ok && h.chan == CHAN && get64(p) == acked,
+		      "after a reconnect the daemon repeats its ACK (%llu), it does not reset it",
+		      ok ? (unsigned long long)get64(p) : 0ull);
+		send_bulk(fd, lim, 100);
+		CHECK(stays_open(fd, &in, 200) && spool_length(sess->spool) == lim,
+		      "reconnect %d: still no room past ACK + window (%llu)", round,
+		      (unsigned long long)spool_length(sess->spool));
+		close(fd);
+		for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+			step();
+	}
+}
+
+/* A_STARTED is persisted once; later ones (a guest repeating it) change nothing. */
+static void test_started_once(void)
+{
+	struct inbox in;
+	int fd = ready_conn(&in, "repeated A_STARTED");
+
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 200; i++)
+		send_frame(fd, A_STARTED, CHAN, "\x07\0\0\0", 4);
+	CHECK(stays_open(fd, &in, 300) && sess->rec.pid == 42,
+	      "200 A_STARTED with another pid: the pid stays 42 (%d)", sess->rec.pid);
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
+/* A guest that floods tiny frames and never reads its port: past AGENT_OUTQ_HIGH queued
+ * toward it the daemon stops reading it, so what it queues stays bounded. */
+static void test_unread_port(void)
+{
+	struct inbox in;
+	int fd = ready_conn(&in, "a guest that never reads");
+	static uint8_t burst[16 * 1024 * 24];
+	size_t sent = 0, n;
+	int sndbuf = 4096;
+
+	if (fd < 0)
+		return;
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sndbuf, sizeof(sndbuf));
+	/* A_DATA frames of 0 bytes for an unknown channel, each a new channel: every one would
+	 * earn an H_ACK of 20 bytes. */
+	for (n = 0; n + 28 <= sizeof(burst); n += 28) {
+		uint32_t chan = 100000 + (uint32_t)(n / 28);
+
+		le32(burst + n, 16);
+		burst[n + 4] = (uint8_t)A_DATA;
+		burst[n + 5] = (uint8_t)(A_DATA >> 8);
+		burst[n + 6] = burst[n + 7] = 0;
+		le32(burst + n + 8, chan);
+		memset(burst + n + 12, 0, 16);
+		burst[n + 12] = PROTO_STDOUT;
+	}
+	/* Frames stay whole: each send continues where the last one stopped. */
+	for (int round = 0; round < 200; round++) {
+		size_t at = sent % n;
+		ssize_t w = send(fd, burst + at, n - at, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (w > 0)
+			sent += (size_t)w;
+		for (int k = 0; k < 3; k++)
+			step();
+	}
+	NOTE("sent %zu bytes of frames, %zu queued toward us", sent, agent_queued(sb.agent));
+	CHECK(agent_queued(sb.agent) < 2u * 1024 * 1024,
+	      "the queue toward a guest that does not read stays bounded (%zu bytes)", agent_queued(sb.agent));
+	CHECK(agent_ready(sb.agent) && sent < (size_t)100 * n,
+	      "the daemon stopped reading us, without dropping us (took %zu bytes)", sent);
+	/* Reading again drains the queue and the daemon reads us again. */
+	in.n = 0;
+	for (int k = 0; k < 2000 && agent_queued(sb.agent) > 0; k++) {
+		step();
+		drain(fd, &in);
+		in.n = 0;
+	}
+	CHECK(agent_queued(sb.agent) == 0 && agent_ready(sb.agent),
+	      "once we read, the queue drains (%zu) and the channel stays up", agent_queued(sb.agent));
+	close(fd);
+	for (int k = 0; k < 200 && agent_ready(sb.agent); k++)
+		step();
+}
+
+static bool send_hello_n(int fd, const uint32_t *chans, const uint64_t *stdin_offs, uint32_t n)
+{
+	uint8_t p[8 + 16 * 4];
+
+	le32(p, PROTO_VERSION);
+	le32(p + 4, n);
+	for (uint32_t i = 0; i < n && i < 4; i++) {
+		le32(p + 8 + 16 * i, chans[i]);
+		le32(p + 12 + 16 * i, PROTO_CHAN_RUNNING);
+		le64(p + 16 + 16 * i, stdin_offs[i]);
+	}
+	return send_frame(fd, A_HELLO, 0, p, 8 + 16 * (size_t)n);
+}
+
+/* Collects the H_STDIN bytes of chan (checking offsets follow on from *next) until `want` more
+ * arrived or ms pass; true if they match data. */
+static bool recv_stdin(int fd, struct inbox *in, uint32_t chan, const uint8_t *data, uint64_t *next,
+		       uint64_t want, int ms)
+{
+	static uint8_t p[PROTO_MAX_PAYLOAD];
+	struct proto_hdr h;
+	uint64_t end = *next + want;
+
+	while (*next < end) {
+		if (!wait_frame(fd, in, H_STDIN, &h, p, sizeof(p), ms))
+			return false;
+		if (h.chan != chan)
+			continue;
+		if (h.len < 8 || get64(p) != *next || memcmp(p + 8, data + *next, h.len - 8) != 0) {
+			NOTE("H_STDIN at %llu (%u bytes), expected offset %llu", (unsigned long long)get64(p),
+			     h.len - 8, (unsigned long long)*next);
+			return false;
+		}
+		*next += h.len - 8;
+	}
+	return *next == end;
+}
+
+/* Stdin the daemon sent but the agent did not acknowledge is kept, and after a reconnect it is
+ * sent again from where the agent says it got to: nothing lost, nothing twice. */
+static void test_stdin_resent_after_reconnect(void)
+{
+	static uint8_t data[100000];
+	struct session_rec rec;
+	struct session *s2;
+	space_err err = { 0 };
+	struct inbox in;
+	uint32_t chans[2] = { CHAN, CHAN + 1 };
+	uint64_t offs[2] = { 0, 0 }, next = 0;
+	uint8_t ack[8];
+	int fd;
+
+	memset(&rec, 0, sizeof(rec));
+	id_new(rec.id, "ss-");
+	snprintf(rec.sandbox_id, sizeof(rec.sandbox_id), "%s", sb.rec.id);
+	rec.chan = CHAN + 1;
+	rec.argv = json_pack("[s]", "cat");
+	rec.env = json_object();
+	rec.state = SESS_RUNNING;
+	rec.stdin_open = true;
+	rec.created_ms = rec.started_ms = now_ms();
+	s2 = session_alloc(&sb, &rec, &err);
+	session_rec_clear(&rec);
+	if (!CHECK(s2 != NULL, "a session with stdin on channel %d %s", CHAN + 1, err.msg))
+		return;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + i / 251);
+
+	fd = connect_and_hello(&in, "stdin");
+	if (fd < 0)
+		return;
+	send_hello_n(fd, chans, offs, 2);
+	for (int i = 0; i < 200 && !agent_ready(sb.agent); i++)
+		step();
+	CHECK(session_stdin(s2, data, sizeof(data), 0, &err) == 0, "100000 bytes of stdin queued %s", err.msg);
+	CHECK(recv_stdin(fd, &in, CHAN + 1, data, &next, sizeof(data), 3000), "they are sent in order (%llu)",
+	      (unsigned long long)next);
+	/* The agent acknowledges 10000, got 30000 before the connection broke. */
+	le64(ack, 10000);
+	send_frame(fd, A_STDIN_ACK, CHAN + 1, ack, 8);
+	for (int i = 0; i < 50; i++)
+		step();
+	close(fd);
+	for (int i = 0; i < 200 && agent_ready(sb.agent); i++)
+		step();
+	CHECK(s2->stdin_acked == 10000 && s2->stdin_sent == sizeof(data),
+	      "acked %llu, sent %llu", (unsigned long long)s2->stdin_acked, (unsigned long long)s2->stdin_sent);
+
+	fd = connect_and_hello(&in, "stdin after reconnect");
+	if (fd < 0)
+		return;
+	offs[1] = 30000;
+	send_hello_n(fd, chans, offs, 2);
+	next = 30000;
+	CHECK(recv_stdin(fd, &in, CHAN + 1, data, &next, sizeof(data) - 30000, 3000),
+	      "after the reconnect stdin resumes at 30000 with the same bytes (got to %llu)",
+	      (unsigned long long)next);
+	CHECK(stays_open(fd, &in, 200) && s2->stdin_sent == sizeof(data), "and nothing more (sent %llu)",
+	      (unsigned long long)s2->stdin_sent);
+	close(fd);
+	for (int i = 0; i < 200 && agent_ready(sb.agent); i++)
+		step();
+}
+
+/* A reconnection that never gets an A_HELLO is dropped after 10 s and made again with a fresh
+ * H_HELLO (one H_HELLO per connection). */
+static void test_reconnect_without_hello(void)
+{
+	struct inbox in;
+	int64_t t0;
+	int fd = connect_and_hello(&in, "a reconnection left unanswered");
+	bool dropped;
+
+	if (fd < 0)
+		return;
+	t0 = mono_ms();
+	dropped = wait_eof(fd, &in, 13000);
+	CHECK(dropped && mono_ms() - t0 >= 9000, "the daemon gives up on it after 10 s (%lld ms)",
+	      (long long)(mono_ms() - t0));
+	close(fd);
+	fd = connect_and_hello(&in, "the next connection");
+	if (fd >= 0)
+		close(fd);
+	for (int k = 0; k < 50; k++)
+		step();
+}
+
 static void test_exit_and_release(void)
 {
 	struct inbox in;
 	struct proto_hdr h;
 	uint8_t p[64];
 	int fd = ready_conn(&in, "clean exit");
+	uint64_t len = spool_length(sess->spool);
 	bool ok;
 
 	if (fd < 0)
 		return;
-	send_data(fd, CHAN, PROTO_STDERR, 5, "!");
-	send_exit(fd, CHAN, 6, 3, 0);
+	/* The earlier tests filled the window: no more output fits, the exit does. */
+	send_exit(fd, CHAN, len, 3, 0);
 	ok = wait_frame(fd, &in, H_RELEASE, &h, p, sizeof(p), 3000);
 	CHECK(ok && h.chan == CHAN && h.len == 0, "after A_EXIT the daemon sends H_RELEASE for channel %d", CHAN);
 	CHECK(sess->rec.state == SESS_EXITED && sess->rec.exit_code == 3 && sess->rec.exit_signal == 0,
 	      "the session exited with code 3 (state %d, code %d, signal %d)", (int)sess->rec.state,
 	      sess->rec.exit_code, sess->rec.exit_signal);
-	CHECK(spool_length(sess->spool) == 6, "all 6 output bytes are held");
+	CHECK(spool_length(sess->spool) == len, "all %llu output bytes are held", (unsigned long long)len);
 	/* A repeated A_EXIT (as after a reconnect) with other values changes nothing. */
-	send_exit(fd, CHAN, 6, 0, 0);
+	send_exit(fd, CHAN, len, 0, 0);
 	CHECK(stays_open(fd, &in, 200) && sess->rec.exit_code == 3, "a repeated A_EXIT changes nothing");
 	close(fd);
 }
 
 int main(void)
 {
-	log_set_level(LOG_ERROR);
+	log_set_level(getenv("TEST_LOG") ? LOG_DEBUG : LOG_ERROR);
 	if (!setup()) {
 		teardown();
 		return DONE();
@@ -690,6 +1069,13 @@ int main(void)
 	RUN(test_violations);
 	RUN(test_hangup_mid_frame);
 	RUN(test_flood_of_garbage);
+	RUN(test_acks_coalesced);
+	RUN(test_disk_watermark_pauses_output);
+	RUN(test_window_survives_reconnect);
+	RUN(test_started_once);
+	RUN(test_unread_port);
+	RUN(test_stdin_resent_after_reconnect);
+	RUN(test_reconnect_without_hello);
 	RUN(test_exit_and_release);
 	/* After everything it still reconnects. */
 	{

@@ -15,8 +15,8 @@ static json_t *session_json(struct spaced *d, const struct session_rec *stored)
 	struct session *s = session_find(d, stored->id);
 
 	if (s)
-		return session_to_json(session_rec(s), session_output_length(s));
-	return session_to_json(stored, 0);
+		return session_to_json(session_rec(s), session_output_length(s), session_output_start(s));
+	return session_to_json(stored, 0, 0);
 }
 
 void api_sessions_create(struct http_req *r)
@@ -45,7 +45,7 @@ void api_sessions_create(struct http_req *r)
 		http_reply_err(r->req, &err);
 	} else {
 		http_reply_json(r->req, 201,
-				json_pack("{s:o,s:o}", "session", session_to_json(&rec, 0), "data_plane",
+				json_pack("{s:o,s:o}", "session", session_to_json(&rec, 0, 0), "data_plane",
 					  data_plane_to_json(r->d->cfg.data_url, token, rec.token_expires_ms)));
 	}
 	explicit_bzero(token, sizeof(token));

@@ -104,11 +104,11 @@ json_t *op_to_json(const struct op_rec *op)
 			 "result", op->result ? json_deep_copy(op->result) : json_null());
 }
 
-json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes)
+json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes, uint64_t output_start)
 {
 	int exited = s->state == SESS_EXITED;
 
-	return json_pack("{s:s,s:s,s:o,s:o,s:s,s:s,s:b,s:s,s:o,s:o,s:o,s:o,s:I,s:o,s:o,s:o}",
+	return json_pack("{s:s,s:s,s:o,s:o,s:s,s:s,s:b,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o}",
 			 "id", s->id,
 			 "sandbox_id", s->sandbox_id,
 			 "argv", arr_copy(s->argv),
@@ -122,6 +122,7 @@ json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes)
 			 "signal", int_or_null(exited && s->exit_signal > 0, s->exit_signal),
 			 "error", str_or_null(s->error),
 			 "output_bytes", (json_int_t)output_bytes,
+			 "output_start", (json_int_t)output_start,
 			 "created_at", time_or_null(s->created_ms),
 			 "started_at", time_or_null(s->started_ms),
 			 "ended_at", time_or_null(s->ended_ms));

@@ -14,8 +14,9 @@ json_t *template_to_json(const struct template_rec *t);
 json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes);
 json_t *snapshot_to_json(const struct snapshot_rec *s);
 json_t *op_to_json(const struct op_rec *op);
-/* output_bytes: session_output_length() of the live session, else 0. */
-json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes);
+/* output_bytes, output_start: session_output_length() and session_output_start() of the live
+ * session, else 0. */
+json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes, uint64_t output_start);
 /* {"url":..,"token":..,"expires_at":..} handed out with a session token. */
 json_t *data_plane_to_json(const char *url, const char *token, int64_t expires_ms);
 

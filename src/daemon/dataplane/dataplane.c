@@ -134,7 +134,7 @@ static void dp_session_get(struct http_req *r)
 {
 	struct session *s = r->obj;
 
-	http_reply_json(r->req, 200, session_to_json(session_rec(s), session_output_length(s)));
+	http_reply_json(r->req, 200, session_to_json(session_rec(s), session_output_length(s), session_output_start(s)));
 }
 
 static bool query_true(const char *v)

@@ -247,6 +247,18 @@ static void sse_pump(struct sse *c)
 	out = bufferevent_get_output(sse_bev(c));
 	while (evbuffer_get_length(out) < SSE_HIGH_WATER) {
 		int stream = 1;
+		uint64_t kept = session_output_start(s);
+
+		if (c->w.pos < kept) {
+			/* The output caps dropped these bytes: say which, then go on from what is kept
+			 * (offsets keep counting from the session's start). */
+			evbuffer_add_printf(c->ev, "event: dropped\nid: %" PRIu64 "\ndata: {\"from\":%" PRIu64
+					    ",\"to\":%" PRIu64 "}\n\n", kept, c->w.pos, kept);
+			sse_send(c);
+			c->w.pos = kept;
+			moved = true;
+			continue;
+		}
 		n = read_chunk(c, s, &stream, &err);
 		if (n < 0) {
 			log_warn("attach %s: %s", session_rec(s)->id, err.msg);

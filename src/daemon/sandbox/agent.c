@@ -5,7 +5,13 @@
  * sends is hostile input: frames are size-checked before they are buffered
  * whole, every field is read through a bounded reader, and a protocol
  * violation drops the connection (reconnect after a pause) rather than
- * trusting what follows. */
+ * trusting what follows.
+ *
+ * A guest is also bounded in what it makes us do (docs/design/guest-bounds.md): A_HELLO only
+ * opens a connection; at most AGENT_FRAMES_PER_PASS frames are handled per callback before
+ * other sandboxes get the loop; acknowledgements are sent once per pass; past
+ * AGENT_OUTQ_HIGH bytes queued toward a guest that does not read, we stop reading it until
+ * the queue drains below AGENT_OUTQ_LOW; and log lines it causes go through a token bucket. */
 #include <event2/bufferevent.h>
 #include <event2/buffer.h>
 #include <stdlib.h>
@@ -18,13 +24,40 @@
 #include "proto.h"
 #include "runtime.h"
 
+/* Frames handled per read callback; the rest wait for the next loop turn. */
+#define AGENT_FRAMES_PER_PASS 128
+/* Bytes queued toward the guest at which we stop reading it, and at which we read again. */
+#define AGENT_OUTQ_HIGH (1u << 20)
+#define AGENT_OUTQ_LOW (256u << 10)
+/* Input buffered from the guest at most: two whole frames. */
+#define AGENT_INQ_HIGH (2 * (PROTO_HDR_SIZE + PROTO_MAX_PAYLOAD))
+/* A reconnection without an A_HELLO this long is dropped and made again: an agent whose input
+ * framing was lost (bytes of the old connection still in the port when the new H_HELLO came)
+ * discards up to the next H_HELLO header, which only a new connection sends. One H_HELLO per
+ * connection: a second would earn a second A_HELLO, a violation. Not while the first
+ * connection waits for a booting guest: nothing old is in its port, and a slow boot would only
+ * pile up H_HELLOs. */
+#define AGENT_HELLO_TIMEOUT_S 10
+/* Log lines a guest may cause: a burst, then a rate. */
+#define AGENT_LOG_BURST 20
+#define AGENT_LOG_PER_S 5
+
 struct agent {
 	struct sandbox *sb;
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct bufferevent *bev;
 	struct event *retry;
-	bool ready;    /* A_HELLO received on this connection */
-	int failures;  /* consecutive failed connects / protocol errors */
+	struct event *more;        /* continues a read pass cut short by the frame budget */
+	struct event *hello_wait;  /* AGENT_HELLO_TIMEOUT_S after connecting */
+	bool ready;                /* A_HELLO received on this connection */
+	bool was_ready;            /* ... on some connection to this VM */
+	bool read_paused;          /* the queue toward the guest is over AGENT_OUTQ_HIGH */
+	int failures;              /* consecutive failed connects / protocol errors */
+	struct log_limit loglim;   /* lines the guest causes */
+	/* One coalesced H_ACK for output of a channel no session owns (orphan_frame). */
+	bool orphan_due;
+	uint32_t orphan_chan;
+	uint64_t orphan_off;
 };
 
 static void agent_connect(struct agent *a);
@@ -44,7 +77,11 @@ static void agent_drop(struct agent *a, const char *why, int retry_ms)
 		bufferevent_free(a->bev);
 		a->bev = NULL;
 	}
+	event_del(a->more);
+	event_del(a->hello_wait);
 	a->ready = false;
+	a->read_paused = false;
+	a->orphan_due = false;
 	if (was_ready)
 		sandbox_agent_lost(a->sb, why);
 	agent_schedule_retry(a, retry_ms);
@@ -87,6 +124,28 @@ bool agent_ready(const struct agent *a)
 	return a && a->ready;
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool agent_log_ok(struct agent *a)
+{
+	uint64_t dropped = 0;
+
+	if (!a)
+		return true;
+	if (!log_limit_take(&a->loglim, mono_ms(), AGENT_LOG_PER_S, AGENT_LOG_BURST, &dropped))
+		return false;
+	if (dropped)
+		log_warn("sandbox %s: %llu log lines caused by its guest were suppressed", a->sb->rec.id,
+			 (unsigned long long)dropped);
+	return true;
+}
+
 static void send_hello(struct agent *a)
 {
 	struct proto_wr w;
@@ -113,6 +172,8 @@ static void log_guest_line(struct agent *a, const uint8_t *p, size_t n)
 		line[j++] = (p[i] >= 0x20 && p[i] < 0x7f) ? (char)p[i] : '?';
 	}
 	line[j] = '\0';
+	if (!agent_log_ok(a))
+		return;
 	log_info("sandbox %s: agent: %s", a->sb->rec.id, line);
 }
 
@@ -122,7 +183,9 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 	uint32_t *chans, *states;
 	uint64_t *offs;
 
-	if (r->bad || n > 65536 || (size_t)n * 16 != r->n)
+	/* Only the first frame of a connection: a repeated A_HELLO would make the daemon resume
+	 * every session again (a cheap way to load the loop) and is no agent's behaviour. */
+	if (a->ready || r->bad || n > 65536 || (size_t)n * 16 != r->n)
 		return -1;
 	if (version != PROTO_VERSION) {
 		log_warn("sandbox %s: agent speaks protocol %u, we speak %u", a->sb->rec.id, version,
@@ -144,7 +207,8 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 		offs[i] = proto_rd_u64(r);
 	}
 	if (!r->bad) {
-		a->ready = true;
+		event_del(a->hello_wait);
+		a->ready = a->was_ready = true;
 		a->failures = 0;
 		sessions_agent_hello(a->sb, chans, states, offs, n);
 		sandbox_agent_ready(a->sb);
@@ -155,13 +219,25 @@ static int handle_hello(struct agent *a, struct proto_rd *r)
 	return r->bad ? -1 : 0;
 }
 
-/* A frame of a channel no session owns: a process a fork child or a clone
- * inherited from its parent's memory (it runs on in the guest, detached).
- * Its output is acknowledged and dropped, so it never blocks on a full
- * window, and its exit released. Returns -1 on a malformed frame. */
-static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto_rd *r)
+static void orphan_flush(struct agent *a)
 {
 	uint8_t buf[8];
+
+	if (!a->orphan_due)
+		return;
+	a->orphan_due = false;
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(a->orphan_off >> (8 * i));
+	agent_send(a, H_ACK, a->orphan_chan, buf, 8);
+}
+
+/* A frame of a channel no session owns: a process a fork child or a clone
+ * inherited from its parent's memory (it runs on in the guest, detached).
+ * Its output is acknowledged (once per pass and channel) and dropped, so it
+ * never blocks on a full window, and its exit released. Returns -1 on a
+ * malformed frame. */
+static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto_rd *r)
+{
 	uint64_t off;
 	size_t n;
 
@@ -172,10 +248,11 @@ static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto
 		proto_rd_rest(r, &n);
 		if (r->bad)
 			return -1;
-		off += n;
-		for (int i = 0; i < 8; i++)
-			buf[i] = (uint8_t)(off >> (8 * i));
-		agent_send(a, H_ACK, h->chan, buf, 8);
+		if (a->orphan_due && a->orphan_chan != h->chan)
+			orphan_flush(a);
+		a->orphan_due = true;
+		a->orphan_chan = h->chan;
+		a->orphan_off = off + n;
 	} else if (h->type == A_EXIT) {
 		agent_send(a, H_RELEASE, h->chan, NULL, 0);
 		sandbox_warm_exit(a->sb, h->chan);
@@ -217,6 +294,9 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 
 		if (r.bad || r.n != 0 || h->chan != 0)
 			return -1;
+		/* Only as the answer to our H_IDENTITY: unasked, it would only make us log. */
+		if (!a->sb->identity_sent)
+			return 0;
 		sandbox_identity_applied(a->sb, applied, e > 0 && e < 4096 ? e : (e ? EIO : 0));
 		return 0;
 	}
@@ -281,19 +361,18 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 	}
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+/* Handles whole frames from the input, at most AGENT_FRAMES_PER_PASS. Returns 1 when whole
+ * frames may remain, 0 when the input needs more bytes, -1 when the connection was dropped. */
+static int read_frames(struct agent *a, struct evbuffer *in)
 {
-	struct agent *a = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-
-	for (;;) {
+	for (int done = 0; done < AGENT_FRAMES_PER_PASS;) {
 		struct proto_hdr h;
 		uint8_t *p;
 		size_t avail = evbuffer_get_length(in);
 		enum proto_rc rc;
 
 		if (avail < PROTO_HDR_SIZE)
-			return;
+			return 0;
 		p = evbuffer_pullup(in, PROTO_HDR_SIZE);
 		rc = proto_parse_hdr(p, avail, &h);
 		/* A new connection may begin mid-frame (bytes the agent wrote to the
@@ -308,22 +387,99 @@ static void read_cb(struct bufferevent *bev, void *arg)
 			log_warn("sandbox %s: agent channel: %s; reconnecting", a->sb->rec.id,
 				 proto_strerror(rc));
 			agent_drop(a, "protocol error", 1000);
-			return;
+			return -1;
 		}
 		if (avail < PROTO_HDR_SIZE + (size_t)h.len)
-			return;
+			return 0;
 		p = evbuffer_pullup(in, (ssize_t)(PROTO_HDR_SIZE + h.len));
 		if (dispatch(a, &h, p + PROTO_HDR_SIZE) < 0) {
 			log_warn("sandbox %s: agent channel: malformed frame type %u on channel %u; reconnecting",
 				 a->sb->rec.id, h.type, h.chan);
 			agent_drop(a, "protocol error", 1000);
-			return;
+			return -1;
 		}
 		/* dispatch may have dropped us (e.g. sandbox gone) */
 		if (!a->bev)
-			return;
+			return -1;
 		evbuffer_drain(in, PROTO_HDR_SIZE + h.len);
+		done++;
 	}
+	return 1;
+}
+
+/* A zero timeout, not event_active: timers run after the next poll for I/O, so the rest of this
+ * guest's frames wait until every other ready connection had its turn. */
+static void continue_later(struct agent *a)
+{
+	struct timeval zero = { 0, 0 };
+
+	evtimer_add(a->more, &zero);
+}
+
+/* One pass over what the guest sent: frames, then the acknowledgements they earned (one per
+ * session), then back-pressure: a guest that does not read its port while it makes us answer
+ * is not read either, until the queue toward it drains (write_cb). */
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct agent *a = arg;
+	int more;
+
+	if (a->read_paused)
+		return;
+	more = read_frames(a, bufferevent_get_input(bev));
+	if (more < 0 || !a->bev)
+		return;
+	orphan_flush(a);
+	sessions_flush_acks(a->sb);
+	if (!a->bev)
+		return;
+	if (agent_queued(a) > AGENT_OUTQ_HIGH) {
+		a->read_paused = true;
+		bufferevent_disable(a->bev, EV_READ);
+		bufferevent_setwatermark(a->bev, EV_WRITE, AGENT_OUTQ_LOW, 0);
+		if (agent_log_ok(a))
+			log_warn("sandbox %s: agent channel: %zu bytes queued toward a guest that does not read; "
+				 "not reading it until they drain", a->sb->rec.id, agent_queued(a));
+		return;
+	}
+	if (more)
+		continue_later(a);
+}
+
+static void hello_wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a->ready || !a->bev)
+		return;
+	log_debug("sandbox %s: no A_HELLO %d s after connecting; connecting again", a->sb->rec.id,
+		  AGENT_HELLO_TIMEOUT_S);
+	agent_drop(a, "no A_HELLO", 100);
+}
+
+static void more_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct agent *a = arg;
+
+	(void)fd;
+	(void)what;
+	if (a->bev)
+		read_cb(a->bev, a);
+}
+
+/* The queue toward the guest drained below AGENT_OUTQ_LOW: read it again. */
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	struct agent *a = arg;
+
+	if (!a->read_paused || agent_queued(a) > AGENT_OUTQ_LOW)
+		return;
+	a->read_paused = false;
+	bufferevent_setwatermark(bev, EV_WRITE, 0, 0);
+	bufferevent_enable(bev, EV_READ);
+	continue_later(a);
 }
 
 static void event_cb(struct bufferevent *bev, short what, void *arg)
@@ -332,7 +488,11 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
+		struct timeval tv = { AGENT_HELLO_TIMEOUT_S, 0 };
+
 		send_hello(a);
+		if (a->was_ready)
+			evtimer_add(a->hello_wait, &tv);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
@@ -355,7 +515,8 @@ static void agent_connect(struct agent *a)
 		agent_schedule_retry(a, 500);
 		return;
 	}
-	bufferevent_setcb(a->bev, read_cb, NULL, event_cb, a);
+	bufferevent_setcb(a->bev, read_cb, write_cb, event_cb, a);
+	bufferevent_setwatermark(a->bev, EV_READ, 0, AGENT_INQ_HIGH);
 	bufferevent_enable(a->bev, EV_READ | EV_WRITE);
 	memcpy(sun.sun_path, a->path, sizeof(sun.sun_path));
 	if (bufferevent_socket_connect(a->bev, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
@@ -379,7 +540,15 @@ struct agent *agent_new(struct sandbox *sb, const char *sock_path)
 	}
 	strcpy(a->path, sock_path);
 	a->retry = evtimer_new(sb->d->base, retry_cb, a);
-	if (!a->retry) {
+	a->more = event_new(sb->d->base, -1, 0, more_cb, a);
+	a->hello_wait = evtimer_new(sb->d->base, hello_wait_cb, a);
+	if (!a->retry || !a->more || !a->hello_wait) {
+		if (a->retry)
+			event_free(a->retry);
+		if (a->more)
+			event_free(a->more);
+		if (a->hello_wait)
+			event_free(a->hello_wait);
 		free(a);
 		return NULL;
 	}
@@ -394,5 +563,7 @@ void agent_free(struct agent *a)
 	if (a->bev)
 		bufferevent_free(a->bev);
 	event_free(a->retry);
+	event_free(a->more);
+	event_free(a->hello_wait);
 	free(a);
 }

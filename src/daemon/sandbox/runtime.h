@@ -39,6 +39,7 @@ struct sandbox {
 	struct event *act_timer;   /* the deadline of the action in flight (stop) or of the warm-up */
 	uint32_t warm_chan;        /* the warm-up command's channel while it runs (warmup.c) */
 	void (*warm_done)(struct sandbox *sb);
+	uint64_t out_kept;         /* output bytes its sessions keep (sandbox_output_max_mib) */
 	struct sandbox *next;
 };
 
@@ -47,13 +48,17 @@ struct session {
 	struct sandbox *sb;
 	struct session_rec rec;
 	struct spool *spool;       /* opened on first use */
-	uint64_t acked;            /* output offset last acknowledged to the agent */
-	uint64_t ack_base;         /* output held when the agent (re)connected: its ACK is at most this */
+	uint64_t acked;            /* furthest output offset acknowledged to the agent, on any
+				    * connection (after a restart: what the spool held) */
+	bool ack_due;              /* output arrived in this read pass: acknowledge at its end */
+	bool out_paused;           /* an ACK waits for disk space (sessions_tick) */
 	uint64_t delivered;        /* furthest offset any reader has taken */
 	struct session_watch *watches;
 	bool exec_sent;            /* H_EXEC is on its way (or done) for this agent connection */
 	bool start_wanted;         /* attached while the agent was not connected */
 	struct evbuffer *stdin_q;  /* stdin accepted from clients, not yet sent */
+	struct evbuffer *stdin_unacked; /* [stdin_acked, stdin_sent): sent, kept until the agent
+					 * acknowledges it (resent after a reconnect if lost) */
 	uint64_t stdin_sent, stdin_acked;
 	bool stdin_close_req, stdin_close_sent;
 	bool released;             /* agent was told to forget the channel */
@@ -242,6 +247,8 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 void session_on_exit(struct session *s, uint64_t final_off, int code, int sig);
 void session_on_error(struct session *s, int errnum, const char *msg);
 void session_on_stdin_ack(struct session *s, uint64_t off);
+/* End of a read pass over the agent channel: one H_ACK per session that got output. */
+void sessions_flush_acks(struct sandbox *sb);
 
 /* agent.c: host end of the framed channel to space-agent */
 struct agent *agent_new(struct sandbox *sb, const char *sock_path);
@@ -253,5 +260,8 @@ int agent_send(struct agent *a, uint16_t type, uint32_t chan, const void *payloa
 void agent_resync(struct agent *a, const char *why);
 /* Bytes queued toward QEMU not yet written (for pacing stdin). */
 size_t agent_queued(const struct agent *a);
+/* May we log one more line caused by this sandbox's guest? (A token bucket; it reports the
+ * lines it suppressed when it lets one through again.) */
+bool agent_log_ok(struct agent *a);
 
 #endif

@@ -297,6 +297,7 @@ void sandbox_tick(struct spaced *d)
 	int64_t now = now_ms();
 
 	tick_timeouts(d);
+	sessions_tick(d);
 	ready_tick(d);
 	pools_tick(d);
 	reap_deleted(d);

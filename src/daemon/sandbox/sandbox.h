@@ -138,6 +138,10 @@ int session_signal(struct session *s, int signo, space_err *err);
 /* Output access for streaming readers. Offsets count output bytes of stdout
  * and stderr together, in the order the agent produced them. */
 uint64_t session_output_length(const struct session *s);
+/* Offset of the first output byte still kept: older bytes were dropped by the output caps. */
+uint64_t session_output_start(const struct session *s);
+/* Once a second: sessions whose output paused for disk space resume when there is room. */
+void sessions_tick(struct spaced *d);
 /* Reads at most max bytes of one stream's record at offset off; returns bytes
  * (0: nothing there yet), sets *stream (1 stdout, 2 stderr). */
 ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max,

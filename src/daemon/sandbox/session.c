@@ -2,8 +2,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "cleanup.h"
+#include "flow.h"
 #include "log.h"
 #include "proto.h"
 #include "runtime.h"
@@ -27,6 +29,90 @@ static void notify_watches(struct session *s)
 	}
 }
 
+/* ---- output bounds (docs/design/guest-bounds.md) ---- */
+
+static uint64_t mib(int n)
+{
+	return n > 0 ? (uint64_t)n << 20 : 0;
+}
+
+/* A spool nobody reads of a session that is not running (not started yet, or ended) holds no
+ * descriptor and no buffer; the next read or append reopens it. */
+static void maybe_park(struct session *s)
+{
+	if (s->rec.state != SESS_RUNNING && !s->watches)
+		spool_park(s->spool);
+}
+
+/* Is the state directory's filesystem below the free-space watermark? Checked at most once a
+ * second (the answer is shared by every session: the daemon is single-threaded). */
+static bool disk_low(struct spaced *d)
+{
+	static int64_t checked_ms;
+	static bool low;
+	struct statvfs v;
+	int64_t now = now_ms();
+
+	if (d->cfg.output_min_free_mib <= 0)
+		return false;
+	if (now - checked_ms < 1000 && now >= checked_ms)
+		return low;
+	checked_ms = now;
+	if (statvfs(d->cfg.state_dir, &v) < 0) {
+		log_warn("statvfs %s: %m; not pausing output for it", d->cfg.state_dir);
+		low = false;
+	} else {
+		bool was = low;
+
+		low = (uint64_t)v.f_bavail * v.f_frsize < mib(d->cfg.output_min_free_mib);
+		if (low != was)
+			log_warn("%s: %llu MiB free, watermark %d MiB: command output %s", d->cfg.state_dir,
+				 (unsigned long long)((uint64_t)v.f_bavail * v.f_frsize >> 20),
+				 d->cfg.output_min_free_mib, low ? "paused" : "resumed");
+	}
+	return low;
+}
+
+/* Sessions whose acknowledgements wait for disk space: sessions_tick retries them. */
+static bool any_paused;
+
+/* The session with the most output kept in sb, the oldest of equals (NULL if none keeps any).
+ * The list is newest first. */
+static struct session *largest_kept(struct sandbox *sb)
+{
+	struct session *s, *big = NULL;
+
+	for (s = sb->sessions; s; s = s->next)
+		if (spool_kept(s->spool) && (!big || spool_kept(s->spool) >= spool_kept(big->spool)))
+			big = s;
+	return big;
+}
+
+/* The sandbox keeps more output than its budget: drop the oldest segment of whichever
+ * session keeps most, until it fits. Offsets do not change; readers of dropped bytes are told. */
+static void enforce_sandbox_budget(struct sandbox *sb)
+{
+	uint64_t budget = mib(sb->d->cfg.sandbox_output_max_mib);
+	space_err err = { 0 };
+
+	while (budget && sb->out_kept > budget) {
+		struct session *big = largest_kept(sb);
+		int64_t n = big ? spool_drop_oldest(big->spool, &err) : 0;
+
+		if (n <= 0) {
+			if (n < 0)
+				log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
+			return;
+		}
+		sb->out_kept -= (uint64_t)n < sb->out_kept ? (uint64_t)n : sb->out_kept;
+		if (agent_log_ok(sb->agent))
+			log_info("sandbox %s: output budget of %d MiB: dropped %lld bytes of session %s",
+				 sb->rec.id, sb->d->cfg.sandbox_output_max_mib, (long long)n, big->rec.id);
+		maybe_park(big);
+		notify_watches(big);
+	}
+}
+
 /* ---- runtime objects ---- */
 
 struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err)
@@ -44,19 +130,28 @@ struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec,
 	s->rec.argv = json_incref(rec->argv);
 	s->rec.env = json_incref(rec->env);
 	s->stdin_q = evbuffer_new();
+	s->stdin_unacked = evbuffer_new();
 	path_session_spool(sb->d, sb->rec.id, rec->id, path);
 	snprintf(dir, sizeof(dir), "%s", path);
 	*strrchr(dir, '/') = '\0';
-	if (!s->stdin_q || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
+	if (!s->stdin_q || !s->stdin_unacked || (mkdir(dir, 0700) < 0 && errno != EEXIST) ||
 	    spool_open(&s->spool, path, err) < 0) {
 		if (!err->code)
 			err_sys(err, errno, "creating %s", dir);
 		if (s->stdin_q)
 			evbuffer_free(s->stdin_q);
+		if (s->stdin_unacked)
+			evbuffer_free(s->stdin_unacked);
 		session_rec_clear(&s->rec);
 		free(s);
 		return NULL;
 	}
+	/* After a restart the agent may have been acknowledged up to what the spool holds (and no
+	 * further: we never acknowledge bytes we do not hold), so its window starts there. */
+	s->acked = spool_length(s->spool);
+	spool_set_cap(s->spool, mib(sb->d->cfg.session_output_max_mib));
+	sb->out_kept += spool_kept(s->spool);
+	maybe_park(s);
 	s->next = sb->sessions;
 	sb->sessions = s;
 	return s;
@@ -94,6 +189,7 @@ void sessions_free(struct sandbox *sb)
 		if (s->spool)
 			spool_close(s->spool);
 		evbuffer_free(s->stdin_q);
+		evbuffer_free(s->stdin_unacked);
 		session_rec_clear(&s->rec);
 		free(s);
 	}
@@ -129,28 +225,66 @@ const struct session_rec *session_rec(const struct session *s)
 
 /* ---- flow control ---- */
 
-/* Acknowledge output to the agent as far as pacing allows: a process may run
- * at most SESSION_MAX_LAG bytes ahead of its slowest attached reader (or of
- * the furthest any reader got, while none is attached). */
-static void maybe_ack(struct session *s)
+static int send_ack(struct session *s, uint64_t off)
 {
-	uint64_t len = spool_length(s->spool), floor = s->delivered, ack;
-	struct session_watch *w;
 	uint8_t buf[8];
 
+	for (int i = 0; i < 8; i++)
+		buf[i] = (uint8_t)(off >> (8 * i));
+	return agent_send(s->sb->agent, H_ACK, s->rec.chan, buf, 8);
+}
+
+/* Acknowledge output to the agent as far as pacing allows: a process may run
+ * at most SESSION_MAX_LAG bytes ahead of its slowest attached reader (or of
+ * the furthest any reader got, while none is attached). s->acked only grows:
+ * it is the window's base on every connection (flow.h). */
+static void maybe_ack(struct session *s)
+{
+	uint64_t floor = s->delivered, ack;
+	struct session_watch *w;
+
+	s->ack_due = false;
 	if (s->watches) {
 		floor = UINT64_MAX;
 		for (w = s->watches; w; w = w->next)
 			if (w->pos < floor)
 				floor = w->pos;
 	}
-	ack = len < floor + SESSION_MAX_LAG ? len : floor + SESSION_MAX_LAG;
+	ack = flow_ack_target(spool_length(s->spool), floor, SESSION_MAX_LAG);
 	if (ack <= s->acked || !agent_ready(s->sb->agent) || s->released)
 		return;
-	for (int i = 0; i < 8; i++)
-		buf[i] = (uint8_t)(ack >> (8 * i));
-	if (agent_send(s->sb->agent, H_ACK, s->rec.chan, buf, 8) == 0)
+	/* Not acknowledged, the agent's window fills and the process blocks on its pipe. */
+	if (disk_low(s->d)) {
+		s->out_paused = any_paused = true;
+		return;
+	}
+	if (send_ack(s, ack) == 0)
 		s->acked = ack;
+}
+
+void sessions_tick(struct spaced *d)
+{
+	struct sandbox *sb;
+	struct session *s;
+
+	if (!any_paused || disk_low(d))
+		return;
+	any_paused = false;
+	for (sb = d->sandboxes; sb; sb = sb->next)
+		for (s = sb->sessions; s; s = s->next)
+			if (s->out_paused) {
+				s->out_paused = false;
+				maybe_ack(s);
+			}
+}
+
+void sessions_flush_acks(struct sandbox *sb)
+{
+	struct session *s;
+
+	for (s = sb->sessions; s; s = s->next)
+		if (s->ack_due)
+			maybe_ack(s);
 }
 
 static void pump_stdin(struct session *s)
@@ -171,9 +305,9 @@ static void pump_stdin(struct session *s)
 		for (int i = 0; i < 8; i++)
 			frame[i] = (uint8_t)(s->stdin_sent >> (8 * i));
 		evbuffer_copyout(s->stdin_q, frame + 8, n);
-		if (agent_send(a, H_STDIN, s->rec.chan, frame, 8 + n) < 0)
+		if (agent_send(a, H_STDIN, s->rec.chan, frame, 8 + n) < 0 ||
+		    evbuffer_remove_buffer(s->stdin_q, s->stdin_unacked, n) != (int)n)
 			return;
-		evbuffer_drain(s->stdin_q, n);
 		s->stdin_sent += n;
 	}
 	if (!evbuffer_get_length(s->stdin_q) && s->stdin_close_req && !s->stdin_close_sent) {
@@ -195,7 +329,6 @@ static void send_exec(struct session *s)
 	proto_wr_free(&w);
 	s->exec_sent = true;
 	s->start_wanted = false;
-	s->acked = s->ack_base = 0;
 	s->rec.state = SESS_RUNNING;
 	s->rec.started_ms = now_ms();
 	session_persist(s);
@@ -224,7 +357,8 @@ int session_stdin(struct session *s, const void *data, size_t len, int close_aft
 		return err_set(err, EBUSY, "session %s has finished", s->rec.id);
 	if (s->stdin_close_req)
 		return err_set(err, EBUSY, "stdin of session %s is closed", s->rec.id);
-	if (evbuffer_get_length(s->stdin_q) + len > SESSION_MAX_STDIN_QUEUE)
+	if (evbuffer_get_length(s->stdin_q) + evbuffer_get_length(s->stdin_unacked) + len >
+	    SESSION_MAX_STDIN_QUEUE)
 		return err_set(err, EAGAIN, "stdin queue of session %s is full; retry when the process has read it",
 			       s->rec.id);
 	if (len && evbuffer_add(s->stdin_q, data, len) < 0)
@@ -257,6 +391,11 @@ uint64_t session_output_length(const struct session *s)
 	return s->spool ? spool_length(s->spool) : 0;
 }
 
+uint64_t session_output_start(const struct session *s)
+{
+	return s->spool ? spool_start(s->spool) : 0;
+}
+
 ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max,
 			    space_err *err)
 {
@@ -287,6 +426,7 @@ void session_watch_del(struct session_watch *w)
 			break;
 		}
 	}
+	maybe_park(w->s);
 	w->s = NULL;
 }
 
@@ -310,35 +450,53 @@ static void session_release(struct session *s)
 		s->released = true;
 }
 
+/* Persisted once: the agent may repeat A_STARTED after a reconnect, and a guest could send it
+ * in a loop to make us rewrite the row. */
 void session_on_started(struct session *s, uint32_t pid)
 {
-	if (pid > 0 && pid < (1u << 22)) {
-		s->rec.pid = (int)pid;
-		session_persist(s);
+	if (pid == 0 || pid >= (1u << 22) || s->rec.state != SESS_RUNNING || s->rec.pid == (int)pid)
+		return;
+	if (s->rec.pid > 0) {
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent reported pid %u after %d; ignoring", s->rec.id, pid,
+				 s->rec.pid);
+		return;
 	}
+	s->rec.pid = (int)pid;
+	session_persist(s);
 }
 
 void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t *p, size_t n)
 {
-	uint64_t have = spool_length(s->spool);
+	uint64_t have = spool_length(s->spool), kept;
 	space_err err = { 0 };
+	int rc;
 
 	if (s->rec.state != SESS_RUNNING)
 		return;
 	if (off > have) {
-		log_warn("session %s: agent skipped output (offset %llu, have %llu); ignoring", s->rec.id,
-			 (unsigned long long)off, (unsigned long long)have);
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent skipped output (offset %llu, have %llu); ignoring",
+				 s->rec.id, (unsigned long long)off, (unsigned long long)have);
 		return;
 	}
 	if (off + n <= have)
 		return; /* a resend of what we hold */
 	p += have - off;
 	n -= (size_t)(have - off);
-	if ((s->acked > s->ack_base ? s->acked : s->ack_base) + PROTO_OUT_WINDOW < have + n) {
-		log_warn("session %s: agent overran its output window; ignoring", s->rec.id);
+	if (!flow_window_ok(s->acked, have + n, PROTO_OUT_WINDOW)) {
+		if (agent_log_ok(s->sb->agent))
+			log_warn("session %s: agent overran its output window (acked %llu, would hold %llu); "
+				 "ignoring", s->rec.id, (unsigned long long)s->acked,
+				 (unsigned long long)(have + n));
 		return;
 	}
-	if (spool_append(s->spool, stream, p, n, &err) < 0) {
+	kept = spool_kept(s->spool);
+	rc = spool_append(s->spool, stream, p, n, &err);
+	/* The cap may have dropped a segment (even when the append then failed): the sandbox's
+	 * total follows what is kept. */
+	s->sb->out_kept = s->sb->out_kept - kept + spool_kept(s->spool);
+	if (rc < 0) {
 		/* Not acknowledged: the agent keeps the bytes and the process waits.
 		 * Reconnecting makes the agent resend from its last ACK, so the bytes
 		 * arrive again once there is room (e.g. the disk was full). */
@@ -346,7 +504,8 @@ void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t 
 		agent_resync(s->sb->agent, "output could not be stored");
 		return;
 	}
-	maybe_ack(s);
+	enforce_sandbox_budget(s->sb);
+	s->ack_due = true; /* sent once per read pass: sessions_flush_acks */
 	notify_watches(s);
 }
 
@@ -364,6 +523,7 @@ void session_on_exit(struct session *s, uint64_t final_off, int code, int sig)
 	session_persist(s);
 	session_release(s);
 	notify_watches(s);
+	maybe_park(s);
 }
 
 void session_on_error(struct session *s, int errnum, const char *msg)
@@ -377,12 +537,14 @@ void session_on_error(struct session *s, int errnum, const char *msg)
 	session_persist(s);
 	session_release(s);
 	notify_watches(s);
+	maybe_park(s);
 }
 
 void session_on_stdin_ack(struct session *s, uint64_t off)
 {
 	if (off < s->stdin_acked || off > s->stdin_sent)
 		return;
+	evbuffer_drain(s->stdin_unacked, off - s->stdin_acked);
 	s->stdin_acked = off;
 	pump_stdin(s);
 }
@@ -399,7 +561,42 @@ void sessions_abort(struct sandbox *sb, const char *why)
 		s->rec.ended_ms = now_ms();
 		session_persist(s);
 		notify_watches(s);
+		maybe_park(s);
 	}
+}
+
+/* The agent (re)connected and says it received stdin up to `received`. What we sent after
+ * that was lost with the old connection: it goes back to the front of the queue, to be sent
+ * again (and a requested close after it). */
+static void stdin_rewind(struct session *s, uint64_t received)
+{
+	uint64_t back = flow_stdin_resend(s->stdin_acked, s->stdin_sent, received);
+	struct evbuffer *keep;
+
+	if (received > s->stdin_sent && s->stdin_sent == s->stdin_acked &&
+	    !evbuffer_get_length(s->stdin_unacked)) {
+		/* A restarted daemon: nothing of ours is in flight; go on from the agent's count. */
+		s->stdin_sent = s->stdin_acked = received;
+	} else if (back) {
+		keep = evbuffer_new();
+		/* unacked = [acked, sent): keep [acked, received) awaiting its ACK, requeue the rest. */
+		if (!keep || evbuffer_remove_buffer(s->stdin_unacked, keep, (size_t)(received - s->stdin_acked)) < 0 ||
+		    evbuffer_prepend_buffer(s->stdin_q, s->stdin_unacked) < 0 ||
+		    evbuffer_add_buffer(s->stdin_unacked, keep) < 0) {
+			log_error("session %s: cannot requeue %llu bytes of stdin: out of memory", s->rec.id,
+				  (unsigned long long)back);
+		} else {
+			s->stdin_sent = received;
+			if (agent_log_ok(s->sb->agent))
+				log_info("session %s: resending %llu bytes of stdin the agent did not get",
+					 s->rec.id, (unsigned long long)back);
+		}
+		if (keep)
+			evbuffer_free(keep);
+	}
+	/* A close may have been lost too; the agent takes a repeated one as it took the first. */
+	if (s->stdin_close_req)
+		s->stdin_close_sent = false;
 }
 
 void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint32_t *states,
@@ -416,7 +613,7 @@ void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint3
 			if (chans[i] != s->rec.chan)
 				continue;
 			known = true;
-			s->stdin_sent = s->stdin_acked = stdin_offs[i];
+			stdin_rewind(s, stdin_offs[i]);
 		}
 		s->released = false;
 		if (s->rec.state == SESS_RUNNING) {
@@ -425,10 +622,12 @@ void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint3
 				session_on_error(s, ESRCH, "the process was lost: the agent no longer knows it");
 				continue;
 			}
-			/* The agent rewinds to its last ACK; we drop what we already hold. */
+			/* The agent rewinds to the last ACK it got, which may be short of the last we
+			 * sent (lost with the old connection): say it again. We drop what we already
+			 * hold of what it resends; its window stays based on s->acked. */
 			s->exec_sent = true;
-			s->acked = 0;
-			s->ack_base = spool_length(s->spool);
+			if (s->acked && send_ack(s, s->acked) < 0)
+				log_warn("session %s: could not queue H_ACK", s->rec.id);
 			maybe_ack(s);
 			pump_stdin(s);
 		} else if (s->rec.state == SESS_CREATED) {

@@ -136,6 +136,34 @@ static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandb
 	return 0;
 }
 
+static int live_sessions(const struct sandbox *sb)
+{
+	int n = 0;
+
+	for (const struct session *s = sb->sessions; s; s = s->next)
+		n += !session_done(s);
+	return n;
+}
+
+/* Sessions not yet ended (created or running) hold a spool, a channel in the agent and a
+ * process: bounded per sandbox and per daemon, answered 429 like other admission limits. */
+static int session_admit(struct spaced *d, const struct sandbox *sb, space_err *err)
+{
+	int here = live_sessions(sb), all = 0;
+
+	if (d->cfg.max_sessions_per_sandbox > 0 && here >= d->cfg.max_sessions_per_sandbox)
+		return err_set(err, EDQUOT, "at capacity: sandbox %s has %d sessions not yet ended, at most %d "
+			       "(max_sessions_per_sandbox)", sb->rec.id, here, d->cfg.max_sessions_per_sandbox);
+	if (d->cfg.max_sessions <= 0)
+		return 0;
+	for (const struct sandbox *o = d->sandboxes; o; o = o->next)
+		all += live_sessions(o);
+	if (all >= d->cfg.max_sessions)
+		return err_set(err, EDQUOT, "at capacity: %d sessions not yet ended, at most %d (max_sessions)",
+			       all, d->cfg.max_sessions);
+	return 0;
+}
+
 int session_create(struct spaced *d, const char *sb_id, const struct exec_req *req,
 		   struct session_rec *out, char token[65], space_err *err)
 {
@@ -149,6 +177,8 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		return -1;
 	if (sb->rec.state != SB_RUNNING)
 		return err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));
+	if (session_admit(d, sb, err) < 0)
+		return -1;
 	r.argv = strlist_to_json(&req->argv);
 	r.env = strmap_to_json(&req->env);
 	if (!r.argv || !r.env) {
@@ -177,6 +207,7 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		sb->sessions = s->next;
 		spool_close(s->spool);
 		evbuffer_free(s->stdin_q);
+		evbuffer_free(s->stdin_unacked);
 		session_rec_clear(&s->rec);
 		free(s);
 		return err_set(err, EINVAL, "argv and environment together exceed %d KiB", PROTO_MAX_PAYLOAD / 1024);
