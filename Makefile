@@ -42,9 +42,12 @@ UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
+# The daemon the end-to-end tests run: ASan+UBSan, so a memory error or undefined
+# behaviour on any request path fails the test that caused it (tests/e2e/space.py).
+SAN_SPACED := $(BUILD)/san/bin/spaced
 
 
-.PHONY: all deps bench-deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
+.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
 all: bins kernel templates
 
 deps:
@@ -79,6 +82,9 @@ $(BUILD)/obj/san/memcvt/%.o: src/memcvt/%.c
 $(BUILD)/bin/spaced: $(DAEMON_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(DAEMON_LIBS)
+$(SAN_SPACED): $(call obj,$(DAEMON_SRC) $(COMMON_SRC),san)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^ $(DAEMON_LIBS)
 $(BUILD)/bin/spacectl: $(CLI_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
@@ -126,7 +132,10 @@ unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/unit/run.sh $(UNIT_BIN)
 
-test: all
+san-bins: deps layers
+	@$(MAKE) --no-print-directory $(SAN_SPACED)
+
+test: all san-bins
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
