@@ -44,7 +44,9 @@ CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
 # The daemon the end-to-end tests run: ASan+UBSan, so a memory error or undefined
 # behaviour on any request path fails the test that caused it (tests/e2e/space.py).
+# spaced runs space-memcvt from beside itself, so the converter it runs is sanitized too.
 SAN_SPACED := $(BUILD)/san/bin/spaced
+SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt
 
 
 .PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
@@ -85,6 +87,9 @@ $(BUILD)/bin/spaced: $(DAEMON_OBJ) $(COMMON_OBJ)
 $(SAN_SPACED): $(call obj,$(DAEMON_SRC) $(COMMON_SRC),san)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^ $(DAEMON_LIBS)
+$(BUILD)/san/bin/space-memcvt: $(call obj,$(MEMCVT_SRC),san) $(BUILD)/obj/san/common/err.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^
 $(BUILD)/bin/spacectl: $(CLI_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
@@ -133,7 +138,7 @@ unit: deps
 	@tests/unit/run.sh $(UNIT_BIN)
 
 san-bins: deps layers
-	@$(MAKE) --no-print-directory $(SAN_SPACED)
+	@$(MAKE) --no-print-directory $(SAN_BINS)
 
 test: all san-bins
 	@$(MAKE) --no-print-directory $(UNIT_BIN)

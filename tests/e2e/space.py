@@ -858,7 +858,7 @@ def free_ports(n):
 
 def _newest_source_mtime():
     newest = 0.0
-    for top in ("src/daemon", "src/common"):
+    for top in ("src/daemon", "src/common", "src/memcvt"):
         for dirpath, _, files in os.walk(os.path.join(REPO, top)):
             for f in files:
                 if f.endswith((".c", ".h")):
@@ -870,9 +870,12 @@ def check_binary(path):
     """The daemon binary must exist and be newer than every daemon source file: a stale
     build would test yesterday's code."""
     target = "san-bins" if path == SAN_SPACED else "bins"
-    assert os.access(path, os.X_OK), f"{path} is not built (run make {target})"
-    assert os.stat(path).st_mtime >= _newest_source_mtime(), \
-        f"{path} is older than the daemon's sources (run make {target})"
+    newest = _newest_source_mtime()
+    # spaced runs the space-memcvt beside it (vm_argv.c).
+    for p in (path, os.path.join(os.path.dirname(path), "space-memcvt")):
+        assert os.access(p, os.X_OK), f"{p} is not built (run make {target})"
+        assert os.stat(p).st_mtime >= newest, \
+            f"{p} is older than the daemon's sources (run make {target})"
 
 
 # What the sanitizer runtime is told. Reports go to files (log_path: <prefix>.<pid>) that
