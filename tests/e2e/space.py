@@ -856,9 +856,9 @@ def free_ports(n):
 # The daemon
 
 
-def _newest_source_mtime():
+def _newest_source_mtime(tops):
     newest = 0.0
-    for top in ("src/daemon", "src/common", "src/memcvt"):
+    for top in tops:
         for dirpath, _, files in os.walk(os.path.join(REPO, top)):
             for f in files:
                 if f.endswith((".c", ".h")):
@@ -870,11 +870,11 @@ def check_binary(path):
     """The daemon binary must exist and be newer than every daemon source file: a stale
     build would test yesterday's code."""
     target = "san-bins" if path == SAN_SPACED else "bins"
-    newest = _newest_source_mtime()
     # spaced runs the space-memcvt beside it (vm_argv.c).
-    for p in (path, os.path.join(os.path.dirname(path), "space-memcvt")):
+    for p, tops in ((path, ("src/daemon", "src/common")),
+                    (os.path.join(os.path.dirname(path), "space-memcvt"), ("src/memcvt", "src/common"))):
         assert os.access(p, os.X_OK), f"{p} is not built (run make {target})"
-        assert os.stat(p).st_mtime >= newest, \
+        assert os.stat(p).st_mtime >= _newest_source_mtime(tops), \
             f"{p} is older than the daemon's sources (run make {target})"
 
 
@@ -890,6 +890,10 @@ def sanitizer_env(prefix):
     return {
         "ASAN_OPTIONS": f"{common}:detect_leaks=1:abort_on_error=0:strict_string_checks=1"
                         ":detect_stack_use_after_return=1:check_initialization_order=1",
+        "UBSAN_OPTIONS": common,
+        "LSAN_OPTIONS": f"log_path={prefix}:print_suppressions=0",
+    } if not os.environ.get("SPACE_TEST_ASAN_EXTRA") else {
+        "ASAN_OPTIONS": f"{common}:detect_leaks=1:{os.environ['SPACE_TEST_ASAN_EXTRA']}",
         "UBSAN_OPTIONS": common,
         "LSAN_OPTIONS": f"log_path={prefix}:print_suppressions=0",
     }
