@@ -1,7 +1,9 @@
 # SPACE -- one build for binaries, guest kernel and templates.
 #   make        build everything `make run` needs (binaries, kernel, templates)
 #   make run    ... then start spaced on loopback in the foreground
-#   make test   build what the tests need and run the whole suite
+#   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
+#   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
+#   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py then
 #               bench/lifecycle.py (BENCH=lifecycle or BENCH=bench runs one)
 SHELL := /bin/bash
@@ -143,6 +145,17 @@ san-bins: deps layers
 test: all san-bins
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
+
+# Fault injection and load: their own targets, never part of `make test` (long; see README).
+#   make faults [COUNT=50]                  tests/fault/faults.py, COUNT runs per scenario
+#   make load [LOAD_ARGS="--sandboxes 5 --sessions 3 --duration 60"]   tests/load/load.py
+COUNT ?= 50
+LOAD_ARGS ?=
+faults: all san-bins
+	@/usr/bin/python3 tests/fault/faults.py --count $(COUNT) $(FAULT_ARGS)
+
+load: all
+	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
 BENCH ?= bench lifecycle
 bench: all bench-deps
