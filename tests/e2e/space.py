@@ -917,7 +917,7 @@ class Daemon:
         self.templates_dir = templates_dir
         self.extra_args = list(extra_args)
         accel = os.environ.get("SPACE_TEST_ACCEL")
-        if accel:
+        if accel and "--accel" not in self.extra_args:
             self.extra_args += ["--accel", accel]
         self.proc = None
         self.sandbox_ids = set()

@@ -72,7 +72,10 @@ def test_replay_keeps_stdout_stderr_interleaving(api, sb):
     s = api.create_session(sb["id"], ["sh", "-c", "for i in 1 2 3; do echo o$i; echo e$i >&2; done"])
     first = s.collect()
     again = s.collect(offset=0)
+    # Each stream on its own: how the two interleave is the agent's to choose (two pipes,
+    # read as they fill), so no order between them is assumed...
     assert bytes(first.stdout) == b"o1\no2\no3\n" and bytes(first.stderr) == b"e1\ne2\ne3\n"
+    # ...but once recorded, a replay gives the recorded order back.
     assert bytes(again.output) == bytes(first.output)
     assert bytes(again.stdout) == bytes(first.stdout) and bytes(again.stderr) == bytes(first.stderr)
 
