@@ -881,10 +881,12 @@ def check_binary(path):
 # What the sanitizer runtime is told. Reports go to files (log_path: <prefix>.<pid>) that
 # Daemon.cleanup reads, not to the daemon log. UBSan stops at the first report (the build
 # has -fno-sanitize-recover=undefined), ASan at the first error. LeakSanitizer runs at exit:
-# spaced frees what it allocated on the way out of a SIGTERM (main.c), so a leak on that path
-# (anything still unreachable) is reported and fails the test. The variables are inherited by QEMU, cp and space-memcvt;
-# none of them is built with a sanitizer (the ASan runtime is linked into spaced, not
-# preloaded), so to them they are inert.
+# on SIGTERM spaced frees its sandboxes and store and what it still holds is reachable, so a
+# leak report there is a real leak and fails the test. The variables are inherited by QEMU,
+# cp and space-memcvt: the runtime reaches spaced as a DT_NEEDED library of the sanitized
+# binary (gcc links libasan.so/libubsan.so), not through LD_PRELOAD, so QEMU and cp, built
+# without sanitizers, never load it and ignore the variables; space-memcvt is the sanitized
+# build beside spaced and reports into the same files.
 def sanitizer_env(prefix):
     common = f"log_path={prefix}:print_stacktrace=1:halt_on_error=1"
     return {
