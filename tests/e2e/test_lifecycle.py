@@ -280,13 +280,15 @@ def tmpfs_daemon():
         d.start()
         yield d
     finally:
-        d.cleanup()  # stops spaced, kills our QEMUs, empties the dirs (the mount point stays)
-        if mounted:
-            if subprocess.run(["umount", d.state_dir]).returncode != 0:
-                subprocess.run(["umount", "-l", d.state_dir])
-        if not os.environ.get("SPACE_TEST_KEEP"):
-            shutil.rmtree(d.root, ignore_errors=True)
-        shutil.rmtree(tdir, ignore_errors=True)
+        try:
+            d.cleanup()  # stops spaced, kills our QEMUs, empties the dirs; raises on a problem
+        finally:
+            if mounted:
+                if subprocess.run(["umount", d.state_dir]).returncode != 0:
+                    subprocess.run(["umount", "-l", d.state_dir])
+            if not os.environ.get("SPACE_TEST_KEEP"):
+                shutil.rmtree(d.root, ignore_errors=True)
+            shutil.rmtree(tdir, ignore_errors=True)
 
 
 class Counter:
