@@ -36,6 +36,7 @@ Exit status 0 when every run recovered and the daemon's final teardown was clean
 import argparse
 import os
 import random
+import re
 import signal
 import sqlite3
 import statistics
@@ -100,7 +101,8 @@ class Faults:
         self.fork_children = set()
         self.ops = set()      # operation ids the client was given
         self.witness = []     # (session, bytes of stdout, bytes of stderr)
-        self.results = []     # (scenario, op, recovered, seconds, problems)
+        self.results = []     # (scenario, op, recovered, seconds, problems, missed, answered)
+        self.lock_busy = 0    # restarts refused: the state dir still locked
 
     # -- processes of this daemon
     def daemon_qemus(self):
@@ -135,6 +137,9 @@ class Faults:
         """Does the scenario's kill; returns a line saying what it killed."""
         if scenario in ("daemon", "all"):
             pid = self.d.proc.pid
+            if scenario == "all":
+                # Stopped first, so it forks nothing between the listing and the kill.
+                os.kill(pid, signal.SIGSTOP)
             kids = self.children_of(pid) if scenario == "all" else []
             qemus = list(self.daemon_qemus()) if scenario == "all" else []
             os.kill(pid, signal.SIGKILL)
@@ -159,6 +164,23 @@ class Faults:
         except OSError:
             pass
         return f"QEMU {pid} of {qemus[pid]}"
+
+    def restart(self):
+        """Starts the daemon again. A child it forked just before the kill holds the state
+        dir's lock until that child execs or dies; the daemon then refuses to start, and a
+        supervisor would retry: so do we, counting it (and the orphan check will find the
+        QEMU such a child became)."""
+        for attempt in range(20):
+            try:
+                return self.d.start()
+            except AssertionError as e:
+                if "another spaced is using state directory" not in str(e):
+                    raise
+                self.lock_busy += 1
+                self.d.proc = None
+                log(f"restart {attempt + 1}: state dir still locked by a child of the killed daemon")
+                time.sleep(0.5)
+        raise AssertionError("state dir still locked after 10 s")
 
     # -- the store, read-only
     def store(self):
@@ -250,6 +272,7 @@ class Faults:
             for n in sorted(os.listdir(where)) if os.path.isdir(where) else []:
                 if n not in snaps:
                     problems.append(f"orphan snapshot dir {where}/{n}")
+        problems += self.orphan_cgroups_and_netns(sbs, live, qemus)
         reached = set()
         roots = [r["disk"] for r in sbs.values() if r["state"] != "deleted" and r["disk"]]
         for s in snaps.values():
@@ -278,6 +301,39 @@ class Faults:
             if bytes(r.stdout) != out or bytes(r.stderr) != err:
                 problems.append(f"witness {s.id} of {s.sandbox_id}: {len(r.stdout)}+{len(r.stderr)} bytes "
                                 f"read back, {len(out)}+{len(err)} written (or different bytes)")
+        return problems
+
+    def orphan_cgroups_and_netns(self, sbs, live, qemus):
+        """Today QEMU runs in an anonymous network namespace (gone with the process) and in
+        no cgroup of ours; should the daemon name either after its tag or a sandbox, what it
+        names must be live. A cgroup dir under /sys/fs/cgroup naming our tag may hold only
+        sandbox dirs of live sandboxes, whose processes are their QEMUs; /run/netns entries
+        naming our tag or one of our sandboxes must be live ones."""
+        problems = []
+        tag = self.d.state_tag()
+        top = "/sys/fs/cgroup"
+        for dirpath, dirs, _ in os.walk(top):
+            if dirpath.count("/") - top.count("/") >= 3:
+                dirs[:] = []
+            if tag not in os.path.basename(dirpath):
+                continue
+            for n in dirs:
+                if n.startswith("sb-") and n not in live:
+                    problems.append(f"orphan cgroup {dirpath}/{n}")
+                try:
+                    with open(os.path.join(dirpath, n, "cgroup.procs")) as f:
+                        pids = [int(x) for x in f.read().split()]
+                except OSError:
+                    pids = []
+                for pid in pids:
+                    if pid not in qemus:
+                        problems.append(f"cgroup {dirpath}/{n} holds pid {pid}, not a QEMU of a live sandbox")
+            dirs[:] = []
+        if os.path.isdir("/run/netns"):
+            for n in os.listdir("/run/netns"):
+                ids = [i for i in sbs if i in n]
+                if (tag in n or ids) and not any(i in live for i in ids):
+                    problems.append(f"orphan network namespace /run/netns/{n}")
         return problems
 
     # -- one run
@@ -368,10 +424,10 @@ class Faults:
         th.join(90)
         answered = "answer" in box and box["answer"] <= t_kill
         if self.d.proc is None:
-            self.d.start()
+            self.restart()
         deadline = t_kill + self.args.recover_timeout
         problems = ["not checked"]
-        first = None  # what recovery waited on (the first check that did not hold)
+        waited = {}  # what recovery waited on: each kind of problem -> last seen (s after kill)
         while time.monotonic() < deadline:
             try:
                 problems = self.check()
@@ -379,8 +435,12 @@ class Faults:
                 problems = [f"check raised {e!r}"]
             if not problems:
                 break
-            first = first or problems[0]
+            for pr in problems:
+                kind = re.sub(r"\b(sb|op|ss|sn|dk)-[0-9a-f]{16}\b", r"\1-*", pr)
+                kind = re.sub(r"/tmp/space-e2e-[^/]+/|\d+", "", kind)[:80]
+                waited[kind] = time.monotonic() - t_kill
             time.sleep(0.5)
+        first = "; ".join(f"{k} until {t:.1f}s" for k, t in sorted(waited.items(), key=lambda kv: kv[1]))
         ttr = time.monotonic() - t_kill
         ok = not problems
         if ok:
@@ -416,7 +476,7 @@ class Faults:
                         log(f"{scenario} {op} #{i + 1}: ERROR {e!r}\n{traceback.format_exc()}")
                         if self.d.proc is None or self.d.proc.poll() is not None:
                             self.d.proc = None
-                            self.d.start()
+                            self.restart()
                         try:
                             self.teardown_run()
                         except Exception as e2:  # noqa: BLE001
@@ -434,7 +494,7 @@ class Faults:
     def summary(self, failed):
         print("\n==== faults summary")
         print(f"runs: {len(self.results)}, recovered: {sum(1 for r in self.results if r[2])}, "
-              f"failed: {failed}")
+              f"failed: {failed}; restarts refused for a state dir still locked: {self.lock_busy}")
         for scenario in self.args.scenarios:
             rs = [r for r in self.results if r[0] == scenario]
             if not rs:
