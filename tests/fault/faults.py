@@ -23,6 +23,8 @@ kill, is the figure) or --recover-timeout passes (a failure, with what still did
   - no orphan file: <state>/sandboxes/*, /run/space/<tag>/*, <state>/snapshots/*,
     /dev/shm/space-<tag>/snapshots/* name live sandboxes / stored snapshots; every layer in
     <state>/disks is reached from a live sandbox's or a snapshot's backing chain
+  - no orphan cgroup or named network namespace naming our tag or our sandboxes (today the
+    daemon makes neither: QEMU gets an anonymous netns that dies with it)
   - the witness's output, written before the kill, reads back byte for byte
 Then the run's sandboxes are deleted (those deletes must succeed).
 
