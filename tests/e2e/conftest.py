@@ -75,6 +75,19 @@ def base_sb(api):
     remove_unless_deleted(api, rec["id"])
 
 
+@pytest.fixture(autouse=True)
+def no_sanitizer_report():
+    """After each test: a sanitizer report from any running daemon fails this test (at its
+    teardown), with the report; the daemon's own teardown catches those written at exit."""
+    yield
+    reports = {}
+    for d in list(space.Daemon.running):
+        reports.update(d.new_sanitizer_reports())
+    if reports:
+        pytest.fail("sanitizer report(s) during this test:\n" + "\n".join(
+            f"---- {path}\n{text[:20000]}" for path, text in reports.items()), pytrace=False)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """On a failure, attach the tail of every running daemon's log to the report."""

@@ -1036,6 +1036,14 @@ class Daemon:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def new_sanitizer_reports(self):
+        """The reports not seen by an earlier call (conftest checks after every test, so a
+        report is blamed on the test during which it appeared)."""
+        seen = getattr(self, "_seen_reports", set())
+        out = {p: t for p, t in self.sanitizer_reports().items() if p not in seen}
+        self._seen_reports = seen | set(out)
+        return out
+
     def sanitizer_reports(self):
         """{path: text} of every report the sanitizer runtime wrote (one file per pid)."""
         out = {}
@@ -1109,7 +1117,7 @@ class Daemon:
         shutil.rmtree(f"/run/space/{self.state_tag()}", ignore_errors=True)
         if self in Daemon.running:
             Daemon.running.remove(self)
-        for path, text in self.sanitizer_reports().items():
+        for path, text in self.new_sanitizer_reports().items():
             problems.append(f"sanitizer report {path}:\n{text[:20000]}")
         if problems:
             raise AssertionError(f"{self.name} teardown ({self.root} kept):\n" +
