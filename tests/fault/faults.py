@@ -407,6 +407,18 @@ class Faults:
             if got["state"] != "succeeded":
                 problems.append(f"teardown: delete {sb_id} {got['state']}: {got['error']}")
             self.expect[sb_id] = "deleted"
+        # What is settled stays settled: checked here once more, then no longer polled (the
+        # checks would otherwise grow with every run).
+        for sb_id, want in list(self.expect.items()):
+            if want in ("deleted", "any"):
+                state = self.api.sandbox(sb_id)["state"]
+                if want == "deleted" and state != "deleted":
+                    problems.append(f"teardown: {sb_id} is {state} after its delete succeeded")
+                if state == "deleted":
+                    del self.expect[sb_id]
+        for op_id in list(self.ops):
+            if self.api.operation(op_id)["state"] in ("succeeded", "failed"):
+                self.ops.discard(op_id)
         self.witness = []
         return problems
 
