@@ -212,7 +212,7 @@ class Load:
         if rt:
             label, worst = stats.tail(rt)
             print(f"session round-trip after warm-up (n={len(rt)}): median {stats.median(rt) * 1000:.0f} ms, "
-                  f"{label} {worst * 1000:.0f} ms")
+                  f"{label} {worst * 1000:.0f} ms" + (f", max {max(rt) * 1000:.0f} ms" if label != "max" else ""))
         for name, idx, scale, unit in (("VmRSS", 1, 1 / 1024, "MiB"), ("fds", 2, 1, "")):
             xs = [s[idx] * scale for s in self.samples]
             after = [s[idx] * scale for s in self.samples if s[0] >= a.warmup]
