@@ -1,6 +1,8 @@
 """The spec in docs/api/openapi.yaml and the shapes this framework checks answers against
-(space.SHAPES, written from reference.md) must agree: same required keys, same enums.
-Needs no daemon; skipped where PyYAML (python3-yaml) is not installed."""
+(space.SHAPES, written from reference.md) must agree: same required keys, same enums. And the
+spec's paths and methods are exactly the daemon's routes: read from its route tables in the
+sources (per plane), and asked of the running daemon (every documented route reaches a
+handler). Skipped where PyYAML (python3-yaml) is not installed."""
 
 import os
 
