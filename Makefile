@@ -1,7 +1,9 @@
 # SPACE -- one build for binaries, guest kernel and templates.
 #   make        build everything `make run` needs (binaries, kernel, templates)
 #   make run    ... then start spaced on loopback in the foreground
-#   make test   build what the tests need and run the whole suite
+#   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
+#   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
+#   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py then
 #               bench/lifecycle.py (BENCH=lifecycle or BENCH=bench runs one)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
@@ -49,10 +51,15 @@ UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
+# The daemon the end-to-end tests run: ASan+UBSan, so a memory error or undefined
+# behaviour on any request path fails the test that caused it (tests/e2e/space.py).
+# spaced runs space-memcvt from beside itself, so the converter it runs is sanitized too.
+SAN_SPACED := $(BUILD)/san/bin/spaced
+SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt
 
 
 .PHONY: fuzz fuzz-deps fuzz-build
-.PHONY: all deps bench-deps layers bins kernel templates template-minimal template-base run test unit e2e bench clean
+.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
 all: bins kernel templates
 
 deps:
@@ -90,6 +97,12 @@ $(BUILD)/obj/san/memcvt/%.o: src/memcvt/%.c
 $(BUILD)/bin/spaced: $(DAEMON_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(DAEMON_LIBS)
+$(SAN_SPACED): $(call obj,$(DAEMON_SRC) $(COMMON_SRC),san)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^ $(DAEMON_LIBS)
+$(BUILD)/san/bin/space-memcvt: $(call obj,$(MEMCVT_SRC),san) $(BUILD)/obj/san/common/err.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^
 $(BUILD)/bin/spacectl: $(CLI_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
@@ -150,9 +163,23 @@ unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/unit/run.sh $(UNIT_BIN)
 
-test: all
+san-bins: deps layers
+	@$(MAKE) --no-print-directory $(SAN_BINS)
+
+test: all san-bins
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
+
+# Fault injection and load: their own targets, never part of `make test` (long; see README).
+#   make faults [COUNT=50]                  tests/fault/faults.py, COUNT runs per scenario
+#   make load [LOAD_ARGS="--sandboxes 5 --sessions 3 --duration 60"]   tests/load/load.py
+COUNT ?= 50
+LOAD_ARGS ?=
+faults: all san-bins
+	@/usr/bin/python3 tests/fault/faults.py --count $(COUNT) $(FAULT_ARGS)
+
+load: all
+	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
 BENCH ?= bench lifecycle
 bench: all bench-deps

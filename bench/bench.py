@@ -138,14 +138,21 @@ def main():
     ap.add_argument("--stream-mb", type=int, default=200, help="MiB per streaming run")
     ap.add_argument("--stream-n", type=int, default=3, help="streaming runs")
     ap.add_argument("--idle", type=int, default=3, help="idle sandboxes for RSS")
+    ap.add_argument("--accel", default="tcg", choices=("tcg", "kvm", "auto"),
+                    help="the daemon's accelerator, passed explicitly so runs on different hosts "
+                         "compare like with like (default tcg: what these hosts can run)")
     args = ap.parse_args()
 
-    d = space.Daemon("spaced-bench", extra_args=["--no-ready-snapshots"])
+    d = space.Daemon("spaced-bench", extra_args=["--no-ready-snapshots", "--accel", args.accel])
+    # Benchmarks time the daemon as shipped, never the sanitizer build the tests run.
+    d.binary = space.PLAIN_SPACED
     rows = []
     try:
         d.start()
         api = d.api
         info = api.info()
+        print(f"accelerator: {info['accelerator']} (asked: --accel {args.accel})", flush=True)
+        assert args.accel == "auto" or info["accelerator"] == args.accel, info
         print(f"spaced {info['version']}, accelerator {info['accelerator']} "
               f"({info['accelerator_reason']}), host {info['capacity']['host_vcpus']} vCPUs",
               flush=True)

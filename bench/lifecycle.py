@@ -345,16 +345,23 @@ def main():
     ap.add_argument("--density-boot", type=int, default=5, help="idle cold boots (0: skip)")
     ap.add_argument("--settle", type=float, default=5.0, help="seconds idle before measuring")
     ap.add_argument("--warmup", type=int, default=stats.WARMUP, help="warm-up samples dropped")
+    ap.add_argument("--accel", default="tcg", choices=("tcg", "kvm", "auto"),
+                    help="the daemon's accelerator, passed explicitly so runs on different hosts "
+                         "compare like with like (default tcg: what these hosts can run)")
     args = ap.parse_args()
     w = args.warmup
     started = time.monotonic()
 
-    d = space.Daemon("spaced-bench-lifecycle")
+    d = space.Daemon("spaced-bench-lifecycle", extra_args=["--accel", args.accel])
+    # Benchmarks time the daemon as shipped, never the sanitizer build the tests run.
+    d.binary = space.PLAIN_SPACED
     rows, lines = [], []
     try:
         d.start()
         api = d.api
         info = api.info()
+        print(f"accelerator: {info['accelerator']} (asked: --accel {args.accel})", flush=True)
+        assert args.accel == "auto" or info["accelerator"] == args.accel, info
         # Every template's ready snapshot first: a builder booting meanwhile would be noise.
         for t in api.templates():
             api.wait_ready_snapshot(t["name"])

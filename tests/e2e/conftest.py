@@ -10,6 +10,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import space  # noqa: E402
 
 
+def remove_unless_deleted(api, sb_id):
+    """Teardown of a shared sandbox: it must delete cleanly (an error fails the test that
+    owns the fixture), unless a test already deleted it."""
+    if api.sandbox(sb_id)["state"] != "deleted":
+        api.remove_sandbox(sb_id)
+
+
 @pytest.fixture(scope="session")
 def daemon():
     """One daemon for every test that does not need its own (restarts, QEMU kills)."""
@@ -57,10 +64,7 @@ def sb(api):
     rec = api.new_sandbox("minimal", env={"SB_LEVEL": "from-sandbox"},
                           metadata={"fixture": "minimal"}, timeout_s=3600)
     yield rec
-    try:
-        api.delete_sandbox(rec["id"])
-    except AssertionError:
-        pass
+    remove_unless_deleted(api, rec["id"])
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +72,20 @@ def base_sb(api):
     """A running `base` sandbox (Debian userland, default user `user`)."""
     rec = api.new_sandbox("base", metadata={"fixture": "base"}, timeout_s=3600)
     yield rec
-    try:
-        api.delete_sandbox(rec["id"])
-    except AssertionError:
-        pass
+    remove_unless_deleted(api, rec["id"])
+
+
+@pytest.fixture(autouse=True)
+def no_sanitizer_report():
+    """After each test: a sanitizer report from any running daemon fails this test (at its
+    teardown), with the report; the daemon's own teardown catches those written at exit."""
+    yield
+    reports = {}
+    for d in list(space.Daemon.running):
+        reports.update(d.new_sanitizer_reports())
+    if reports:
+        pytest.fail("sanitizer report(s) during this test:\n" + "\n".join(
+            f"---- {path}\n{text[:20000]}" for path, text in reports.items()), pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,9 +1,12 @@
 """space.py -- test framework: run the real spaced, wrap each API resource, check every answer.
 
 Stdlib only. The pieces:
-  Daemon   starts build/bin/spaced on free loopback ports with a temp state dir and a random
-           API key, waits for /v1/info, restarts it on the same state dir, stops it, and
-           cleans up the QEMU processes of every sandbox it saw.
+  Daemon   starts spaced (the sanitizer build, build/san/bin/spaced) on free loopback ports
+           with a temp state dir and a random API key, waits for /v1/info, restarts it on the
+           same state dir, stops it, and cleans up the QEMU processes of every sandbox it saw.
+           Its cleanup raises (so the fixture's teardown fails the test) on a failed delete,
+           a daemon that crashed or did not exit 0 on SIGTERM, a QEMU left behind by a
+           deleted sandbox, or any sanitizer report.
   Api      the control plane: one method per resource; every JSON answer is checked against
            the shapes of docs/api/reference.md (SHAPES below), every error against the
            error envelope and the status -> code table.
@@ -28,7 +31,13 @@ import time
 import urllib.parse
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SPACED = os.path.join(REPO, "build", "bin", "spaced")
+PLAIN_SPACED = os.path.join(REPO, "build", "bin", "spaced")
+# The tests run the ASan+UBSan build of the daemon (`make san-bins`; `make test` builds it),
+# so that a memory error or undefined behaviour on any path a test drives fails that test.
+# SPACE_TEST_SANITIZE=0 runs build/bin/spaced instead (e.g. to compare timings).
+SAN_SPACED = os.path.join(REPO, "build", "san", "bin", "spaced")
+SANITIZE = os.environ.get("SPACE_TEST_SANITIZE", "1") != "0"
+SPACED = SAN_SPACED if SANITIZE else PLAIN_SPACED
 SPACECTL = os.path.join(REPO, "build", "bin", "spacectl")
 TEMPLATES_DIR = os.path.join(REPO, "build", "templates")
 
@@ -858,6 +867,51 @@ def free_ports(n):
 # The daemon
 
 
+def _newest_source_mtime(tops):
+    newest = 0.0
+    for top in tops:
+        for dirpath, _, files in os.walk(os.path.join(REPO, top)):
+            for f in files:
+                if f.endswith((".c", ".h")):
+                    newest = max(newest, os.stat(os.path.join(dirpath, f)).st_mtime)
+    return newest
+
+
+def check_binary(path):
+    """The daemon binary must exist and be newer than every daemon source file: a stale
+    build would test yesterday's code."""
+    target = "san-bins" if path == SAN_SPACED else "bins"
+    # spaced runs the space-memcvt beside it (vm_argv.c).
+    for p, tops in ((path, ("src/daemon", "src/common")),
+                    (os.path.join(os.path.dirname(path), "space-memcvt"), ("src/memcvt", "src/common"))):
+        assert os.access(p, os.X_OK), f"{p} is not built (run make {target})"
+        assert os.stat(p).st_mtime >= _newest_source_mtime(tops), \
+            f"{p} is older than the daemon's sources (run make {target})"
+
+
+# What the sanitizer runtime is told. Reports go to files (log_path: <prefix>.<pid>) that
+# Daemon.cleanup reads, not to the daemon log. UBSan stops at the first report (the build
+# has -fno-sanitize-recover=undefined), ASan at the first error. LeakSanitizer runs at exit:
+# on SIGTERM spaced frees its sandboxes and store and what it still holds is reachable, so a
+# leak report there is a real leak and fails the test. The variables are inherited by QEMU,
+# cp and space-memcvt: the runtime reaches spaced as a DT_NEEDED library of the sanitized
+# binary (gcc links libasan.so/libubsan.so), not through LD_PRELOAD, so QEMU and cp, built
+# without sanitizers, never load it and ignore the variables; space-memcvt is the sanitized
+# build beside spaced and reports into the same files.
+def sanitizer_env(prefix):
+    common = f"log_path={prefix}:print_stacktrace=1:halt_on_error=1"
+    return {
+        "ASAN_OPTIONS": f"{common}:detect_leaks=1:abort_on_error=0:strict_string_checks=1"
+                        ":detect_stack_use_after_return=1:check_initialization_order=1",
+        "UBSAN_OPTIONS": common,
+        "LSAN_OPTIONS": f"log_path={prefix}:print_suppressions=0",
+    } if not os.environ.get("SPACE_TEST_ASAN_EXTRA") else {
+        "ASAN_OPTIONS": f"{common}:detect_leaks=1:{os.environ['SPACE_TEST_ASAN_EXTRA']}",
+        "UBSAN_OPTIONS": common,
+        "LSAN_OPTIONS": f"log_path={prefix}:print_suppressions=0",
+    }
+
+
 class Daemon:
     """One spaced on loopback. Every instance alive is in Daemon.running (for log dumps)."""
 
@@ -876,27 +930,34 @@ class Daemon:
         self.templates_dir = templates_dir
         self.extra_args = list(extra_args)
         accel = os.environ.get("SPACE_TEST_ACCEL")
-        if accel:
+        if accel and "--accel" not in self.extra_args:
             self.extra_args += ["--accel", accel]
         self.proc = None
         self.sandbox_ids = set()
         self.api = Api(self.url, self.api_key, self)
+        self.binary = SPACED
+        self.san_prefix = os.path.join(self.root, "sanitizer")
+        # Exit statuses of stops a test did not ask for (cleanup reports them).
+        self.unexpected_exits = []
 
     def argv(self):
-        return [SPACED, "--listen", f"127.0.0.1:{self.port}",
+        return [self.binary, "--listen", f"127.0.0.1:{self.port}",
                 "--data-listen", f"127.0.0.1:{self.data_port}",
                 "--state-dir", self.state_dir, "--api-key", self.api_key,
                 "--templates-dir", self.templates_dir] + self.extra_args
 
     def start(self, timeout=START_TIMEOUT):
-        assert os.access(SPACED, os.X_OK), f"{SPACED} is not built (run make)"
+        check_binary(self.binary)
         assert os.path.isdir(self.templates_dir), f"{self.templates_dir} missing (run make)"
+        env = dict(os.environ)
+        if self.binary == SAN_SPACED:
+            env.update(sanitizer_env(self.san_prefix))
         with open(self.log_path, "ab") as log:
             shown = " ".join(self.argv()).replace(self.api_key, "<api key>")
             log.write(f"---- test framework: start {shown}\n".encode())
             log.flush()
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, cwd=self.root)
+                                         stderr=subprocess.STDOUT, cwd=self.root, env=env)
         if self not in Daemon.running:
             Daemon.running.append(self)
         deadline = time.monotonic() + timeout
@@ -915,22 +976,38 @@ class Daemon:
                 f"spaced not answering after {timeout}s:\n{self.log_tail()}"
             time.sleep(0.1)
 
-    def stop(self, sig=_signal.SIGTERM, timeout=20):
+    def stop(self, sig=_signal.SIGTERM, timeout=60):
         """Signals the daemon (only it: QEMUs must outlive it) and reaps it. Returns its
-        exit status; SIGKILL after `timeout` if a SIGTERM was not enough."""
+        exit status; SIGKILL after `timeout` if a SIGTERM was not enough. A daemon found dead
+        before the signal, or one that does not exit 0 on SIGTERM, is recorded and fails
+        cleanup(). (A test that kills the daemon on purpose uses kill().)"""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
+        if self.proc.poll() is not None:
+            self.unexpected_exits.append(f"spaced (pid {self.proc.pid}) had exited with "
+                                         f"{self.proc.returncode} before it was stopped")
+        else:
             self.proc.send_signal(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                self.proc = None
                 raise AssertionError(f"spaced ignored signal {sig} for {timeout}s")
+            if sig in (_signal.SIGTERM, _signal.SIGINT) and self.proc.returncode != 0:
+                self.unexpected_exits.append(f"spaced (pid {self.proc.pid}) exited with "
+                                             f"{self.proc.returncode} on signal {sig}, not 0")
         rc = self.proc.returncode
         self.proc = None
         return rc
+
+    def kill(self):
+        """SIGKILL, on purpose (a crash the test simulates), and reap."""
+        assert self.proc is not None and self.proc.poll() is None, "spaced is not running"
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
 
     def restart(self, sig=_signal.SIGTERM, timeout=START_TIMEOUT):
         """Stops with `sig` and starts again on the same state dir, ports and key."""
@@ -970,37 +1047,76 @@ class Daemon:
         with open(self.log_path, "rb") as f:
             return f.read().decode(errors="replace")
 
+    def new_sanitizer_reports(self):
+        """The reports not seen by an earlier call (conftest checks after every test, so a
+        report is blamed on the test during which it appeared)."""
+        seen = getattr(self, "_seen_reports", set())
+        out = {p: t for p, t in self.sanitizer_reports().items() if p not in seen}
+        self._seen_reports = seen | set(out)
+        return out
+
+    def sanitizer_reports(self):
+        """{path: text} of every report the sanitizer runtime wrote (one file per pid)."""
+        out = {}
+        d, base = os.path.split(self.san_prefix)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            return out
+        for n in names:
+            if n.startswith(base + "."):
+                with open(os.path.join(d, n), "rb") as f:
+                    text = f.read().decode(errors="replace")
+                if text.strip():
+                    out[os.path.join(d, n)] = text
+        return out
+
     def cleanup(self):
         """Deletes what is left, stops the daemon, kills stray QEMUs of our sandboxes, removes
-        the temp dir (kept if SPACE_TEST_KEEP is set)."""
-        try:
-            if self.proc is not None and self.proc.poll() is None:
-                ops = []
+        the temp dir (kept if SPACE_TEST_KEEP is set, or when something was wrong).
+        Everything is cleaned first; then, if anything went wrong on the way (a delete that
+        did not succeed, a daemon that had crashed or did not exit 0, a QEMU that outlived its
+        deleted sandbox, a sanitizer report), it raises AssertionError naming all of it."""
+        problems = list(self.unexpected_exits)
+        deleted = set()
+        if self.proc is not None and self.proc.poll() is None:
+            ops = {}
+            try:
                 for sb in self.api.sandboxes():
                     self.sandbox_ids.add(sb["id"])
-                    if sb["state"] not in ("deleting", "deleted"):
-                        try:
-                            ops.append(self.api.delete_sandbox(sb["id"])[1]["id"])
-                        except AssertionError:
-                            pass
-                for op in ops:
+                    if sb["state"] in ("deleting", "deleted"):
+                        continue
                     try:
-                        self.api.wait_op(op, timeout=30)
-                    except AssertionError:
-                        pass
-        except Exception:
-            pass
+                        ops[sb["id"]] = self.api.delete_sandbox(sb["id"])[1]["id"]
+                    except AssertionError as e:
+                        problems.append(f"delete {sb['id']} (state {sb['state']}): {e}")
+                for sb_id, op in ops.items():
+                    try:
+                        got = self.api.wait_op(op, timeout=60)
+                        if got["state"] != "succeeded":
+                            problems.append(f"delete {sb_id} ended {got['state']}: {got['error']}")
+                        else:
+                            deleted.add(sb_id)
+                    except AssertionError as e:
+                        problems.append(f"delete {sb_id}: {e}")
+            except (AssertionError, OSError, http.client.HTTPException) as e:
+                problems.append(f"listing sandboxes at teardown: {e!r}")
+        seen = len(self.unexpected_exits)
         try:
             self.stop()
-        except AssertionError:
-            pass
+        except AssertionError as e:
+            problems.append(str(e))
+        problems += self.unexpected_exits[seen:]
         for sb_id in self.sandbox_ids:
             for pid in qemu_pids(sb_id):
+                if sb_id in deleted:
+                    problems.append(f"QEMU pid {pid} of deleted sandbox {sb_id} still running")
                 try:
                     os.kill(pid, _signal.SIGKILL)
                 except OSError:
                     pass
-        # The daemon's VMs that no client saw (warm pools, ready-snapshot builders).
+        # The daemon's VMs that no client saw (warm pools, ready-snapshot builders): they
+        # outlive the daemon by design (adopted at the next start), so they are not a leak.
         for pid in self.own_qemu_pids():
             try:
                 os.kill(pid, _signal.SIGKILL)
@@ -1012,6 +1128,11 @@ class Daemon:
         shutil.rmtree(f"/run/space/{self.state_tag()}", ignore_errors=True)
         if self in Daemon.running:
             Daemon.running.remove(self)
+        for path, text in self.new_sanitizer_reports().items():
+            problems.append(f"sanitizer report {path}:\n{text[:20000]}")
+        if problems:
+            raise AssertionError(f"{self.name} teardown ({self.root} kept):\n" +
+                                 "\n".join(problems) + f"\n---- log tail:\n{self.log_tail(40)}")
         if not os.environ.get("SPACE_TEST_KEEP"):
             shutil.rmtree(self.root, ignore_errors=True)
 

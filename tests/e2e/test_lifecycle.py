@@ -135,9 +135,8 @@ def test_daemon_killed_while_booting_readopts_the_creating_sandbox(own_daemon):
     while not space.qemu_pids(sb["id"]):
         assert time.monotonic() - t_kill < 5, "no QEMU 5 s after the create"
         time.sleep(0.005)
-    own_daemon.proc.kill()
+    own_daemon.kill()
     kill_delay = time.monotonic() - t_kill
-    own_daemon.stop()  # reaps it
     assert kill_delay < 0.5, f"SIGKILL came {kill_delay * 1000:.0f} ms after the 202"
     assert op["state"] in ("pending", "running"), op
     # The kill came before the guest agent answered: the daemon never saw the sandbox run.
@@ -165,8 +164,7 @@ def test_daemon_killed_while_a_clone_starts_still_creates_it(own_daemon):
     api = own_daemon.api
     api.wait_ready_snapshot("minimal")
     sb, op = api.create_sandbox("minimal", metadata={"t": "clone-restart"})
-    own_daemon.proc.kill()
-    own_daemon.stop()
+    own_daemon.kill()
     own_daemon.start()
     done = api.wait_op(op["id"], timeout=60)
     assert done["state"] == "succeeded", f"create after the restart: {done}"
@@ -187,8 +185,7 @@ def test_a_create_whose_vm_is_gone_after_a_restart_is_carried_out(own_daemon):
     while not space.qemu_pids(sb["id"]):
         assert time.monotonic() - t0 < 5, "no QEMU 5 s after the create"
         time.sleep(0.005)
-    own_daemon.proc.kill()
-    own_daemon.stop()
+    own_daemon.kill()
     for pid in space.qemu_pids(sb["id"]):
         os.kill(pid, signal.SIGKILL)
     wait_no_qemu(sb["id"])
@@ -208,8 +205,7 @@ def test_qemu_whose_pid_was_never_recorded_is_found_by_id(own_daemon):
     api = own_daemon.api
     sb = api.new_sandbox("minimal", timeout_s=120)
     pid = space.qemu_pid(sb["id"])
-    own_daemon.proc.kill()
-    own_daemon.stop()
+    own_daemon.kill()
     db = sqlite3.connect(os.path.join(own_daemon.state_dir, "space.db"))
     with db:
         n = db.execute("UPDATE sandboxes SET pid = 0, pid_start = 0 WHERE id = ?", (sb["id"],)).rowcount
@@ -287,13 +283,15 @@ def tmpfs_daemon(request):
         d.start()
         yield d
     finally:
-        d.cleanup()  # stops spaced, kills our QEMUs, empties the dirs (the mount point stays)
-        if mounted:
-            if subprocess.run(["umount", d.state_dir]).returncode != 0:
-                subprocess.run(["umount", "-l", d.state_dir])
-        if not os.environ.get("SPACE_TEST_KEEP"):
-            shutil.rmtree(d.root, ignore_errors=True)
-        shutil.rmtree(tdir, ignore_errors=True)
+        try:
+            d.cleanup()  # stops spaced, kills our QEMUs, empties the dirs; raises on a problem
+        finally:
+            if mounted:
+                if subprocess.run(["umount", d.state_dir]).returncode != 0:
+                    subprocess.run(["umount", "-l", d.state_dir])
+            if not os.environ.get("SPACE_TEST_KEEP"):
+                shutil.rmtree(d.root, ignore_errors=True)
+            shutil.rmtree(tdir, ignore_errors=True)
 
 
 class Counter:

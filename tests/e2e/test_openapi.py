@@ -1,6 +1,8 @@
 """The spec in docs/api/openapi.yaml and the shapes this framework checks answers against
-(space.SHAPES, written from reference.md) must agree: same required keys, same enums.
-Needs no daemon; skipped where PyYAML (python3-yaml) is not installed."""
+(space.SHAPES, written from reference.md) must agree: same required keys, same enums. And the
+spec's paths and methods are exactly the daemon's routes: read from its route tables in the
+sources (per plane), and asked of the running daemon (every documented route reaches a
+handler). Skipped where PyYAML (python3-yaml) is not installed."""
 
 import os
 
@@ -56,3 +58,90 @@ def test_every_route_of_the_reference_is_in_the_spec(spec):
         found = [p for p in spec["paths"] if re.sub(r"\{[^}]+\}", "{}", p) == norm]
         assert found, f"{path} missing from openapi.yaml"
         assert method in spec["paths"][found[0]], f"{method.upper()} {path} missing"
+
+
+# ---- the spec against the daemon's own route tables
+# Every `static const struct http_route NAME[] = { ... };` in the daemon's sources, with the
+# plane its folder serves; and every `.routes = NAME` an http_plane uses must be one of them,
+# so a route table written some other way fails here instead of being skipped.
+DAEMON_SRC = os.path.join(space.REPO, "src", "daemon")
+PLANE_OF_FOLDER = {"api": "control", "dataplane": "data"}
+METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+
+
+def _norm(path):
+    import re
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def daemon_routes():
+    """{(plane, METHOD, normalized path)} from the sources."""
+    import re
+    tables, used, routes = set(), set(), set()
+    for dirpath, _, files in os.walk(DAEMON_SRC):
+        for name in files:
+            if not name.endswith(".c"):
+                continue
+            with open(os.path.join(dirpath, name)) as f:
+                text = f.read()
+            used.update(m.group(1) for m in re.finditer(r"\.routes\s*=\s*(\w+)", text))
+            for m in re.finditer(r"struct\s+http_route\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\n\};", text, re.S):
+                folder = os.path.relpath(dirpath, DAEMON_SRC).split(os.sep)[0]
+                assert folder in PLANE_OF_FOLDER, f"route table {m.group(1)} in {dirpath}: which plane?"
+                tables.add(m.group(1))
+                body = m.group(2)
+                entries = re.findall(r"\{\s*EVHTTP_REQ_(\w+)\s*,\s*\"([^\"]+)\"\s*,\s*\w+\s*\}", body)
+                # Every brace-entry of the table parsed: none written in a shape we skip.
+                lines = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith(("/*", "*", "//"))]
+                assert len(entries) == len(lines), f"{m.group(1)}: unparsed entries in\n{body}"
+                for method, path in entries:
+                    routes.add((PLANE_OF_FOLDER[folder], method, _norm(path)))
+    assert used and used <= tables, f"planes use route tables {used - tables} this test cannot read"
+    return routes
+
+
+def spec_routes(spec):
+    """{(plane, METHOD, normalized path)} from openapi.yaml: a path with its own `servers`
+    naming the data plane is served there, every other on the control plane."""
+    out = set()
+    for path, item in spec["paths"].items():
+        servers = item.get("servers") or []
+        plane = "data" if any("data plane" in (s.get("description") or "") for s in servers) else "control"
+        for key in item:
+            if key.upper() in METHODS:
+                out.add((plane, key.upper(), _norm(path)))
+    return out
+
+
+def test_spec_lists_exactly_the_routes_the_daemon_serves(spec):
+    served, documented = daemon_routes(), spec_routes(spec)
+    assert len(served) >= 30, served
+    missing = sorted(served - documented)
+    unserved = sorted(documented - served)
+    assert not missing, f"served but not in openapi.yaml: {missing}"
+    assert not unserved, f"in openapi.yaml but not served: {unserved}"
+
+
+def test_every_spec_route_reaches_a_handler_of_the_running_daemon(spec, daemon):
+    """The same question asked of the binary: each documented (method, path), with made-up
+    ids and a body that does not parse, must reach a handler (any answer but the router's
+    own 404 `no such route` or 405), on the plane the spec puts it."""
+    problems = []
+    for plane, method, path in sorted(spec_routes(spec)):
+        url = daemon.url if plane == "control" else daemon.data_url
+        concrete = path.replace("{}", "nonexistent0")
+        headers = space.bearer(daemon.api_key if plane == "control" else "0" * 64)
+        body = b"{" if method in ("POST", "PUT", "PATCH") else None
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        r = space.http_request(url, method, concrete, body, headers)
+        msg = ""
+        if r.status in (404, 405):
+            msg = space.check_error(r, f"{method} {concrete}")["message"]
+        if r.status == 405 or msg.startswith("no such route"):
+            problems.append(f"{plane} {method} {path}: {r.status} {msg}")
+    assert not problems, problems
+    # And the control plane does not answer a data-plane path, nor the reverse.
+    r = space.http_request(daemon.url, "POST", "/v1/sessions/nonexistent0/attach", None,
+                           space.bearer(daemon.api_key))
+    assert r.status == 404 and space.check_error(r)["message"].startswith("no such route"), r

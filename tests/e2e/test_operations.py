@@ -108,7 +108,8 @@ def test_suspend_releases_the_vm_and_restore_brings_everything_back(api, box, da
     assert host_and_guest_clock(api, sb) < 1.0
     s.new_token()
     rest = s.collect(offset=first.last_id, timeout=60)
-    assert bytes(first.output + rest.output) == b"".join(b"line%d\n" % i for i in range(1, 21))
+    assert bytes(first.stdout + rest.stdout) == b"".join(b"line%d\n" % i for i in range(1, 21))
+    assert not first.stderr and not rest.stderr, (first, rest)
     assert rest.exit_code == 5, rest
 
 

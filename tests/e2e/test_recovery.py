@@ -5,12 +5,11 @@ These tests use their own daemon (own_daemon) so that restarts do not disturb th
 
 import os
 import signal
+import time
 
 import pytest
 
 import space
-
-COUNT = ["sh", "-c", "for i in 1 2 3 4 5; do echo $i; sleep 1; done"]
 
 
 def exec_works(api, sb_id):
@@ -26,18 +25,40 @@ def kill_qemu_and_expect_failed(api, sb_id, timeout=10):
     return rec
 
 
+# Every ~100 ms: its pid, a counter and the guest's uptime, until /tmp/stop-ticker appears.
+TICKER = ["sh", "-c", "i=0; while [ ! -e /tmp/stop-ticker ] && [ $i -lt 3000 ]; do "
+          "read up _ < /proc/uptime; echo \"$$ $i $up\"; i=$((i+1)); sleep 0.1; done"]
+DOWN_S = 3.0  # how long the daemon stays down: a command that stalled would show a gap this long
+
+
+def ticks(data):
+    """[(pid, counter, uptime)] of complete lines."""
+    out = []
+    for line in bytes(data).decode().splitlines():
+        pid, i, up = line.split()
+        out.append((int(pid), int(i), float(up)))
+    return out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_running_sandbox_and_command_survive_daemon_restart(own_daemon, sig):
     api = own_daemon.api
     sb, op = api.create_sandbox("minimal", metadata={"restart": sig.name})
     assert api.wait_op(op["id"])["state"] == "succeeded"
     pid = space.qemu_pid(sb["id"])
-    s = api.create_session(sb["id"], COUNT)
-    first = s.attach().collect(until=lambda r: len(r.stdout) >= 2)
-    assert bytes(first.stdout) == b"1\n", first
+    s = api.create_session(sb["id"], TICKER)
+    first = s.attach().collect(until=lambda r: r.stdout.count(b"\n") >= 10)
+    assert not first.exited, first
+    rec_before = s.get()
+    assert rec_before["state"] == "running" and rec_before["pid"], rec_before
     sb_before = api.sandbox(sb["id"])
 
-    own_daemon.restart(sig)
+    if sig == signal.SIGKILL:
+        own_daemon.kill()
+    else:
+        assert own_daemon.stop(sig) == 0
+    time.sleep(DOWN_S)
+    own_daemon.start()
 
     # Same VM, same process, still running; records survived.
     assert space.pid_alive(pid), "QEMU died with the daemon"
@@ -48,16 +69,31 @@ def test_running_sandbox_and_command_survive_daemon_restart(own_daemon, sig):
     assert after["metadata"] == {"restart": sig.name}
     assert api.operation(op["id"])["state"] == "succeeded"
     assert s.id in [x["id"] for x in api.sessions(sb["id"])]
+    rec_after = s.get()
+    assert rec_after["state"] == "running" and rec_after["pid"] == rec_before["pid"], \
+        (rec_before, rec_after)
 
-    # The command that ran across the restart finishes with all its output.
+    # Let it tick a while under the new daemon, then stop it and read the rest.
+    time.sleep(1.5)
+    exec_works(api, sb["id"])
+    assert api.run(sb["id"], ["touch", "/tmp/stop-ticker"]).exit_code == 0
     s.new_token()
     rest = s.collect(offset=first.last_id, timeout=60)
     assert rest.exit_code == 0, rest
-    assert bytes(first.output + rest.output) == b"1\n2\n3\n4\n5\n"
+    lines = ticks(first.stdout + rest.stdout)
+    # One process throughout, the one the daemon reported before and after the restart.
+    assert {p for p, _, _ in lines} == {rec_before["pid"]}, lines[:3]
+    # Nothing lost or repeated: the counter runs 0, 1, 2, ... across the restart.
+    assert [i for _, i, _ in lines] == list(range(len(lines))), "counter has a gap or repeat"
+    # It ran on while the daemon was down: no pause in its own clock anywhere near DOWN_S,
+    # and the ticks span more than the downtime.
+    gaps = [b[2] - a[2] for a, b in zip(lines, lines[1:])]
+    assert max(gaps) < DOWN_S / 2, f"the command stalled for {max(gaps):.2f}s (daemon down {DOWN_S}s)"
+    assert lines[-1][2] - lines[0][2] > DOWN_S + 1.5, lines[-1]
     whole = s.collect(offset=0)
-    assert bytes(whole.stdout) == b"1\n2\n3\n4\n5\n" and whole.exit_code == 0
+    assert bytes(whole.stdout) == bytes(first.stdout + rest.stdout) and whole.exit_code == 0
     rec = s.get()
-    assert rec["state"] == "exited" and rec["exit_code"] == 0 and rec["output_bytes"] == 10
+    assert rec["state"] == "exited" and rec["exit_code"] == 0 and rec["output_bytes"] == len(whole.stdout)
 
     # New commands work, and the adopted QEMU is still watched: killing it fails the sandbox.
     exec_works(api, sb["id"])

@@ -36,12 +36,34 @@ static void poll_gone(struct http_hold *h)
 	free(p);
 }
 
+/* Holds the request until the operation is done or wait_s pass. */
+static void op_hold(struct http_req *r, const char *id, uint64_t wait)
+{
+	space_err err = { 0 };
+	struct op_poll *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	/* op_wait never calls back from inside itself (daemon.h), so the hold
+	 * can begin after it. */
+	if (op_wait(r->d, id, (int)wait, poll_done, p, &p->waiter, &err) < 0) {
+		free(p);
+		if (err.code == ENOENT)
+			http_reply_error(r->req, 404, "not_found", "no operation '%s'", id);
+		else
+			http_reply_err(r->req, &err);
+		return;
+	}
+	http_hold_begin(&p->hold, r->req, poll_gone, r->d->conns);
+}
+
 void api_operations_get(struct http_req *r)
 {
 	const char *id = r->param[0], *wait_s = http_query(r, "wait");
 	struct op_rec op = { 0 };
 	space_err err = { 0 };
-	struct op_poll *p;
 	uint64_t wait = 0;
 
 	if (!id_valid(id, "op-")) {
@@ -60,24 +82,9 @@ void api_operations_get(struct http_req *r)
 			http_reply_err(r->req, &err);
 		return;
 	}
-	if (wait == 0 || op_state_done(op.state)) {
+	if (wait == 0 || op_state_done(op.state))
 		http_reply_json(r->req, 200, op_to_json(&op));
-		return;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
-		return;
-	}
-	/* op_wait never calls back from inside itself (daemon.h), so the hold
-	 * can begin after it. */
-	if (op_wait(r->d, id, (int)wait, poll_done, p, &p->waiter, &err) < 0) {
-		free(p);
-		if (err.code == ENOENT)
-			http_reply_error(r->req, 404, "not_found", "no operation '%s'", id);
-		else
-			http_reply_err(r->req, &err);
-		return;
-	}
-	http_hold_begin(&p->hold, r->req, poll_gone, r->d->conns);
+	else
+		op_hold(r, id, wait);
+	op_rec_clear(&op); /* its result JSON was loaded by store_op_get */
 }
