@@ -208,3 +208,29 @@ def test_guest_flooding_its_port_without_reading_leaves_daemon_rss_flat(bounded)
     r = api.run(bid, ["echo", "alive"])
     assert bytes(r.stdout) == b"alive\n" and r.exit_code == 0, r
     api.remove_sandbox(bid)
+
+
+def test_ended_sessions_are_let_go_and_read_back_exactly(bounded):
+    """An ended session nobody reads is let go from the daemon's memory (5 s after it ended)
+    and made again from its record and spool when a request names it: the same output, the
+    same exit, a fresh token, stdin refused as for any ended session."""
+    api = bounded.api
+    box = api.new_sandbox("minimal", timeout_s=300)
+    bid = box["id"]
+    try:
+        payload = seq_bytes(20000)
+        s = api.create_session(bid, ["sh", "-c", "seq 1 20000; echo err >&2; exit 3"])
+        first = s.collect()
+        assert bytes(first.stdout) == payload and bytes(first.stderr) == b"err\n", first
+        assert first.exit_code == 3, first
+        time.sleep(8)  # past the eviction delay and a tick
+        rec = s.get()
+        assert rec["state"] == "exited" and rec["exit_code"] == 3, rec
+        assert rec["output_bytes"] == len(payload) + 4, rec
+        again = s.collect(offset=0)
+        assert bytes(again.stdout) == payload and bytes(again.stderr) == b"err\n", again
+        assert again.exit_code == 3, again
+        tail = s.collect(offset=len(payload) - 6)
+        assert bytes(tail.output)[:6] == payload[-6:], tail
+    finally:
+        api.remove_sandbox(bid)

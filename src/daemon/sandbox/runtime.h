@@ -39,7 +39,8 @@ struct sandbox {
 	struct event *act_timer;   /* the deadline of the action in flight (stop) or of the warm-up */
 	uint32_t warm_chan;        /* the warm-up command's channel while it runs (warmup.c) */
 	void (*warm_done)(struct sandbox *sb);
-	uint64_t out_kept;         /* output bytes its sessions keep (sandbox_output_max_mib) */
+	uint64_t out_kept;         /* output bytes its loaded sessions keep (sandbox_output_max_mib) */
+	uint64_t out_evicted;      /* ... and those of ended sessions whose objects were let go */
 	struct sandbox *next;
 };
 
@@ -67,6 +68,8 @@ struct session {
 
 /* Output bytes a reader may lag behind before the process is paced. */
 #define SESSION_MAX_LAG (8u << 20)
+/* An ended session nobody reads is let go this long after it ended (reloaded on demand). */
+#define SESSION_EVICT_AFTER_MS 5000
 /* Stdin bytes the daemon queues for one session. */
 #define SESSION_MAX_STDIN_QUEUE (16u << 20)
 

@@ -73,6 +73,8 @@ static bool disk_low(struct spaced *d)
 	return low;
 }
 
+static int reload_missing(const struct session_rec *rec, void *arg);
+
 /* Sessions whose acknowledgements wait for disk space: sessions_tick retries them. */
 static bool any_paused;
 
@@ -99,6 +101,13 @@ static void enforce_sandbox_budget(struct sandbox *sb)
 		struct session *big = largest_kept(sb);
 		int64_t n = big ? spool_drop_oldest(big->spool, &err) : 0;
 
+		if (n == 0 && sb->out_evicted) {
+			/* What is over budget is kept by sessions whose objects were let go. */
+			sb->out_evicted = 0;
+			if (store_session_each(sb->d->store, sb->rec.id, reload_missing, sb, &err) < 0)
+				log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
+			continue;
+		}
 		if (n <= 0) {
 			if (n < 0)
 				log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
@@ -114,6 +123,8 @@ static void enforce_sandbox_budget(struct sandbox *sb)
 }
 
 /* ---- runtime objects ---- */
+
+static void session_destroy(struct session *s);
 
 struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err)
 {
@@ -186,12 +197,7 @@ void sessions_free(struct sandbox *sb)
 			w->s = NULL;
 			w->fn(w);
 		}
-		if (s->spool)
-			spool_close(s->spool);
-		evbuffer_free(s->stdin_q);
-		evbuffer_free(s->stdin_unacked);
-		session_rec_clear(&s->rec);
-		free(s);
+		session_destroy(s);
 	}
 	sb->sessions = NULL;
 }
@@ -206,7 +212,7 @@ struct session *session_by_chan(struct sandbox *sb, uint32_t chan)
 	return NULL;
 }
 
-struct session *session_find(struct spaced *d, const char *ss_id)
+static struct session *session_loaded(struct spaced *d, const char *ss_id)
 {
 	struct sandbox *sb;
 	struct session *s;
@@ -216,6 +222,94 @@ struct session *session_find(struct spaced *d, const char *ss_id)
 			if (strcmp(s->rec.id, ss_id) == 0)
 				return s;
 	return NULL;
+}
+
+static struct sandbox *sandbox_loaded(struct spaced *d, const char *sb_id)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		if (strcmp(sb->rec.id, sb_id) == 0)
+			return sb;
+	return NULL;
+}
+
+/* An ended session's object was let go (sessions_evict): made again from its stored record
+ * and spool, on the first request that names it. */
+static struct session *session_reload(struct spaced *d, const char *ss_id)
+{
+	struct session_rec rec = { 0 };
+	space_err err = { 0 };
+	struct sandbox *sb;
+	struct session *s = NULL;
+
+	if (store_session_get(d->store, ss_id, &rec, &err) < 0) {
+		if (err.code != ENOENT)
+			log_error("session %s: %s", ss_id, err.msg);
+		return NULL;
+	}
+	sb = sandbox_loaded(d, rec.sandbox_id);
+	if (sb && sb->rec.state != SB_DELETING && sb->rec.state != SB_DELETED) {
+		s = session_alloc(sb, &rec, &err);
+		if (!s)
+			log_error("session %s: reloading: %s", ss_id, err.msg);
+		else
+			sb->out_evicted -= spool_kept(s->spool) < sb->out_evicted ? spool_kept(s->spool)
+										   : sb->out_evicted;
+	}
+	session_rec_clear(&rec);
+	return s;
+}
+
+struct session *session_find(struct spaced *d, const char *ss_id)
+{
+	struct session *s = session_loaded(d, ss_id);
+
+	return s ? s : session_reload(d, ss_id);
+}
+
+static void session_destroy(struct session *s)
+{
+	if (s->spool)
+		spool_close(s->spool);
+	evbuffer_free(s->stdin_q);
+	evbuffer_free(s->stdin_unacked);
+	session_rec_clear(&s->rec);
+	free(s);
+}
+
+/* An ended session nobody reads, that the agent has forgotten, needs no object: only its
+ * stored record and spool file, which session_find reloads on demand. Without this every
+ * command ever run in a sandbox would hold daemon memory until the sandbox is deleted. */
+static bool evictable(const struct session *s, int64_t now)
+{
+	return session_done(s) && !s->watches && s->released && !s->out_paused &&
+	       now - s->rec.ended_ms >= SESSION_EVICT_AFTER_MS;
+}
+
+static void sessions_evict(struct sandbox *sb, int64_t now)
+{
+	struct session **pp = &sb->sessions, *s;
+
+	while ((s = *pp)) {
+		if (!evictable(s, now)) {
+			pp = &s->next;
+			continue;
+		}
+		uint64_t kept = spool_kept(s->spool);
+
+		*pp = s->next;
+		sb->out_kept -= kept < sb->out_kept ? kept : sb->out_kept;
+		sb->out_evicted += kept;
+		session_destroy(s);
+	}
+}
+
+static int reload_missing(const struct session_rec *rec, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	if (!session_loaded(sb->d, rec->id))
+		session_reload(sb->d, rec->id);
+	return 0;
 }
 
 const struct session_rec *session_rec(const struct session *s)
@@ -266,7 +360,10 @@ void sessions_tick(struct spaced *d)
 {
 	struct sandbox *sb;
 	struct session *s;
+	int64_t now = now_ms();
 
+	for (sb = d->sandboxes; sb; sb = sb->next)
+		sessions_evict(sb, now);
 	if (!any_paused || disk_low(d))
 		return;
 	any_paused = false;
