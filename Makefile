@@ -39,7 +39,7 @@ SAN_LIBS   := $(BUILD)/san/libdaemon.a $(BUILD)/san/libagent.a $(BUILD)/san/libc
 san_objs    = $(call obj,$(filter-out %/main.c,$(1)),san)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 
-DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
+DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto -lseccomp
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
 

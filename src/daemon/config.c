@@ -28,6 +28,10 @@ static void usage(FILE *f)
 		"  --pool NAME=N[,NAME=N]    warm pools to keep (SPACE_POOL; sizes also set with PUT /v1/templates/{ref}/pool)\n"
 		"  --no-ready-snapshots      always boot; never clone creates from template snapshots\n"
 		"  --boot-timeout SECONDS    a VM's guest must answer within this (default 60)\n"
+		"  --jail-uid-base UID       first of the per-VM uids QEMUs run as (SPACE_JAIL_UID_BASE, default 2000000000)\n"
+		"  --jail-uid-count N        how many such uids (SPACE_JAIL_UID_COUNT, default 65536)\n"
+		"  --no-jail                 UNSAFE, for debugging only: QEMU runs as root with the daemon's\n"
+		"                            environment, no mount namespace, no seccomp (SPACE_NO_JAIL=1)\n"
 		"  --version, --help\n");
 }
 
@@ -89,6 +93,12 @@ static void from_env(struct config *cfg)
 		cfg->memory_budget_mib = parse_int(v, "SPACE_MEMORY_BUDGET", 64, 1 << 30);
 	if ((v = getenv("SPACE_VCPU_BUDGET")) && *v)
 		cfg->vcpu_budget = parse_int(v, "SPACE_VCPU_BUDGET", 1, 1 << 20);
+	if ((v = getenv("SPACE_NO_JAIL")) && *v && strcmp(v, "0") != 0)
+		cfg->jail = false;
+	if ((v = getenv("SPACE_JAIL_UID_BASE")) && *v)
+		cfg->jail_uid_base = (uint32_t)parse_int(v, "SPACE_JAIL_UID_BASE", 1000, 2100000000);
+	if ((v = getenv("SPACE_JAIL_UID_COUNT")) && *v)
+		cfg->jail_uid_count = (uint32_t)parse_int(v, "SPACE_JAIL_UID_COUNT", 1, 1 << 24);
 	if ((v = getenv("SPACE_POOL")) && *v)
 		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
 }
@@ -112,6 +122,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "no-ready-snapshots", no_argument, NULL, 'R' },
 		{ "boot-timeout", required_argument, NULL, 'B' },
+		{ "no-jail", no_argument, NULL, 'J' },
+		{ "jail-uid-base", required_argument, NULL, 'U' },
+		{ "jail-uid-count", required_argument, NULL, 'N' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -132,6 +145,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_stdin_bytes = 4 << 20;
 	cfg->ready_snapshots = true;
 	cfg->boot_timeout_s = 60;
+	cfg->jail = true;
+	cfg->jail_uid_base = 2000000000u;
+	cfg->jail_uid_count = 65536;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -151,6 +167,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 'p': set_str(cfg->pools, sizeof(cfg->pools), optarg, "--pool"); break;
 		case 'R': cfg->ready_snapshots = false; break;
 		case 'B': cfg->boot_timeout_s = parse_int(optarg, "--boot-timeout", 5, 3600); break;
+		case 'J': cfg->jail = false; break;
+		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
+		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;
 		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "vmm/memimg.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define PROBE_TIMEOUT_MS 8000
@@ -63,6 +64,7 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 	EVP_Digest(real, strlen(real), md, &mdlen, EVP_sha256(), NULL);
 	hex(md, 8, h);
 	memcpy(d->state_tag, h, 17);
+	snprintf(d->cgroup_scope, sizeof(d->cgroup_scope), "space-%s", d->state_tag);
 	/* One daemon per state directory: a second would fight over the VMs. */
 	snprintf(lock, sizeof(lock), "%s/spaced.lock", real);
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -177,6 +179,9 @@ static int run(struct spaced *d)
 	choose_accel(d);
 	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
 	capacity_init(d);
+	if (!d->cfg.jail)
+		log_warn("--no-jail: QEMU runs as root with the daemon's environment and no seccomp filter; "
+			 "for debugging only, a guest escape owns the host");
 	if (sandbox_reconcile(d, &err) < 0 || pools_init(d, &err) < 0 || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
 		goto fail;
@@ -198,6 +203,7 @@ static int run(struct spaced *d)
 	event_free(sigterm);
 	event_free(d->tick);
 	sandbox_shutdown(d);
+	memimg_forget_all();
 	store_close(d->store);
 	return 0;
 fail:
@@ -232,6 +238,9 @@ int main(int argc, char **argv)
 	if (getenv("SPACE_DEBUG") && *getenv("SPACE_DEBUG"))
 		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
+	/* Whatever the daemon creates is its own; what must be readable by
+	 * others (a disk layer a jailed QEMU reads) is chmod'ed explicitly. */
+	umask(077);
 	config_load(&d.cfg, argc, argv);
 	d.started_ms = now_ms();
 	d.base = make_base();

@@ -82,8 +82,9 @@ static void test_tcg(void)
 	CHECK(contains(app, "space.hostname=sb-0123456789abcdef") && contains(app, "random.trust_cpu=on"),
 	      "kernel cmdline: hostname and trust_cpu");
 	CHECK(has_pair(&a, "-drive",
-		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,discard=unmap"),
-	      "root drive is the sandbox's top disk layer");
+		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,"
+		       "discard=unmap,werror=report,rerror=report"),
+	      "root drive is the sandbox's top disk layer; I/O errors reach the guest, never pause the VM");
 	CHECK(has_pair(&a, "-device", "virtio-blk-device,drive=root"), "virtio-blk-device");
 	CHECK(has_pair(&a, "-chardev", "socket,id=agent,fd=3,server=on,wait=off"),
 	      "agent chardev: the listening socket passed as fd 3");
@@ -97,7 +98,7 @@ static void test_tcg(void)
 		      has_pair(&a, "-serial", "chardev:con"),
 	      "serial console on the socket passed as fd 5");
 	CHECK(has_pair(&a, "-device", "virtio-rng-device"), "virtio-rng");
-	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without seccomp");
+	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without the jail");
 	CHECK(strv_find(&a, "-netdev") < 0 && strv_find(&a, "-nic") < 0, "no network device yet");
 	CHECK(VM_FD_AGENT == 3 && VM_FD_QMP == 4 && VM_FD_CONSOLE == 5, "fd numbers as vm_launch passes them");
 	strv_free(&a);
@@ -118,6 +119,20 @@ static void test_from_snapshot(void)
 	      "a clone maps the snapshot's memory image privately (copy-on-write)");
 	CHECK(has_pair(&a, "-incoming", "defer"), "a clone waits for its state over QMP");
 	strv_free(&a);
+	s.jail = true;
+	s.run_uid = 2000000001;
+	s.run_gid = 2000000001;
+	s.jail_dir = "/run/space/ab12/jail/sb-0123456789abcdef";
+	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "a jailed clone's argv builds (%s)", err.msg);
+	CHECK(has_pair(&a, "-object", "memory-backend-file,id=mem,size=128M,mem-path=/proc/self/fd/6,share=off"),
+	      "a jailed clone maps the sealed memfd passed as fd 6");
+	strv_free(&a);
+	s.run_uid = 0;
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a jail without a uid is refused");
+	s.run_uid = 2000000001;
+	s.jail_dir = "relative";
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a jail root must be absolute");
+	s.jail = false;
 	s.mem = VM_MEM_ANON;
 	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a state without its image is refused");
 	s.mem = VM_MEM_IMAGE;
@@ -133,14 +148,17 @@ static void test_kvm_and_options(void)
 
 	s.accel = ACCEL_KVM;
 	s.tb_size_mib = 0; /* irrelevant under KVM */
-	s.seccomp = true;
+	s.jail = true;
+	s.run_uid = 2000000001;
+	s.run_gid = 2000000001;
+	s.jail_dir = "/run/space/ab12/jail/sb-0123456789abcdef";
 	s.cmdline_extra = "loglevel=7 space.x=1";
 	CHECK(vm_argv_build(&s, "/usr/bin/qemu", &a, &err) == 0, "kvm argv builds (%s)", err.msg);
 	CHECK(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"), "-accel kvm -cpu host");
 	CHECK(!contains(after(&a, "-accel"), "tb-size"), "no tb-size under KVM");
 	CHECK(contains(after(&a, "-sandbox"), "on,") && contains(after(&a, "-sandbox"), "elevateprivileges=deny") &&
 		      contains(after(&a, "-sandbox"), "spawn=deny"),
-	      "seccomp: QEMU -sandbox on, no spawning (snapshots pass descriptors instead)");
+	      "jail: QEMU -sandbox on, no spawning (snapshots pass descriptors instead)");
 	const char *app = after(&a, "-append");
 	size_t n = strlen(app), m = strlen(" loglevel=7 space.x=1");
 	CHECK(n > m && strcmp(app + n - m, " loglevel=7 space.x=1") == 0, "cmdline_extra appended last");

@@ -21,10 +21,10 @@
 #include "runtime.h"
 #include "store/store.h"
 #include "vmm/proc.h"
+#include "vmm/qcow2.h"
 #include "vmm/vm_argv.h"
 
 #define QEMU_IMG_TIMEOUT_MS 20000
-#define QCOW2_MAGIC 0x514649fbu
 #define GC_MAX_LAYERS 65536
 
 void disk_new_path(struct spaced *d, char out[PATH_MAX])
@@ -116,56 +116,6 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 
 /* ---- backing chains ---- */
 
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const unsigned char *p)
-{
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
-
-int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t outlen)
-{
-	uint64_t off;
-	uint32_t size;
-
-	out[0] = '\0';
-	if (len < 20 || be32(hdr) != QCOW2_MAGIC)
-		return -1;
-	off = be64(hdr + 8);
-	size = be32(hdr + 16);
-	if (off == 0 || size == 0)
-		return 0; /* no backing file */
-	if (size >= outlen || off > len || size > len - off)
-		return -1;
-	memcpy(out, hdr + off, size);
-	out[size] = '\0';
-	return memchr(out, '\0', size) ? -1 : 0;
-}
-
-/* The backing file of the qcow2 at path into out ("" if it has none).
- * -1 when the header cannot be read: the chain below is unknown. */
-static int backing_of(const char *path, char out[PATH_MAX])
-{
-	unsigned char hdr[4096];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	out[0] = '\0';
-	if (fd < 0)
-		/* A chain may end at a file that is gone (a template image); a
-		 * layer we cannot open for another reason is unknown. */
-		return errno == ENOENT ? 0 : -1;
-	n = pread(fd, hdr, sizeof(hdr), 0);
-	if (n < 0)
-		return -1;
-	if (qcow2_backing_file(hdr, (size_t)n, out, PATH_MAX) < 0)
-		out[0] = '\0'; /* not a qcow2: the raw template image ends the chain */
-	return 0;
-}
-
 struct marks {
 	char **paths;
 	size_t n, cap;
@@ -198,7 +148,7 @@ static void mark_chain(struct marks *m, const char *path)
 			m->paths = p;
 			m->cap = cap;
 		}
-		if (!(m->paths[m->n] = strdup(cur)) || backing_of(cur, next) < 0) {
+		if (!(m->paths[m->n] = strdup(cur)) || qcow2_backing_of(cur, next) < 0) {
 			m->incomplete = true;
 			return;
 		}

@@ -77,6 +77,15 @@ static void launch_now(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!sb->up_done || sb->vm)
 		return; /* deleted (or failed) while it waited */
+	uint32_t old_uid = sb->rec.jail_uid;
+	if (sandbox_jail_uid(sb, &err) < 0) {
+		bringup_end(sb, err.msg);
+		return;
+	}
+	/* Recorded before the spawn: a restart that finds this QEMU by its
+	 * id (its pid not yet written) still knows which uid it must have. */
+	if (sb->rec.jail_uid != old_uid)
+		sandbox_persist(sb);
 	sandbox_spec(sb, &spec, &b);
 	if (sb->launch_snap[0]) {
 		snprintf(b.image, sizeof(b.image), "%s/mem", sb->launch_snap);

@@ -34,12 +34,20 @@ struct vm_spec {
 	int tb_size_mib;         /* TCG translation cache size */
 	const char *cmdline_extra; /* appended to the kernel command line, may be NULL */
 	bool netns;              /* start QEMU in a new network namespace */
-	/* Hardening hooks: drop QEMU to this uid/gid (0: keep), join this
-	 * cgroup directory (NULL: none), install a seccomp filter. */
+	/* Confinement (docs/design/jail.md). jail: QEMU runs as run_uid/run_gid
+	 * (non-zero, one per VM) in a mount namespace rooted at jail_dir
+	 * (a path only root can reach; vm_launch mounts it), with an empty
+	 * environment, no capabilities, no_new_privs, our seccomp denylist and
+	 * QEMU's own -sandbox; a memory image is mapped from a sealed memfd.
+	 * Without jail QEMU runs as the daemon's user (unsafe; for debugging).
+	 * vm_adopt checks that the process runs as run_uid (0 without jail). */
+	bool jail;
 	uid_t run_uid;
 	gid_t run_gid;
-	const char *cgroup_dir;
-	bool seccomp;
+	const char *jail_dir;
+	/* A cgroup leaf per VM (memory, CPU, tasks) named by the id under
+	 * this scope ("space-<tag>") in the daemon's own cgroup; NULL: none. */
+	const char *cgroup_scope;
 };
 
 struct vm;
@@ -117,6 +125,10 @@ typedef void (*qmp_reply_cb)(json_t *reply, const char *error, void *arg);
 /* Sends a QMP command (args may be NULL; reference stolen). cb may be NULL. */
 int vm_qmp(struct vm *vm, const char *command, json_t *args, qmp_reply_cb cb, void *arg,
 	   space_err *err);
+
+/* What a VM left behind when it is gone for good (its jail root, its cgroup
+ * leaf): removed. For a VM that ended while no daemon watched it. */
+void vm_remove_confinement(const struct vm_spec *spec);
 
 /* Removes the VM's own files: run_dir and sock_dir (never its disk). */
 int vm_remove_files(const struct vm_spec *spec, space_err *err);
