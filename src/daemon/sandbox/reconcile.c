@@ -165,6 +165,7 @@ static void reconcile_one(struct sandbox *sb)
 	}
 	sandbox_spec(sb, &spec, &b);
 	if (adopt(sb, &spec, &err) < 0) {
+		log_warn("sandbox %s: not adopting: %s", sb->rec.id, err.msg);
 		no_vm(sb, st);
 		return;
 	}
