@@ -39,6 +39,10 @@ static int copy_file(const char *from, const char *to, space_err *err)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return err_set(err, EIO, "copying %s to %s failed", from, to);
+	/* cp honours the daemon's umask (077); jailed QEMUs read the kernel
+	 * and the image (their directory is root-only). */
+	if (chmod(to, 0644) < 0)
+		return err_sys(err, errno, "chmod %s", to);
 	return 0;
 }
 

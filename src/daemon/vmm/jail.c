@@ -172,8 +172,9 @@ static int system_files(const char *root, bool kvm, space_err *err)
 	return 0;
 }
 
-/* The top layer becomes the VM's (0600); the layers below readable by any
- * VM that reaches them (root 0644; their directory is root-only). */
+/* The top layer becomes the VM's (0600); the layers below (and the kernel)
+ * readable by any VM that reaches them (root 0644; their directory is
+ * root-only). O_NOFOLLOW: the last component must not be a link. */
 static int own_layer(const char *path, bool top, uid_t uid, gid_t gid, space_err *err)
 {
 	struct stat st;
@@ -232,8 +233,13 @@ int jail_build(const char *root, const struct jail_files *f, space_err *err)
 		err_sys(err, errno, "jail: make %s shared", root);
 		goto fail;
 	}
-	if (system_files(root, f->kvm, err) < 0 || bind_at(root, f->kernel, f->kernel, false, false, err) < 0 ||
-	    disk_chain(root, f, err) < 0)
+	char kernel[PATH_MAX];
+	if (!realpath(f->kernel, kernel)) {
+		err_sys(err, errno, "jail: kernel %s", f->kernel);
+		goto fail;
+	}
+	if (system_files(root, f->kvm, err) < 0 || own_layer(kernel, false, 0, 0, err) < 0 ||
+	    bind_at(root, kernel, f->kernel, false, false, err) < 0 || disk_chain(root, f, err) < 0)
 		goto fail;
 	return 0;
 fail:
