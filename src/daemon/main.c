@@ -79,6 +79,11 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 	 * ours alone before anything goes there. */
 	char tmpfs[PATH_MAX];
 	path_tmpfs_root(d, tmpfs);
+	/* /dev/shm is world-writable: its space-<tag> must be a directory of
+	 * ours (lstat: not a link someone planted), checked before anything
+	 * below it is trusted. */
+	if (path_mkdirs(tmpfs, err) < 0)
+		return err_wrap(err, "preparing tmpfs for snapshots");
 	strncat(tmpfs, "/snapshots", sizeof(tmpfs) - strlen(tmpfs) - 1);
 	if (path_mkdirs(tmpfs, err) < 0)
 		return err_wrap(err, "preparing tmpfs for snapshots");

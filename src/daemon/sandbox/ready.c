@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "vmm/memimg.h"
 #include "store/store.h"
 
 #define RETRY_AFTER_MS 60000
@@ -23,6 +24,13 @@ static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const cha
 	} else {
 		log_info("template %s: ready snapshot %s (%lld MiB); creates clone it from now on",
 			 sb->tmpl.name, snap->id, (long long)(snap->bytes >> 20));
+		/* Jailed clones map a sealed copy of the image: made now, so the
+		 * first clone does not wait for it. */
+		char mem[PATH_MAX];
+		space_err e = { 0 };
+		snprintf(mem, sizeof(mem), "%s/mem", snap->dir);
+		if (sb->d->cfg.jail && memimg_fd(mem, &e) < 0)
+			log_warn("template %s: %s", sb->tmpl.name, e.msg);
 	}
 	sandbox_start_delete(sb, "its ready snapshot is taken");
 }
