@@ -225,8 +225,14 @@ def test_pause_fork_suspend_and_restore_in_the_jail(own_daemon, two):
     assert api.do(child, "restore")["state"] == "running"
     assert bytes(api.run(child, ["cat", "/root/mark"]).stdout) == b"before\n"
     rpid = space.qemu_pid(child)
-    assert "mem-path=/proc/self/fd/6" in " ".join(cmdline(rpid))
-    assert ids(status(rpid)["Uid"])[0] != 0
+    ruid = ids(status(rpid)["Uid"])[0]
+    assert ruid != 0
+    # Its suspend image is its own alone: bound into its jail, not copied.
+    mem = [a for a in cmdline(rpid) if a.startswith("memory-backend-file")][0]
+    image = re.search(r"mem-path=([^,]+)", mem).group(1)
+    assert image.startswith(own_daemon.state_dir + "/snapshots/"), mem
+    st = os.stat(image)
+    assert st.st_uid == ruid and st.st_mode & 0o777 == 0o600, (st.st_uid, oct(st.st_mode))
     api.remove_sandbox(child)
 
 

@@ -127,6 +127,13 @@ static void test_from_snapshot(void)
 	CHECK(has_pair(&a, "-object", "memory-backend-file,id=mem,size=128M,mem-path=/proc/self/fd/6,share=off"),
 	      "a jailed clone maps the sealed memfd passed as fd 6");
 	strv_free(&a);
+	s.mem_own = true;
+	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "a jailed restore's argv builds (%s)", err.msg);
+	CHECK(has_pair(&a, "-object",
+		       "memory-backend-file,id=mem,size=128M,mem-path=/dev/shm/space-ab12/snapshots/sn-1/mem,share=off"),
+	      "an image the VM owns alone (its suspend snapshot) is mapped from its path");
+	strv_free(&a);
+	s.mem_own = false;
 	s.run_uid = 0;
 	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a jail without a uid is refused");
 	s.run_uid = 2000000001;

@@ -92,6 +92,7 @@ static void launch_now(evutil_socket_t fd, short what, void *arg)
 		snprintf(b.state, sizeof(b.state), "%s/state", sb->launch_snap);
 		spec.mem = VM_MEM_IMAGE;
 		spec.mem_image = b.image;
+		spec.mem_own = sb->launch_snap_own;
 		spec.incoming = b.state;
 	}
 	if (vm_launch(sb->d->base, &spec, sb->d->cfg.boot_timeout_s * 1000, &sandbox_vm_events, sb, &sb->vm,
@@ -115,6 +116,9 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 			return err_set(err, ENOMEM, "out of memory");
 	}
 	snprintf(sb->launch_snap, sizeof(sb->launch_snap), "%s", snap ? snap->dir : "");
+	/* A suspend snapshot resumes its own sandbox only: its image needs
+	 * no sealed copy (memimg.c), the VM may have it read-write. */
+	sb->launch_snap_own = snap && snap->kind == SNAP_SUSPEND;
 	sb->identity_done = false;
 	sb->guest_ran = false;
 	sb->up_done = done;

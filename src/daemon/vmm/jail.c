@@ -123,6 +123,15 @@ int jail_bind_file(const char *root, const char *path, bool rw, space_err *err)
 	return bind_at(root, path, path, rw, false, err);
 }
 
+static int own_layer(const char *path, bool top, uid_t uid, gid_t gid, space_err *err);
+
+int jail_own_file(const char *root, const char *path, uid_t uid, gid_t gid, space_err *err)
+{
+	if (own_layer(path, true, uid, gid, err) < 0)
+		return -1;
+	return bind_at(root, path, path, true, false, err);
+}
+
 /* /lib, /bin, ... : the same link as on the host (merged /usr), or a bind. */
 static int system_dir(const char *root, const char *name, space_err *err)
 {
@@ -181,9 +190,9 @@ static int own_layer(const char *path, bool top, uid_t uid, gid_t gid, space_err
 	_cleanup_close_ int fd = open(path, (top ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
-		return err_sys(err, errno, "jail: open disk layer %s", path);
+		return err_sys(err, errno, "jail: open %s", path);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return err_set(err, EINVAL, "jail: disk layer %s is not a regular file", path);
+		return err_set(err, EINVAL, "jail: %s is not a regular file", path);
 	if (top) {
 		if (fchown(fd, uid, gid) < 0 || fchmod(fd, 0600) < 0)
 			return err_sys(err, errno, "jail: chown %s to %u", path, (unsigned)uid);

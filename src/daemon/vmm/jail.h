@@ -42,6 +42,10 @@ int jail_build(const char *root, const struct jail_files *f, space_err *err);
  * (a bind mount; it propagates into the running VM's namespace). */
 int jail_bind_file(const char *root, const char *path, bool rw, space_err *err);
 
+/* Hands host file `path` to the VM: owned by uid/gid, 0600, bound
+ * read-write into the jail at root at its host path. */
+int jail_own_file(const char *root, const char *path, uid_t uid, gid_t gid, space_err *err);
+
 /* Unmounts (lazily) and removes a jail root; gone already is fine. */
 int jail_teardown(const char *root, space_err *err);
 

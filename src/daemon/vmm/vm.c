@@ -413,6 +413,8 @@ static int confine_prepare(const struct vm_spec *spec, struct launch_prep *p, sp
 		return -1;
 	p->jail_built = true;
 	p->jail_dir = spec->jail_dir;
+	if (spec->mem == VM_MEM_IMAGE && spec->mem_own)
+		return jail_own_file(spec->jail_dir, spec->mem_image, spec->run_uid, spec->run_gid, err);
 	if (spec->mem == VM_MEM_IMAGE) {
 		int fd = memimg_fd(spec->mem_image, err);
 		if (fd < 0)

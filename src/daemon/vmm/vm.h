@@ -27,6 +27,10 @@ struct vm_spec {
 	const char *disk;        /* the qcow2 layer the VM writes; it must exist */
 	enum vm_mem mem;
 	const char *mem_image;   /* VM_MEM_IMAGE: the snapshot's memory image */
+	/* The image is this VM's alone (no other VM maps it: a suspend
+	 * snapshot): a jailed VM gets it bound read-write into its jail
+	 * instead of a sealed copy, which would cost a copy of the image. */
+	bool mem_own;
 	const char *incoming;    /* device state to resume (a vm_save() state file); NULL: cold boot */
 	int vcpus;
 	int memory_mib;

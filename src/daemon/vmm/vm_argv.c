@@ -176,7 +176,7 @@ static void add_listen_chardev(struct strv *a, const char *id, int fd)
 static void add_memory(const struct vm_spec *spec, const char *image, struct strv *a)
 {
 	strv_add(a, "-object");
-	if (spec->mem == VM_MEM_IMAGE && spec->jail)
+	if (spec->mem == VM_MEM_IMAGE && spec->jail && !spec->mem_own)
 		/* The image as a sealed memfd QEMU inherits (memimg.c): it can
 		 * open it O_RDWR as QEMU 7.2 insists, but never write it. */
 		strv_addf(a, "memory-backend-file,id=mem,size=%dM,mem-path=/proc/self/fd/%d,share=off",
