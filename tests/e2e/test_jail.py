@@ -209,7 +209,11 @@ def test_pause_fork_suspend_and_restore_in_the_jail(own_daemon, two):
     child = fork["children"][0]
     api.wait_sandbox_state(child, ("running",), timeout=60)
     cpid = space.qemu_pid(child)
-    assert ids(status(cpid)["Uid"])[0] not in (0, uid), "the child runs as a uid of its own"
+    cuid = ids(status(cpid)["Uid"])[0]
+    assert cuid not in (0, uid), "the child runs as a uid of its own"
+    # The only child maps the fork image alone: bound into its jail, not a sealed copy.
+    cmem = [x for x in cmdline(cpid) if x.startswith("memory-backend-file")][0]
+    assert "/proc/self/fd/" not in cmem, cmem
     # The parent moved to a new layer bound into its jail; the old one is read-only, root's.
     st = os.stat(old_top)
     assert st.st_uid == 0 and st.st_mode & 0o777 == 0o644, oct(st.st_mode)

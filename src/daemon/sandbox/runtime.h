@@ -34,7 +34,8 @@ struct sandbox {
 	bringup_cb up_done;        /* a bring-up in progress (launch.c) */
 	struct event *launch_ev;   /* its QEMU is started from here, a loop turn later */
 	char launch_snap[PATH_MAX]; /* ... from this snapshot's directory ("" = boot) */
-	bool launch_snap_own;       /* ... whose memory image no other VM maps (a suspend snapshot) */
+	bool launch_snap_own;       /* ... whose memory image no other VM maps (a suspend
+				     * snapshot, the fork snapshot of a single child) */
 	bool identity_done;        /* this VM got its identity (clock, entropy, hostname) */
 	bool identity_sent;        /* H_IDENTITY is on its way on this connection */
 	bool guest_ran;            /* this VM's vCPUs ran (a restored guest may have written its disk) */
