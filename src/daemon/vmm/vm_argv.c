@@ -132,6 +132,11 @@ int vm_spec_check(const struct vm_spec *spec, space_err *err)
 			   spec->jail_dir[0] != '/'))
 		return err_set(err, EINVAL, "vm spec for %s: a jail needs a non-zero uid and gid and a root",
 			       spec->id);
+	/* QEMU resolves paths inside its jail, from its root. */
+	if (spec->jail && (spec->kernel[0] != '/' || spec->disk[0] != '/' ||
+			   (spec->mem_image && spec->mem_image[0] != '/')))
+		return err_set(err, EINVAL, "vm spec for %s: a jailed VM's kernel, disk and image need absolute paths",
+			       spec->id);
 	if (spec->vcpus < 1 || spec->vcpus > 64)
 		return err_set(err, EINVAL, "vcpus must be 1..64, not %d", spec->vcpus);
 	if (spec->memory_mib < 32 || spec->memory_mib > 1024 * 1024)
