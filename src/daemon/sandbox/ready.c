@@ -53,12 +53,23 @@ struct scan {
 	bool started;
 };
 
+/* Is a build under way? A builder that runs with nothing left to do (no
+ * bring-up, warm-up or capture: a daemon restart interrupted its build
+ * after it booted, and the callbacks that would have taken its snapshot
+ * died with the old daemon) would block every build until its timeout: it
+ * is deleted, and the next tick builds again. */
 static bool building(struct spaced *d)
 {
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
-		if (sb->rec.role == ROLE_BUILDER && sb->rec.state != SB_DELETED)
-			return true;
-	return false;
+	bool busy = false;
+
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		if (sb->rec.role != ROLE_BUILDER || sb->rec.state == SB_DELETED)
+			continue;
+		if (sb->rec.state == SB_RUNNING && !sb->up_done && !sb->warm_done && !sb->capture)
+			sandbox_start_delete(sb, "its ready-snapshot build was interrupted by a restart");
+		busy = true;
+	}
+	return busy;
 }
 
 static int consider(const struct template_rec *t, void *arg)
