@@ -76,6 +76,20 @@ static void test_cgroup_paths(void)
 	EXPECT_EQ(l.pids_max, CGROUP_PIDS_BASE + 2);
 }
 
+static void test_layer_dirs(void)
+{
+	const char *dirs[] = { "/var/lib/space/disks", "/var/lib/space/images", NULL };
+
+	EXPECT(jail_layer_allowed("/var/lib/space/disks/dk-1.qcow2", dirs));
+	EXPECT(jail_layer_allowed("/var/lib/space/images/ab/rootfs.ext4", dirs));
+	EXPECT(!jail_layer_allowed("/var/lib/space/disks", dirs));
+	EXPECT(!jail_layer_allowed("/var/lib/space/disks/", dirs));
+	EXPECT(!jail_layer_allowed("/var/lib/space/disksx/a", dirs));
+	EXPECT(!jail_layer_allowed("/var/lib/space/disks/../space.db", dirs));
+	EXPECT(!jail_layer_allowed("/etc/shadow", dirs));
+	EXPECT(!jail_layer_allowed("/var/lib/space/disks/a", NULL));
+}
+
 /* Runs fn in a forked child; its exit status (0: every check in it held). */
 static int in_child(int (*fn)(void *), void *arg)
 {
@@ -247,8 +261,10 @@ static void test_real_jail(void)
 		NOTE("not root: no jail built");
 		return;
 	}
-	if (!CHECK(mkdtemp(tmpl) != NULL, "temp dir"))
+	char canon[PATH_MAX];
+	if (!CHECK(mkdtemp(tmpl) != NULL && realpath(tmpl, canon), "temp dir"))
 		return;
+	snprintf(tmpl, sizeof(tmpl), "%s", canon);
 	snprintf(c.dir, sizeof(c.dir), "%s/disks", tmpl);
 	snprintf(c.root, sizeof(c.root), "%s/jail", tmpl);
 	snprintf(c.kernel, sizeof(c.kernel), "%s/vmlinuz", tmpl);
@@ -261,7 +277,34 @@ static void test_real_jail(void)
 	write_file(raw, "raw", 3, 0600);
 	write_qcow2(c.base, "rootfs.raw"); /* relative: resolved against its directory */
 	write_qcow2(c.top, c.base);
-	struct jail_files f = { .kernel = c.kernel, .disk = c.top, .uid = UID_T, .gid = UID_T };
+	const char *dirs[] = { c.dir, NULL };
+	struct jail_files f = { .kernel = c.kernel, .disk = c.top, .uid = UID_T, .gid = UID_T, .layer_dirs = dirs };
+
+	/* A header a compromised QEMU wrote may name any file: refused, untouched. */
+	char forged[PATH_MAX], victim[PATH_MAX];
+	snprintf(forged, sizeof(forged), "%s/disks/forged.qcow2", tmpl);
+	snprintf(victim, sizeof(victim), "%s/secret", tmpl);
+	write_file(victim, "s", 1, 0600);
+	write_qcow2(forged, victim);
+	f.disk = forged;
+	CHECK(jail_build(c.root, &f, &err) < 0 && err.code == EPERM && stat(victim, &st) == 0 &&
+		      (st.st_mode & 07777) == 0600 && !mounted_under(c.root),
+	      "a backing file outside the disk directories is refused, left 0600 (%s)", err.msg);
+	write_qcow2(forged, "../disks/../secret");
+	CHECK(jail_build(c.root, &f, &err) < 0 && err.code == EPERM, "also through a relative name (%s)", err.msg);
+	write_qcow2(forged, "other-top.qcow2");
+	snprintf(victim, sizeof(victim), "%s/disks/other-top.qcow2", tmpl);
+	write_file(victim, "t", 1, 0600);
+	if (chown(victim, UID_T + 1, UID_T + 1) < 0)
+		NOTE("chown: %s", strerror(errno));
+	CHECK(jail_build(c.root, &f, &err) < 0 && err.code == EPERM && stat(victim, &st) == 0 &&
+		      st.st_uid == UID_T + 1 && (st.st_mode & 07777) == 0600,
+	      "another VM's live top layer is refused as a backing file (%s)", err.msg);
+	unlink(victim);
+	unlink(forged);
+	snprintf(victim, sizeof(victim), "%s/secret", tmpl);
+	unlink(victim);
+	f.disk = c.top;
 	if (!CHECK(jail_build(c.root, &f, &err) == 0, "a jail root builds (%s)", err.msg))
 		return;
 	CHECK(stat(c.top, &st) == 0 && st.st_uid == UID_T && (st.st_mode & 07777) == 0600,
@@ -358,6 +401,7 @@ int main(void)
 {
 	RUN(test_uid_pick);
 	RUN(test_cgroup_paths);
+	RUN(test_layer_dirs);
 	test_seccomp();
 	test_drop_privileges();
 	test_real_jail();

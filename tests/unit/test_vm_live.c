@@ -353,6 +353,16 @@ static void test_jailed(void)
 	spec.jail = true;
 	spec.run_uid = spec.run_gid = 2000000777u;
 	spec.jail_dir = jail_dir;
+	/* The chain: the disk in the temp dir, over the template image. */
+	char imgdir[4096];
+	const char *image = getenv("SPACE_TEST_IMAGE") ?: "build/templates/minimal/rootfs.ext4";
+	if (!realpath(image, imgdir) || !strrchr(imgdir, '/')) {
+		CHECK(0, "realpath %s", image);
+		return;
+	}
+	*strrchr(imgdir, '/') = '\0';
+	const char *layer_dirs[] = { dir, imgdir, NULL };
+	spec.layer_dirs = layer_dirs;
 	spec.cgroup_scope = cgscope;
 	exits = readies = 0;
 	CHECK(vm_launch(base, &spec, 30000, &events, NULL, &vm, &err) == 0, "jailed launch (%s)", err.msg);
@@ -390,6 +400,7 @@ static void test_jailed(void)
 	test_snapshot_and_clone();
 out:
 	spec.kernel = plain_kernel;
+	spec.layer_dirs = NULL;
 	spec.jail = false;
 	spec.run_uid = spec.run_gid = 0;
 	spec.jail_dir = NULL;

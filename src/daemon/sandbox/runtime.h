@@ -88,6 +88,8 @@ void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct 
 struct spec_bufs {
 	char run_dir[PATH_MAX], sock_dir[PATH_MAX], kernel[PATH_MAX];
 	char image[PATH_MAX], state[PATH_MAX], jail_dir[PATH_MAX];
+	char disks[PATH_MAX], images[PATH_MAX];
+	const char *layer_dirs[3];
 };
 void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b);
 /* The uid sb's next QEMU runs as: its own if still free, else the lowest

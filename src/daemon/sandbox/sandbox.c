@@ -139,6 +139,14 @@ void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b)
 	spec->run_uid = sb->rec.jail_uid;
 	spec->run_gid = sb->rec.jail_uid;
 	spec->jail_dir = b->jail_dir;
+	/* Layers live in <state>/disks, template images in <state>/images
+	 * (state_dir is canonical: main.c resolves it). */
+	path_disks_dir(d, b->disks);
+	snprintf(b->images, sizeof(b->images), "%s/images", d->cfg.state_dir);
+	b->layer_dirs[0] = b->disks;
+	b->layer_dirs[1] = b->images;
+	b->layer_dirs[2] = NULL;
+	spec->layer_dirs = b->layer_dirs;
 	spec->cgroup_scope = geteuid() == 0 ? d->cgroup_scope : NULL;
 }
 

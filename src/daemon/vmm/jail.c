@@ -205,6 +205,40 @@ static int own_layer(const char *path, bool top, uid_t uid, gid_t gid, space_err
 	return 0;
 }
 
+bool jail_layer_allowed(const char *path, const char *const *dirs)
+{
+	for (; dirs && *dirs; dirs++) {
+		size_t n = strlen(*dirs);
+
+		if (n > 1 && strncmp(path, *dirs, n) == 0 && path[n] == '/' && path[n + 1] && !strstr(path + n, "/.."))
+			return true;
+	}
+	return false;
+}
+
+/* The backing file named by cur's header, canonical, checked: in one of
+ * the layer directories and root's. "" at the end of the chain. */
+static int next_layer(const char *cur, const struct jail_files *f, char next[PATH_MAX], space_err *err)
+{
+	char named[PATH_MAX];
+	struct stat st;
+
+	next[0] = '\0';
+	if (qcow2_backing_of(cur, named) < 0)
+		return err_sys(err, errno ? errno : EIO, "jail: reading the header of %s", cur);
+	if (!named[0])
+		return 0;
+	if (!realpath(named, next) || lstat(next, &st) < 0)
+		return err_sys(err, errno, "jail: backing file %.200s of %s", named, cur);
+	if (!jail_layer_allowed(next, f->layer_dirs))
+		return err_set(err, EPERM, "jail: %s names a backing file outside the disk directories: %.200s", cur,
+			       named);
+	if (st.st_uid != 0 || !S_ISREG(st.st_mode))
+		return err_set(err, EPERM, "jail: %s names a backing file that is not a frozen layer: %.200s", cur,
+			       next);
+	return 0;
+}
+
 static int disk_chain(const char *root, const struct jail_files *f, space_err *err)
 {
 	char cur[PATH_MAX], next[PATH_MAX];
@@ -216,8 +250,8 @@ static int disk_chain(const char *root, const struct jail_files *f, space_err *e
 		if (depth >= JAIL_MAX_LAYERS)
 			return err_set(err, ELOOP, "jail: disk chain of %s is longer than %d layers", f->disk,
 				       JAIL_MAX_LAYERS);
-		if (qcow2_backing_of(cur, next) < 0)
-			return err_sys(err, errno ? errno : EIO, "jail: reading the header of %s", cur);
+		if (next_layer(cur, f, next, err) < 0)
+			return -1;
 		if (own_layer(cur, top, f->uid, f->gid, err) < 0 || bind_at(root, cur, cur, top, false, err) < 0)
 			return -1;
 		memcpy(cur, next, sizeof(cur));

@@ -26,6 +26,12 @@ struct jail_files {
 	bool kvm;              /* /dev/kvm */
 	uid_t uid;
 	gid_t gid;
+	/* Where layers below the top may live (canonical directories,
+	 * NULL-terminated). A layer's header names its backing file, and a
+	 * compromised QEMU writes the header of its top layer: a backing
+	 * file outside these directories, or not root's (another VM's live
+	 * top), is refused, never bound in nor chmod'ed. */
+	const char *const *layer_dirs;
 };
 
 /* Mounts a small tmpfs at root (a directory the caller made, root-only above
@@ -37,6 +43,9 @@ struct jail_files {
  * any VM whose chain reaches them can read them). A stale jail at root is
  * torn down first. */
 int jail_build(const char *root, const struct jail_files *f, space_err *err);
+
+/* Is path (canonical) inside one of dirs (NULL-terminated), below it? Pure. */
+bool jail_layer_allowed(const char *path, const char *const *dirs);
 
 /* Makes host file `path` appear at the same path inside the jail at root
  * (a bind mount; it propagates into the running VM's namespace). */

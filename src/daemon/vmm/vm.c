@@ -406,7 +406,7 @@ static int confine_prepare(const struct vm_spec *spec, struct launch_prep *p, sp
 	if (!spec->jail)
 		return 0;
 	struct jail_files f = { .kernel = spec->kernel, .disk = spec->disk, .kvm = spec->accel == ACCEL_KVM,
-				.uid = spec->run_uid, .gid = spec->run_gid };
+				.uid = spec->run_uid, .gid = spec->run_gid, .layer_dirs = spec->layer_dirs };
 	if (mkdir_parent(spec->jail_dir, 0700) < 0)
 		return err_sys(err, errno, "creating the directory of %s", spec->jail_dir);
 	if (jail_build(spec->jail_dir, &f, err) < 0)

@@ -49,6 +49,10 @@ struct vm_spec {
 	uid_t run_uid;
 	gid_t run_gid;
 	const char *jail_dir;
+	/* Directories the layers below the top may live in (canonical,
+	 * NULL-terminated; see jail.h): a backing file elsewhere fails the
+	 * launch. */
+	const char *const *layer_dirs;
 	/* A cgroup leaf per VM (memory, CPU, tasks) named by the id under
 	 * this scope ("space-<tag>") in the daemon's own cgroup; NULL: none. */
 	const char *cgroup_scope;
