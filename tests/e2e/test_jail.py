@@ -221,6 +221,10 @@ def test_pause_fork_suspend_and_restore_in_the_jail(own_daemon, two):
         layers = [line.split()[4] for line in f if ".qcow2" in line.split()[4]]
     new = [p for p in layers if p != old_top and os.stat(p).st_uid == uid]
     assert new and os.stat(new[0]).st_mode & 0o777 == 0o600, layers
+    # The daemon's own record of the new layer's backing file (chains are followed by it,
+    # never by a header the QEMU wrote).
+    with open(new[0] + ".backing") as f:
+        assert f.read() == old_top + "\n"
     assert bytes(api.run(sb, ["sh", "-c", "echo parent > /root/mark; cat /root/mark"]).stdout) == b"parent\n"
     assert bytes(api.run(child, ["cat", "/root/mark"]).stdout) == b"before\n"
 

@@ -301,8 +301,21 @@ static void test_real_jail(void)
 		      st.st_uid == UID_T + 1 && (st.st_mode & 07777) == 0600,
 	      "another VM's live top layer is refused as a backing file (%s)", err.msg);
 	unlink(victim);
-	unlink(forged);
+	/* Our record of the backing file wins over the header. */
 	snprintf(victim, sizeof(victim), "%s/secret", tmpl);
+	write_file(victim, "s", 1, 0600);
+	write_qcow2(forged, victim);
+	CHECK(qcow2_backing_record(forged, c.base, &err) == 0, "a backing record is written (%s)", err.msg);
+	char rec[PATH_MAX], in_jail_victim[PATH_MAX * 2];
+	CHECK(qcow2_backing_recorded(forged, rec) == 1 && strcmp(rec, c.base) == 0, "and read back");
+	CHECK(jail_build(c.root, &f, &err) == 0, "a forged header under a record builds (%s)", err.msg);
+	snprintf(in_jail_victim, sizeof(in_jail_victim), "%s%s", c.root, victim);
+	CHECK(access(in_jail_victim, F_OK) < 0 && stat(victim, &st) == 0 && (st.st_mode & 07777) == 0600,
+	      "the file the header names is neither in the jail nor touched");
+	jail_teardown(c.root, &err);
+	qcow2_backing_forget(forged);
+	CHECK(qcow2_backing_recorded(forged, rec) == 0, "a forgotten record is gone");
+	unlink(forged);
 	unlink(victim);
 	f.disk = c.top;
 	if (!CHECK(jail_build(c.root, &f, &err) == 0, "a jail root builds (%s)", err.msg))

@@ -82,6 +82,10 @@ int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space
 	disk_new_path(d, out);
 	if (copy_file(seed, out, err) < 0)
 		return err_wrap(err, "the sandbox's disk");
+	if (qcow2_backing_copy_record(seed, out, err) < 0) {
+		unlink(out);
+		return err_wrap(err, "the sandbox's disk");
+	}
 	return 0;
 }
 
@@ -91,13 +95,16 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 
 	(void)d;
 	snprintf(out, PATH_MAX, "%s/seed.qcow2", t->dir);
-	if (access(out, R_OK) == 0)
-		return 0;
 	snprintf(image, sizeof(image), "%s/rootfs.ext4", t->dir);
 	/* qemu-img records the backing path as given: absolute, so a copy of
 	 * the seed works from anywhere. */
 	if (!realpath(image, base))
 		return err_sys(err, EIO, "template image %s", image);
+	if (access(out, R_OK) == 0) {
+		char had[PATH_MAX];
+		/* A seed made before backing records existed gets one. */
+		return qcow2_backing_recorded(out, had) == 1 ? 0 : qcow2_backing_record(out, base, err);
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
 	unlink(tmp);
 	char *argv[] = { (char *)vm_qemu_img_binary(), "create", "-q", "-f", "qcow2", "-F", "raw",
@@ -105,6 +112,10 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 	if (proc_run(argv, -1, QEMU_IMG_TIMEOUT_MS, err) < 0) {
 		unlink(tmp);
 		return err_wrap(err, "creating the seed overlay of template %s", t->name);
+	}
+	if (qcow2_backing_record(out, base, err) < 0) {
+		unlink(tmp);
+		return -1;
 	}
 	if (rename(tmp, out) < 0) {
 		int e = errno;
@@ -130,6 +141,15 @@ static bool marked(const struct marks *m, const char *p)
 	return false;
 }
 
+/* The layer below cur: our record of it, else what its header names
+ * (a layer made before records existed). */
+static int layer_below(const char *cur, char next[PATH_MAX])
+{
+	int r = qcow2_backing_recorded(cur, next);
+
+	return r != 0 ? (r > 0 ? 0 : -1) : qcow2_backing_of(cur, next);
+}
+
 /* Marks path and every layer below it. */
 static void mark_chain(struct marks *m, const char *path)
 {
@@ -148,11 +168,15 @@ static void mark_chain(struct marks *m, const char *path)
 			m->paths = p;
 			m->cap = cap;
 		}
-		if (!(m->paths[m->n] = strdup(cur)) || qcow2_backing_of(cur, next) < 0) {
+		if (!(m->paths[m->n] = strdup(cur))) {
 			m->incomplete = true;
 			return;
 		}
 		m->n++;
+		if (layer_below(cur, next) < 0) {
+			m->incomplete = true;
+			return;
+		}
 		memcpy(cur, next, sizeof(cur));
 	}
 }
@@ -200,8 +224,10 @@ void disks_gc(struct spaced *d)
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		if (marked(&m, path))
 			continue;
-		if (unlink(path) == 0)
+		if (unlink(path) == 0) {
+			qcow2_backing_forget(path);
 			removed++;
+		}
 		else
 			log_warn("disk gc: unlink %s: %s", path, strerror(errno));
 	}

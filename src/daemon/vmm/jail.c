@@ -224,7 +224,12 @@ static int next_layer(const char *cur, const struct jail_files *f, char next[PAT
 	struct stat st;
 
 	next[0] = '\0';
-	if (qcow2_backing_of(cur, named) < 0)
+	/* The daemon's record first; a layer made before records existed
+	 * falls back to its header (checked as strictly below). */
+	int rec = qcow2_backing_recorded(cur, named);
+	if (rec < 0)
+		return err_sys(err, errno ? errno : EIO, "jail: the backing record of %s", cur);
+	if (rec == 0 && qcow2_backing_of(cur, named) < 0)
 		return err_sys(err, errno ? errno : EIO, "jail: reading the header of %s", cur);
 	if (!named[0])
 		return 0;

@@ -41,6 +41,82 @@ int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t o
 	return memchr(out, '\0', size) ? -1 : 0;
 }
 
+static int record_path(const char *layer, char out[PATH_MAX])
+{
+	if (snprintf(out, PATH_MAX, "%s" QCOW2_BACKING_SUFFIX, layer) >= PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+int qcow2_backing_record(const char *layer, const char *backing, space_err *err)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 4];
+	size_t n = strlen(backing);
+
+	if (record_path(layer, path) < 0 || n == 0 || n >= PATH_MAX || backing[0] != '/' || strchr(backing, '\n'))
+		return err_set(err, EINVAL, "backing record of %s: bad path", layer);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_sys(err, errno, "create %s", tmp);
+	if (write(fd, backing, n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
+		int e = errno ? errno : EIO;
+		unlink(tmp);
+		return err_sys(err, e, "write %s", tmp);
+	}
+	if (rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return err_sys(err, e, "rename %s", tmp);
+	}
+	return 0;
+}
+
+int qcow2_backing_recorded(const char *layer, char out[PATH_MAX])
+{
+	char path[PATH_MAX];
+
+	out[0] = '\0';
+	if (record_path(layer, path) < 0)
+		return -1;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -1;
+	ssize_t n = read(fd, out, PATH_MAX - 1);
+	if (n <= 1 || out[n - 1] != '\n' || out[0] != '/') {
+		out[0] = '\0';
+		errno = EINVAL;
+		return -1;
+	}
+	out[n - 1] = '\0';
+	if (memchr(out, '\0', (size_t)n - 1) || strchr(out, '\n')) {
+		out[0] = '\0';
+		errno = EINVAL;
+		return -1;
+	}
+	return 1;
+}
+
+int qcow2_backing_copy_record(const char *from, const char *to, space_err *err)
+{
+	char backing[PATH_MAX];
+	int r = qcow2_backing_recorded(from, backing);
+
+	if (r < 0)
+		return err_sys(err, errno, "backing record of %s", from);
+	return r == 0 ? 0 : qcow2_backing_record(to, backing, err);
+}
+
+void qcow2_backing_forget(const char *layer)
+{
+	char path[PATH_MAX];
+
+	if (record_path(layer, path) == 0)
+		unlink(path);
+}
+
 int qcow2_backing_of(const char *path, char out[PATH_MAX])
 {
 	unsigned char hdr[4096];

@@ -16,6 +16,7 @@
 
 #include "cleanup.h"
 #include "jail.h"
+#include "qcow2.h"
 #include "log.h"
 #include "proc.h"
 #include "vm_argv.h"
@@ -176,6 +177,12 @@ static void on_frozen(json_t *reply, const char *error, void *arg)
 		vm->frozen[0] = '\0';
 		vm_call_finish(c, &e, NULL);
 		return;
+	}
+	/* The new layer's backing file, as we know it: chains are followed
+	 * by this record, not by headers a QEMU wrote (qcow2.h). */
+	if (qcow2_backing_record(vm->frozen, vm->disk, &e) < 0) {
+		log_warn("vm %s: %s", vm->id, e.msg);
+		err_clear(&e);
 	}
 	/* The old top is a read-only layer now: root's again, readable by
 	 * the jailed QEMUs of forks and clones whose chains reach it. */
