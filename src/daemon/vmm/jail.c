@@ -149,7 +149,10 @@ static int system_dir(const char *root, const char *name, space_err *err)
 		return err_sys(err, errno, "jail: readlink %s", host);
 	link[n] = '\0';
 	snprintf(target, sizeof(target), "%s%s", root, host);
-	if (symlink(link, target) < 0)
+	/* Relative, always: an absolute link ("/usr/lib") would resolve on
+	 * the host for the daemon working in the jail's tree. At the root,
+	 * "/usr/lib" and "usr/lib" name the same inside the jail. */
+	if (symlink(link[0] == '/' ? link + 1 : link, target) < 0)
 		return err_sys(err, errno, "jail: symlink %s", host);
 	return 0;
 }
