@@ -106,7 +106,10 @@ int vm_pause(struct vm *vm, vm_done_cb cb, void *arg, space_err *err);
 int vm_resume(struct vm *vm, vm_done_cb cb, void *arg, space_err *err);
 /* The disk layer the VM writes becomes read-only: QEMU creates new_top (a
  * qcow2 whose backing file is the old layer) and writes there from now on
- * (blockdev-snapshot-sync). Call with the VM paused to freeze one instant. */
+ * (blockdev-snapshot-sync). Call with the VM paused to freeze one instant.
+ * new_top gets a backing record (qcow2.h); for a jailed VM it is made by us
+ * first (its uid, 0600) and bound into the jail, and the old layer becomes
+ * root's 0644 afterwards. */
 int vm_freeze_disk(struct vm *vm, const char *new_top, vm_done_cb cb, void *arg, space_err *err);
 /* Saves guest memory and device state, the VM paused: QEMU migrates into
  * `space-memcvt`, which writes the memory image to image_fd and the device
