@@ -174,6 +174,11 @@ static int run(struct spaced *d)
 	struct timeval one = { 1, 0 };
 	space_err err = { 0 };
 
+	if (d->cfg.jail && geteuid() != 0) {
+		err_set(&err, EPERM, "the jail every QEMU runs in needs root (uids, mounts, cgroups); run spaced "
+				     "as root, or with --no-jail for debugging (unsafe)");
+		goto fail;
+	}
 	if (prepare_state_dir(d, &err) < 0)
 		goto fail;
 	snprintf(db, sizeof(db), "%s/space.db", d->cfg.state_dir);
