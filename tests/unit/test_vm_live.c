@@ -17,6 +17,7 @@
 #include "daemon/vmm/cgroup.h"
 #include "daemon/vmm/jail.h"
 #include "daemon/vmm/proc.h"
+#include "daemon/vmm/qcow2.h"
 #include "daemon/vmm/vm.h"
 #include "harness.h"
 
@@ -263,6 +264,9 @@ static void test_snapshot_and_clone(void)
 	CHECK(vm_freeze_disk(vm, top, on_done, NULL, &err) == 0 && run_until(done, 5000) && done_ok,
 	      "vm_freeze_disk (%s)", done_msg);
 	CHECK(access(top, R_OK) == 0, "QEMU made the new top layer");
+	char recorded[4096];
+	CHECK(qcow2_backing_recorded(top, recorded) == 1 && strcmp(recorded, disk) == 0,
+	      "the new layer's backing file is recorded: %s", recorded);
 	snprintf(image, sizeof(image), "%s/mem", snapdir);
 	snprintf(state, sizeof(state), "%s/state", snapdir);
 	int img = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -328,6 +332,7 @@ static void test_snapshot_and_clone(void)
 	CHECK(run_until(exited, 5000), "source killed: %s", reason);
 	vm_free(vm);
 	vm_rm_tree(snapdir, &err);
+	qcow2_backing_forget(top);
 	unlink(top);
 	unlink(seed);
 }
