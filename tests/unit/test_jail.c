@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/kvm.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -183,6 +185,7 @@ static void test_drop_privileges(void)
 
 struct jail_case {
 	char root[PATH_MAX], dir[PATH_MAX], kernel[PATH_MAX], base[PATH_MAX], top[PATH_MAX];
+	bool kvm;
 };
 
 static int write_file(const char *path, const void *data, size_t len, mode_t mode)
@@ -228,6 +231,20 @@ static int jail_child(void *arg)
 	close(fd);
 	if (open(c->base, O_RDWR) >= 0 || open(c->kernel, O_RDWR) >= 0)
 		return 6;
+	/* Device nodes work (the root is nodev; /dev is a tmpfs of its own). */
+	char z[4];
+	int zfd = open("/dev/zero", O_RDONLY);
+	if (zfd < 0 || read(zfd, z, sizeof(z)) != (ssize_t)sizeof(z) || z[0] != 0)
+		return 9;
+	close(zfd);
+	if (c->kvm) {
+		int kfd = open("/dev/kvm", O_RDWR);
+		if (kfd < 0 || ioctl(kfd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
+			return 10;
+		close(kfd);
+	} else if (access("/dev/kvm", F_OK) == 0) {
+		return 11;
+	}
 	/* Only ourselves in /proc. */
 	if (access("/proc/self/status", R_OK) < 0 || access("/proc/1/status", F_OK) == 0 ||
 	    access("/proc/sys", F_OK) == 0)
@@ -278,7 +295,11 @@ static void test_real_jail(void)
 	write_qcow2(c.base, "rootfs.raw"); /* relative: resolved against its directory */
 	write_qcow2(c.top, c.base);
 	const char *dirs[] = { c.dir, NULL };
-	struct jail_files f = { .kernel = c.kernel, .disk = c.top, .uid = UID_T, .gid = UID_T, .layer_dirs = dirs };
+	/* /dev/kvm when the host has one: the jail's own node, the VM's. */
+	bool kvm = access("/dev/kvm", F_OK) == 0;
+	c.kvm = kvm;
+	struct jail_files f = { .kernel = c.kernel, .disk = c.top, .uid = UID_T, .gid = UID_T, .layer_dirs = dirs,
+				.kvm = kvm };
 
 	/* A header a compromised QEMU wrote may name any file: refused, untouched. */
 	char forged[PATH_MAX], victim[PATH_MAX];

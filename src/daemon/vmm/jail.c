@@ -92,10 +92,10 @@ static int mkparents(const char *root, const char *target, space_err *err)
 	return 0;
 }
 
-/* Binds host `src` at `dst` inside the jail; read-only unless rw; device
- * nodes keep working only where `dev`. An entry that exists already in the
- * jail (under a directory bound before) is left alone. */
-static int bind_at(const char *root, const char *src, const char *dst, bool rw, bool dev, space_err *err)
+/* Binds host `src` at `dst` inside the jail (nosuid, nodev); read-only
+ * unless rw. An entry that exists already in the jail (under a directory
+ * bound before) is left alone. */
+static int bind_at(const char *root, const char *src, const char *dst, bool rw, space_err *err)
 {
 	char target[PATH_MAX];
 	struct stat st, tst;
@@ -112,7 +112,7 @@ static int bind_at(const char *root, const char *src, const char *dst, bool rw, 
 		return err_sys(err, errno, "jail: creating %s", dst);
 	if (mount(src, target, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return err_sys(err, errno, "jail: bind %s", src);
-	unsigned long fl = MS_BIND | MS_REMOUNT | MS_NOSUID | (rw ? 0 : MS_RDONLY) | (dev ? MS_NOEXEC : MS_NODEV);
+	unsigned long fl = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (rw ? 0 : MS_RDONLY);
 	if (mount(NULL, target, NULL, fl, NULL) < 0)
 		return err_sys(err, errno, "jail: remount %s", dst);
 	return 0;
@@ -120,7 +120,7 @@ static int bind_at(const char *root, const char *src, const char *dst, bool rw, 
 
 int jail_bind_file(const char *root, const char *path, bool rw, space_err *err)
 {
-	return bind_at(root, path, path, rw, false, err);
+	return bind_at(root, path, path, rw, err);
 }
 
 static int own_layer(const char *path, bool top, uid_t uid, gid_t gid, space_err *err);
@@ -129,7 +129,7 @@ int jail_own_file(const char *root, const char *path, uid_t uid, gid_t gid, spac
 {
 	if (own_layer(path, true, uid, gid, err) < 0)
 		return -1;
-	return bind_at(root, path, path, true, false, err);
+	return bind_at(root, path, path, true, err);
 }
 
 /* /lib, /bin, ... : the same link as on the host (merged /usr), or a bind. */
@@ -143,7 +143,7 @@ static int system_dir(const char *root, const char *name, space_err *err)
 	if (lstat(host, &st) < 0)
 		return errno == ENOENT ? 0 : err_sys(err, errno, "jail: %s", host);
 	if (!S_ISLNK(st.st_mode))
-		return S_ISDIR(st.st_mode) ? bind_at(root, host, host, false, false, err) : 0;
+		return S_ISDIR(st.st_mode) ? bind_at(root, host, host, false, err) : 0;
 	n = readlink(host, link, sizeof(link) - 1);
 	if (n <= 0)
 		return err_sys(err, errno, "jail: readlink %s", host);
@@ -157,25 +157,52 @@ static int system_dir(const char *root, const char *name, space_err *err)
 	return 0;
 }
 
-static int system_files(const char *root, bool kvm, space_err *err)
+/* /dev: a small tmpfs of its own (the jail root is nodev) holding device
+ * nodes made for this VM: null, zero, full, random, urandom 0666, and under
+ * KVM a /dev/kvm owned by the VM's uid, 0600 (the host's is root's or
+ * group kvm's; the jail's uid is neither). */
+static int dev_nodes(const char *root, const struct jail_files *f, space_err *err)
+{
+	static const char *const devs[] = { "null", "zero", "full", "random", "urandom", "kvm" };
+	char dir[PATH_MAX], host[64], node[PATH_MAX + 16];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s/dev", root);
+	if (mkdir_open(dir) < 0)
+		return err_sys(err, errno, "jail: mkdir /dev");
+	if (mount("space-jail-dev", dir, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+		return err_sys(err, errno, "jail: mount /dev");
+	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++) {
+		bool kvm = strcmp(devs[i], "kvm") == 0;
+
+		if (kvm && !f->kvm)
+			continue;
+		snprintf(host, sizeof(host), "/dev/%s", devs[i]);
+		snprintf(node, sizeof(node), "%s/%s", dir, devs[i]);
+		if (stat(host, &st) < 0 || !S_ISCHR(st.st_mode))
+			return err_sys(err, errno ? errno : ENODEV, "jail: %s is not a character device", host);
+		if (mknod(node, S_IFCHR | 0600, st.st_rdev) < 0)
+			return err_sys(err, errno, "jail: mknod %s", host);
+		if (kvm ? chown(node, f->uid, f->gid) < 0 : chmod(node, 0666) < 0)
+			return err_sys(err, errno, "jail: the mode of %s", host);
+	}
+	return 0;
+}
+
+static int system_files(const char *root, const struct jail_files *f, space_err *err)
 {
 	static const char *const links[] = { "lib", "lib64", "lib32", "libx32", "bin", "sbin" };
-	static const char *const devs[] = { "/dev/null", "/dev/zero", "/dev/full", "/dev/random",
-					    "/dev/urandom" };
 
-	if (bind_at(root, "/usr", "/usr", false, false, err) < 0)
+	if (bind_at(root, "/usr", "/usr", false, err) < 0)
 		return -1;
 	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (system_dir(root, links[i], err) < 0)
 			return -1;
 	/* The dynamic loader finds libraries faster with its cache. */
 	if (access("/etc/ld.so.cache", R_OK) == 0 &&
-	    bind_at(root, "/etc/ld.so.cache", "/etc/ld.so.cache", false, false, err) < 0)
+	    bind_at(root, "/etc/ld.so.cache", "/etc/ld.so.cache", false, err) < 0)
 		return -1;
-	for (size_t i = 0; i < sizeof(devs) / sizeof(devs[0]); i++)
-		if (bind_at(root, devs[i], devs[i], true, true, err) < 0)
-			return -1;
-	if (kvm && bind_at(root, "/dev/kvm", "/dev/kvm", true, true, err) < 0)
+	if (dev_nodes(root, f, err) < 0)
 		return -1;
 	char proc[PATH_MAX];
 	snprintf(proc, sizeof(proc), "%s/proc", root);
@@ -260,7 +287,7 @@ static int disk_chain(const char *root, const struct jail_files *f, space_err *e
 				       JAIL_MAX_LAYERS);
 		if (next_layer(cur, f, next, err) < 0)
 			return -1;
-		if (own_layer(cur, top, f->uid, f->gid, err) < 0 || bind_at(root, cur, cur, top, false, err) < 0)
+		if (own_layer(cur, top, f->uid, f->gid, err) < 0 || bind_at(root, cur, cur, top, err) < 0)
 			return -1;
 		memcpy(cur, next, sizeof(cur));
 	}
@@ -289,8 +316,8 @@ int jail_build(const char *root, const struct jail_files *f, space_err *err)
 		err_sys(err, errno, "jail: kernel %s", f->kernel);
 		goto fail;
 	}
-	if (system_files(root, f->kvm, err) < 0 || own_layer(kernel, false, 0, 0, err) < 0 ||
-	    bind_at(root, kernel, f->kernel, false, false, err) < 0 || disk_chain(root, f, err) < 0)
+	if (system_files(root, f, err) < 0 || own_layer(kernel, false, 0, 0, err) < 0 ||
+	    bind_at(root, kernel, f->kernel, false, err) < 0 || disk_chain(root, f, err) < 0)
 		goto fail;
 	return 0;
 fail:
