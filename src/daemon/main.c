@@ -142,7 +142,10 @@ static void choose_accel(struct spaced *d)
 	snprintf(work, sizeof(work), "%s/probe", d->cfg.state_dir);
 	mkdir(work, 0700);
 	template_rec_clear(&t);
-	a = accel_probe(kernel, image, work, PROBE_TIMEOUT_MS, d->accel_reason, sizeof(d->accel_reason));
+	/* Jailed as the uid just past the VMs' range (jail.md). */
+	uid_t probe_uid = d->cfg.jail ? (uid_t)(d->cfg.jail_uid_base + d->cfg.jail_uid_count) : 0;
+	a = accel_probe(kernel, image, work, probe_uid, PROBE_TIMEOUT_MS, d->accel_reason,
+			sizeof(d->accel_reason));
 	d->accel = a;
 	snprintf(val, sizeof(val), "%s|%s", accel_name(a), d->accel_reason);
 	if (store_kv_set(d->store, key, val, &err) < 0)

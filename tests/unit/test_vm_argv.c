@@ -245,7 +245,7 @@ static void test_probe_argv(void)
 	struct strv a = { 0 };
 	space_err err = { 0 };
 
-	CHECK(vm_probe_argv_build("q", "/k", "/i,mg", &a, &err) == 0, "probe argv builds");
+	CHECK(vm_probe_argv_build("q", "/k", "/i,mg", false, &a, &err) == 0, "probe argv builds");
 	CHECK(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"), "probe uses KVM as launch would");
 	CHECK(contains(after(&a, "-append"), "space.probe=1"), "probe cmdline has space.probe=1");
 	CHECK(contains(after(&a, "-drive"), "file=/i,,mg,format=raw") &&
@@ -253,6 +253,11 @@ static void test_probe_argv(void)
 	      "probe disk is the raw template, snapshot=on");
 	CHECK(has_pair(&a, "-serial", "chardev:con") && contains(after(&a, "-chardev"), "stdio"),
 	      "probe console on stdout");
+	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox for an unjailed probe");
+	strv_free(&a);
+	CHECK(vm_probe_argv_build("q", "/k", "/i", true, &a, &err) == 0 &&
+		      contains(after(&a, "-sandbox"), "spawn=deny"),
+	      "a jailed probe has QEMU's -sandbox too");
 	strv_free(&a);
 }
 

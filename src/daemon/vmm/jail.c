@@ -189,6 +189,22 @@ static int dev_nodes(const char *root, const struct jail_files *f, space_err *er
 	return 0;
 }
 
+/* A writable /var/tmp of the VM's own, bounded (the probe's snapshot=on overlay). */
+static int scratch_dir(const char *root, const struct jail_files *f, space_err *err)
+{
+	char dir[PATH_MAX], opts[96];
+
+	snprintf(dir, sizeof(dir), "%s/var/tmp/x", root);
+	if (mkparents(root, dir, err) < 0)
+		return -1;
+	*strrchr(dir, '/') = '\0';
+	snprintf(opts, sizeof(opts), "mode=0700,uid=%u,gid=%u,size=64m,nr_inodes=256", (unsigned)f->uid,
+		 (unsigned)f->gid);
+	if (mount("space-jail-tmp", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		return err_sys(err, errno, "jail: mount /var/tmp");
+	return 0;
+}
+
 static int system_files(const char *root, const struct jail_files *f, space_err *err)
 {
 	static const char *const links[] = { "lib", "lib64", "lib32", "libx32", "bin", "sbin" };
@@ -202,7 +218,7 @@ static int system_files(const char *root, const struct jail_files *f, space_err 
 	if (access("/etc/ld.so.cache", R_OK) == 0 &&
 	    bind_at(root, "/etc/ld.so.cache", "/etc/ld.so.cache", false, err) < 0)
 		return -1;
-	if (dev_nodes(root, f, err) < 0)
+	if (dev_nodes(root, f, err) < 0 || (f->scratch && scratch_dir(root, f, err) < 0))
 		return -1;
 	char proc[PATH_MAX];
 	snprintf(proc, sizeof(proc), "%s/proc", root);
@@ -287,7 +303,8 @@ static int disk_chain(const char *root, const struct jail_files *f, space_err *e
 				       JAIL_MAX_LAYERS);
 		if (next_layer(cur, f, next, err) < 0)
 			return -1;
-		if (own_layer(cur, top, f->uid, f->gid, err) < 0 || bind_at(root, cur, cur, top, err) < 0)
+		bool rw = top && !f->disk_ro;
+		if (own_layer(cur, rw, f->uid, f->gid, err) < 0 || bind_at(root, cur, cur, rw, err) < 0)
 			return -1;
 		memcpy(cur, next, sizeof(cur));
 	}

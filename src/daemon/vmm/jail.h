@@ -32,6 +32,11 @@ struct jail_files {
 	 * file outside these directories, or not root's (another VM's live
 	 * top), is refused, never bound in nor chmod'ed. */
 	const char *const *layer_dirs;
+	/* The KVM probe: its disk is a template image, bound read-only and
+	 * left as it is, and QEMU gets a small writable /var/tmp (tmpfs, the
+	 * VM's) for the overlay of -drive snapshot=on. */
+	bool disk_ro;
+	bool scratch;
 };
 
 /* Mounts a small tmpfs at root (a directory the caller made, root-only above

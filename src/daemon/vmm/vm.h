@@ -158,7 +158,9 @@ const char *vm_memcvt_binary(void);
  * SPACE-PROBE-OK on the console when the kernel command line has
  * space.probe=1), else TCG. Blocking; call once at start-up. `reason` gets
  * one line for the log and /v1/info. */
-enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, int timeout_ms,
+/* uid non-zero: the probe QEMU runs jailed like a VM (jail.md), as uid,
+ * in a jail root under work_dir. */
+enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, uid_t uid, int timeout_ms,
 		       char *reason, size_t reason_len);
 
 #endif

@@ -285,7 +285,7 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	return 0;
 }
 
-int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, struct strv *a,
+int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, bool sandbox, struct strv *a,
 			space_err *err)
 {
 	_cleanup_free_ char *img = qemu_opt_escape(image);
@@ -328,6 +328,10 @@ int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image,
 	strv_add(a, "chardev:con");
 	strv_add(a, "-device");
 	strv_add(a, "virtio-rng-device");
+	if (sandbox) {
+		strv_add(a, "-sandbox");
+		strv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	}
 	if (a->failed)
 		return err_set(err, ENOMEM, "building probe argv: out of memory");
 	return 0;

@@ -43,7 +43,7 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *arg
 
 /* The KVM probe boot (accel.c): kernel + image read-only under -accel kvm,
  * serial console on QEMU's stdout, space.probe=1 on the command line. */
-int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, struct strv *a,
+int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, bool sandbox, struct strv *a,
 			space_err *err);
 
 /* The guest kernel command line for spec (NUL-terminated into out). */
