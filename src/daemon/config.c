@@ -29,7 +29,7 @@ static void usage(FILE *f)
 		"  --no-ready-snapshots      always boot; never clone creates from template snapshots\n"
 		"  --boot-timeout SECONDS    a VM's guest must answer within this (default 60)\n"
 		"  --jail-uid-base UID       first of the per-VM uids QEMUs run as (SPACE_JAIL_UID_BASE, default 2000000000)\n"
-		"  --jail-uid-count N        how many such uids (SPACE_JAIL_UID_COUNT, default 65536)\n"
+		"  --jail-uid-count N        how many such uids; the KVM probe runs as the next one (SPACE_JAIL_UID_COUNT, default 65536)\n"
 		"  --no-jail                 UNSAFE, for debugging only: QEMU runs as root with the daemon's\n"
 		"                            environment, no mount namespace, no seccomp (SPACE_NO_JAIL=1)\n"
 		"  --version, --help\n");
