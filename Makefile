@@ -48,7 +48,7 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
-DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto
+DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto -lseccomp
 CLI_LIBS    := -lcurl -ljansson
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
 # The daemon the end-to-end tests run: ASan+UBSan, so a memory error or undefined

@@ -41,6 +41,10 @@ static void usage(FILE *f)
 		"  --output-min-free MIB     free space on the state dir below which output pauses (default 256, 0 = off)\n"
 		"  --max-sessions-per-sandbox N  sessions not yet ended per sandbox (default 64)\n"
 		"  --max-sessions N          sessions not yet ended in all sandboxes (default 1024)\n"
+		"  --jail-uid-base UID       first of the per-VM uids QEMUs run as (SPACE_JAIL_UID_BASE, default 2000000000)\n"
+		"  --jail-uid-count N        how many such uids; the KVM probe runs as the next one (SPACE_JAIL_UID_COUNT, default 65536)\n"
+		"  --no-jail                 UNSAFE, for debugging only: QEMU runs as root with the daemon's\n"
+		"                            environment, no mount namespace, no seccomp (SPACE_NO_JAIL=1)\n"
 		"  --version, --help\n");
 }
 
@@ -115,6 +119,12 @@ static void from_env(struct config *cfg)
 		cfg->memory_budget_mib = parse_int(v, "SPACE_MEMORY_BUDGET", 64, 1 << 30);
 	if ((v = getenv("SPACE_VCPU_BUDGET")) && *v)
 		cfg->vcpu_budget = parse_int(v, "SPACE_VCPU_BUDGET", 1, 1 << 20);
+	if ((v = getenv("SPACE_NO_JAIL")) && *v && strcmp(v, "0") != 0)
+		cfg->jail = false;
+	if ((v = getenv("SPACE_JAIL_UID_BASE")) && *v)
+		cfg->jail_uid_base = (uint32_t)parse_int(v, "SPACE_JAIL_UID_BASE", 1000, 2100000000);
+	if ((v = getenv("SPACE_JAIL_UID_COUNT")) && *v)
+		cfg->jail_uid_count = (uint32_t)parse_int(v, "SPACE_JAIL_UID_COUNT", 1, 1 << 24);
 	if ((v = getenv("SPACE_POOL")) && *v)
 		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
 }
@@ -149,6 +159,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "output-min-free", required_argument, NULL, 1003 },
 		{ "max-sessions-per-sandbox", required_argument, NULL, 1004 },
 		{ "max-sessions", required_argument, NULL, 1005 },
+		{ "no-jail", no_argument, NULL, 'J' },
+		{ "jail-uid-base", required_argument, NULL, 'U' },
+		{ "jail-uid-count", required_argument, NULL, 'N' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -176,6 +189,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->output_min_free_mib = 256;
 	cfg->max_sessions_per_sandbox = 64;
 	cfg->max_sessions = 1024;
+	cfg->jail = true;
+	cfg->jail_uid_base = 2000000000u;
+	cfg->jail_uid_count = 65536;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -212,6 +228,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1003: cfg->output_min_free_mib = parse_int(optarg, "--output-min-free", 0, 1 << 30); break;
 		case 1004: cfg->max_sessions_per_sandbox = parse_int(optarg, "--max-sessions-per-sandbox", 1, 100000); break;
 		case 1005: cfg->max_sessions = parse_int(optarg, "--max-sessions", 1, 1000000); break;
+		case 'J': cfg->jail = false; break;
+		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
+		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;
 		case 'V': printf("spaced %s\n", SPACE_VERSION); exit(0);
 		case 'h': usage(stdout); exit(0);
 		default: usage(stderr); exit(2);

@@ -47,6 +47,11 @@ struct config {
 	int output_min_free_mib;   /* free space on the state dir below which output pauses (default 256, 0 = off) */
 	int max_sessions_per_sandbox; /* sessions not yet ended, per sandbox (default 64) */
 	int max_sessions;          /* sessions not yet ended, in all sandboxes (default 1024) */
+	/* Every QEMU jailed (docs/design/jail.md); off only for debugging,
+	 * unsafe: --no-jail / SPACE_NO_JAIL=1. */
+	bool jail;
+	uint32_t jail_uid_base;    /* per-VM uids: base .. base + count - 1 */
+	uint32_t jail_uid_count;
 };
 
 /* Event priorities (libevent): client I/O and everything else at the
@@ -73,6 +78,7 @@ struct spaced {
 	struct evhttp *data_http;
 	struct sandbox *sandboxes; /* runtime objects of sandboxes not deleted */
 	char state_tag[17];        /* short hash of state_dir: names sock/mem dirs */
+	char cgroup_scope[32];     /* "space-<tag>": VMs' cgroup leaves go under it */
 	int64_t started_ms;
 	struct event *tick;        /* periodic: expiry, pools, ready snapshots, disk GC */
 	struct op_waiter *op_waiters; /* long-polls on operations (ops.c) */
@@ -106,6 +112,9 @@ void path_disks_dir(const struct spaced *d, char out[PATH_MAX]);
  * outlive a host reboot (named and suspend snapshots). */
 void path_snapshot_dir(const struct spaced *d, enum snap_kind kind, const char *sn_id, char out[PATH_MAX]);
 void path_tmpfs_root(const struct spaced *d, char out[PATH_MAX]);
+/* Jail roots of VMs: /run/space/<tag>/jail, and .../<sb_id> for one. */
+void path_jail_root(const struct spaced *d, char out[PATH_MAX]);
+void path_jail_dir(const struct spaced *d, const char *sb_id, char out[PATH_MAX]);
 /* mkdir -p whose new directories are 0700; the last one must end up a
  * directory of ours that nobody else can enter (EACCES otherwise). */
 int path_mkdirs(const char *path, space_err *err);

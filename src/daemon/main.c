@@ -18,6 +18,7 @@
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "vmm/memimg.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define PROBE_TIMEOUT_MS 8000
@@ -65,6 +66,7 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 	EVP_Digest(real, strlen(real), md, &mdlen, EVP_sha256(), NULL);
 	hex(md, 8, h);
 	memcpy(d->state_tag, h, 17);
+	snprintf(d->cgroup_scope, sizeof(d->cgroup_scope), "space-%s", d->state_tag);
 	/* One daemon per state directory: a second would fight over the VMs. */
 	snprintf(lock, sizeof(lock), "%s/spaced.lock", real);
 	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -79,6 +81,11 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 	 * ours alone before anything goes there. */
 	char tmpfs[PATH_MAX];
 	path_tmpfs_root(d, tmpfs);
+	/* /dev/shm is world-writable: its space-<tag> must be a directory of
+	 * ours (lstat: not a link someone planted), checked before anything
+	 * below it is trusted. */
+	if (path_mkdirs(tmpfs, err) < 0)
+		return err_wrap(err, "preparing tmpfs for snapshots");
 	strncat(tmpfs, "/snapshots", sizeof(tmpfs) - strlen(tmpfs) - 1);
 	if (path_mkdirs(tmpfs, err) < 0)
 		return err_wrap(err, "preparing tmpfs for snapshots");
@@ -187,7 +194,10 @@ static void choose_accel(struct spaced *d)
 	snprintf(work, sizeof(work), "%s/probe", d->cfg.state_dir);
 	mkdir(work, 0700);
 	template_rec_clear(&t);
-	a = accel_probe(kernel, image, work, PROBE_TIMEOUT_MS, d->accel_reason, sizeof(d->accel_reason));
+	/* Jailed as the uid just past the VMs' range (jail.md). */
+	uid_t probe_uid = d->cfg.jail ? (uid_t)(d->cfg.jail_uid_base + d->cfg.jail_uid_count) : 0;
+	a = accel_probe(kernel, image, work, probe_uid, PROBE_TIMEOUT_MS, d->accel_reason,
+			sizeof(d->accel_reason));
 	d->accel = a;
 	snprintf(val, sizeof(val), "%s|%s", accel_name(a), d->accel_reason);
 	if (store_kv_set(d->store, key, val, &err) < 0)
@@ -221,6 +231,11 @@ static int run(struct spaced *d)
 	enum key_origin key_origin;
 	space_err err = { 0 };
 
+	if (d->cfg.jail && geteuid() != 0) {
+		err_set(&err, EPERM, "the jail every QEMU runs in needs root (uids, mounts, cgroups); run spaced "
+				     "as root, or with --no-jail for debugging (unsafe)");
+		goto fail;
+	}
 	/* The key file first: a bad one stops us before anything is made. */
 	if (config_read_key_file(&d->cfg, &err) < 0 || prepare_state_dir(d, &err) < 0)
 		goto fail;
@@ -241,6 +256,9 @@ static int run(struct spaced *d)
 	choose_accel(d);
 	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
 	capacity_init(d);
+	if (!d->cfg.jail)
+		log_warn("--no-jail: QEMU runs as root with the daemon's environment and no seccomp filter; "
+			 "for debugging only, a guest escape owns the host");
 	if (sandbox_reconcile(d, &err) < 0 || pools_init(d, &err) < 0 || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
 		goto fail;
@@ -261,6 +279,7 @@ static int run(struct spaced *d)
 	event_free(sigterm);
 	event_free(d->tick);
 	sandbox_shutdown(d);
+	memimg_forget_all();
 	store_close(d->store);
 	return 0;
 fail:
@@ -296,6 +315,9 @@ int main(int argc, char **argv)
 	if (getenv("SPACE_DEBUG") && *getenv("SPACE_DEBUG"))
 		log_set_level(LOG_DEBUG);
 	signal(SIGPIPE, SIG_IGN);
+	/* Whatever the daemon creates is its own; what must be readable by
+	 * others (a disk layer a jailed QEMU reads) is chmod'ed explicitly. */
+	umask(077);
 	config_load(&d.cfg, argc, argv);
 	d.started_ms = now_ms();
 	d.base = make_base();

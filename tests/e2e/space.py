@@ -836,6 +836,56 @@ def qemu_pids(sb_id):
     return found
 
 
+def mounts_under(prefix):
+    """Mount points at or below prefix in our mount namespace, deepest first."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(prefix):
+                points.append(point)
+    return sorted(set(points), key=len, reverse=True)
+
+
+def unmount_under(prefix):
+    for point in mounts_under(prefix):
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def own_cgroup(ctrl):
+    """This process's cgroup path for a v1 controller (or v2 with ctrl None)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            hid, ctrls, path = line.rstrip("\n").split(":", 2)
+            if (ctrl is None and hid == "0" and ctrls == "") or (ctrl and ctrl in ctrls.split(",")):
+                return path
+    return None
+
+
+def cgroup_scopes(scope):
+    """The daemon's scope directories (spaced is our child: it shares our cgroups)."""
+    import stat as _stat
+    if os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+        roots = [("/sys/fs/cgroup", own_cgroup(None))]
+    else:
+        roots = [(f"/sys/fs/cgroup/{c}", own_cgroup(c)) for c in ("memory", "cpu", "pids")]
+    out = []
+    for mount, path in roots:
+        if path is None:
+            continue
+        d = os.path.join(mount + path.rstrip("/"), scope) if path != "/" else os.path.join(mount, scope)
+        if os.path.isdir(d):
+            out.append(d)
+    return out
+
+
+def cgroup_leaves(scope):
+    leaves = []
+    for d in cgroup_scopes(scope):
+        leaves += [os.path.join(d, e) for e in os.listdir(d) if os.path.isdir(os.path.join(d, e))]
+    return leaves
+
+
 def qemu_pid(sb_id):
     pids = qemu_pids(sb_id)
     assert len(pids) == 1, f"want one QEMU for {sb_id}, found {pids}"
@@ -1127,7 +1177,20 @@ class Daemon:
         # Ready and fork snapshots live on tmpfs and outlive the daemon (a restart reuses
         # them); a test daemon's go with it, and so do its socket directories.
         shutil.rmtree(f"/dev/shm/space-{self.state_tag()}", ignore_errors=True)
+        # Jail roots of VMs killed behind the daemon's back stay mounted: unmount them
+        # before removing anything under them, and remove the VMs' cgroup leaves.
+        unmount_under(f"/run/space/{self.state_tag()}/")
         shutil.rmtree(f"/run/space/{self.state_tag()}", ignore_errors=True)
+        for leaf in cgroup_leaves(f"space-{self.state_tag()}"):
+            try:
+                os.rmdir(leaf)
+            except OSError:
+                pass
+        for scope in cgroup_scopes(f"space-{self.state_tag()}"):
+            try:
+                os.rmdir(scope)
+            except OSError:
+                pass
         if self in Daemon.running:
             Daemon.running.remove(self)
         for path, text in self.new_sanitizer_reports().items():

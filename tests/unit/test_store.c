@@ -254,6 +254,7 @@ static void sandbox(struct sandbox_rec *s, const char *id, enum sb_state state, 
 	s->on_timeout = ON_TIMEOUT_SUSPEND;
 	s->role = ROLE_POOL;
 	s->prev_state = SB_PAUSED;
+	s->jail_uid = 2000000042u;
 }
 
 static int list_sb(const struct sandbox_rec *s, void *arg)
@@ -326,7 +327,7 @@ static void test_sandboxes(struct store *st)
 		      !strcmp(got.parent_id, s.parent_id) && !strcmp(got.snapshot_id, s.snapshot_id) &&
 		      !strcmp(got.source_snapshot, s.source_snapshot) && got.start_kind == START_FORK &&
 		      got.on_timeout == ON_TIMEOUT_SUSPEND && got.role == ROLE_POOL &&
-		      got.prev_state == SB_PAUSED,
+		      got.prev_state == SB_PAUSED && got.jail_uid == 2000000042u,
 	      "sandbox round trips every field");
 	sandbox_rec_clear(&got);
 	sandbox_rec_clear(&s);
@@ -566,7 +567,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 2, "schema version 2");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 3, "schema version 3");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -722,10 +723,10 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 2, "now at version 2");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 3, "now at version 3");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
-		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER,
+		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0,
 	      "a v1 sandbox reads back with the new fields' defaults (%s)", err.msg);
 	sandbox_rec_clear(&s);
 	CHECK(store_op_get(st, "op-0000000000000009", &o, &err) == 0 && o.kind == OPK_CREATE && !o.result,

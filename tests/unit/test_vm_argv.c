@@ -82,8 +82,9 @@ static void test_tcg(void)
 	CHECK(contains(app, "space.hostname=sb-0123456789abcdef") && contains(app, "random.trust_cpu=on"),
 	      "kernel cmdline: hostname and trust_cpu");
 	CHECK(has_pair(&a, "-drive",
-		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,discard=unmap"),
-	      "root drive is the sandbox's top disk layer");
+		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,"
+		       "discard=unmap,werror=report,rerror=report"),
+	      "root drive is the sandbox's top disk layer; I/O errors reach the guest, never pause the VM");
 	CHECK(has_pair(&a, "-device", "virtio-blk-device,drive=root"), "virtio-blk-device");
 	CHECK(has_pair(&a, "-chardev", "socket,id=agent,fd=3,server=on,wait=off"),
 	      "agent chardev: the listening socket passed as fd 3");
@@ -97,7 +98,7 @@ static void test_tcg(void)
 		      has_pair(&a, "-serial", "chardev:con"),
 	      "serial console on the socket passed as fd 5");
 	CHECK(has_pair(&a, "-device", "virtio-rng-device"), "virtio-rng");
-	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without seccomp");
+	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without the jail");
 	CHECK(strv_find(&a, "-netdev") < 0 && strv_find(&a, "-nic") < 0, "no network device yet");
 	CHECK(VM_FD_AGENT == 3 && VM_FD_QMP == 4 && VM_FD_CONSOLE == 5, "fd numbers as vm_launch passes them");
 	strv_free(&a);
@@ -118,6 +119,27 @@ static void test_from_snapshot(void)
 	      "a clone maps the snapshot's memory image privately (copy-on-write)");
 	CHECK(has_pair(&a, "-incoming", "defer"), "a clone waits for its state over QMP");
 	strv_free(&a);
+	s.jail = true;
+	s.run_uid = 2000000001;
+	s.run_gid = 2000000001;
+	s.jail_dir = "/run/space/ab12/jail/sb-0123456789abcdef";
+	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "a jailed clone's argv builds (%s)", err.msg);
+	CHECK(has_pair(&a, "-object", "memory-backend-file,id=mem,size=128M,mem-path=/proc/self/fd/6,share=off"),
+	      "a jailed clone maps the sealed memfd passed as fd 6");
+	strv_free(&a);
+	s.mem_own = true;
+	CHECK(vm_argv_build(&s, "q", &a, &err) == 0, "a jailed restore's argv builds (%s)", err.msg);
+	CHECK(has_pair(&a, "-object",
+		       "memory-backend-file,id=mem,size=128M,mem-path=/dev/shm/space-ab12/snapshots/sn-1/mem,share=off"),
+	      "an image the VM owns alone (its suspend snapshot) is mapped from its path");
+	strv_free(&a);
+	s.mem_own = false;
+	s.run_uid = 0;
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a jail without a uid is refused");
+	s.run_uid = 2000000001;
+	s.jail_dir = "relative";
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a jail root must be absolute");
+	s.jail = false;
 	s.mem = VM_MEM_ANON;
 	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a state without its image is refused");
 	s.mem = VM_MEM_IMAGE;
@@ -133,14 +155,17 @@ static void test_kvm_and_options(void)
 
 	s.accel = ACCEL_KVM;
 	s.tb_size_mib = 0; /* irrelevant under KVM */
-	s.seccomp = true;
+	s.jail = true;
+	s.run_uid = 2000000001;
+	s.run_gid = 2000000001;
+	s.jail_dir = "/run/space/ab12/jail/sb-0123456789abcdef";
 	s.cmdline_extra = "loglevel=7 space.x=1";
 	CHECK(vm_argv_build(&s, "/usr/bin/qemu", &a, &err) == 0, "kvm argv builds (%s)", err.msg);
 	CHECK(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"), "-accel kvm -cpu host");
 	CHECK(!contains(after(&a, "-accel"), "tb-size"), "no tb-size under KVM");
 	CHECK(contains(after(&a, "-sandbox"), "on,") && contains(after(&a, "-sandbox"), "elevateprivileges=deny") &&
 		      contains(after(&a, "-sandbox"), "spawn=deny"),
-	      "seccomp: QEMU -sandbox on, no spawning (snapshots pass descriptors instead)");
+	      "jail: QEMU -sandbox on, no spawning (snapshots pass descriptors instead)");
 	const char *app = after(&a, "-append");
 	size_t n = strlen(app), m = strlen(" loglevel=7 space.x=1");
 	CHECK(n > m && strcmp(app + n - m, " loglevel=7 space.x=1") == 0, "cmdline_extra appended last");
@@ -220,7 +245,7 @@ static void test_probe_argv(void)
 	struct strv a = { 0 };
 	space_err err = { 0 };
 
-	CHECK(vm_probe_argv_build("q", "/k", "/i,mg", &a, &err) == 0, "probe argv builds");
+	CHECK(vm_probe_argv_build("q", "/k", "/i,mg", false, &a, &err) == 0, "probe argv builds");
 	CHECK(has_pair(&a, "-accel", "kvm") && has_pair(&a, "-cpu", "host"), "probe uses KVM as launch would");
 	CHECK(contains(after(&a, "-append"), "space.probe=1"), "probe cmdline has space.probe=1");
 	CHECK(contains(after(&a, "-drive"), "file=/i,,mg,format=raw") &&
@@ -228,6 +253,11 @@ static void test_probe_argv(void)
 	      "probe disk is the raw template, snapshot=on");
 	CHECK(has_pair(&a, "-serial", "chardev:con") && contains(after(&a, "-chardev"), "stdio"),
 	      "probe console on stdout");
+	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox for an unjailed probe");
+	strv_free(&a);
+	CHECK(vm_probe_argv_build("q", "/k", "/i", true, &a, &err) == 0 &&
+		      contains(after(&a, "-sandbox"), "spawn=deny"),
+	      "a jailed probe has QEMU's -sandbox too");
 	strv_free(&a);
 }
 

@@ -14,7 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "daemon/vmm/cgroup.h"
+#include "daemon/vmm/jail.h"
 #include "daemon/vmm/proc.h"
+#include "daemon/vmm/qcow2.h"
 #include "daemon/vmm/vm.h"
 #include "harness.h"
 
@@ -131,6 +134,7 @@ static int qemu_img(const char *backing, const char *out)
 }
 
 static struct vm_spec spec;
+static char cgscope[64];
 static char dir[] = "/tmp/test_vm_live.XXXXXX", run[128], sock[128], disk[160];
 
 static void test_launch_kill_adopt(void)
@@ -260,6 +264,9 @@ static void test_snapshot_and_clone(void)
 	CHECK(vm_freeze_disk(vm, top, on_done, NULL, &err) == 0 && run_until(done, 5000) && done_ok,
 	      "vm_freeze_disk (%s)", done_msg);
 	CHECK(access(top, R_OK) == 0, "QEMU made the new top layer");
+	char recorded[4096];
+	CHECK(qcow2_backing_recorded(top, recorded) == 1 && strcmp(recorded, disk) == 0,
+	      "the new layer's backing file is recorded: %s", recorded);
 	snprintf(image, sizeof(image), "%s/mem", snapdir);
 	snprintf(state, sizeof(state), "%s/state", snapdir);
 	int img = open(image, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -269,10 +276,12 @@ static void test_snapshot_and_clone(void)
 	CHECK(vm_save(vm, img, st, on_done, NULL, &err) == 0 && run_until(done, 30000) && done_ok,
 	      "vm_save through space-memcvt (%s)", done_flag ? done_msg : err.msg);
 	NOTE("saved in %lld ms", (long long)(mono_ms() - t0));
-	struct stat sti, sts;
-	CHECK(stat(image, &sti) == 0 && sti.st_size == 128ll << 20 && sti.st_blocks * 512 < sti.st_size,
+	/* stat first: the message's arguments may be evaluated before the condition. */
+	struct stat sti = { 0 }, sts = { 0 };
+	int ri = stat(image, &sti), rs = stat(state, &sts);
+	CHECK(ri == 0 && sti.st_size == 128ll << 20 && sti.st_blocks * 512 < sti.st_size,
 	      "the image is the guest's RAM size, sparse (%lld KiB allocated)", (long long)sti.st_blocks / 2);
-	CHECK(stat(state, &sts) == 0 && sts.st_size > 1000 && sts.st_size < (4 << 20),
+	CHECK(rs == 0 && sts.st_size > 1000 && sts.st_size < (4 << 20),
 	      "the device state is small (%lld bytes)", (long long)sts.st_size);
 	done_flag = false;
 	CHECK(vm_resume(vm, on_done, NULL, &err) == 0 && run_until(done, 5000) && done_ok &&
@@ -295,12 +304,23 @@ static void test_snapshot_and_clone(void)
 	cs.mem = VM_MEM_IMAGE;
 	cs.mem_image = image;
 	cs.incoming = state;
+	char clone_jail[200];
+	snprintf(clone_jail, sizeof(clone_jail), "%s/jail/sb-unit-clone", dir);
+	if (cs.jail) {
+		cs.jail_dir = clone_jail;
+		cs.run_uid = cs.run_gid = spec.run_uid + 1;
+	}
 	readies = 0;
 	t0 = mono_ms();
 	CHECK(vm_launch(base, &cs, 30000, &events, NULL, &clone, &err) == 0, "launch a clone (%s)", err.msg);
 	if (clone) {
 		CHECK(run_until(ready, 15000), "the clone is ready in %lld ms", (long long)(mono_ms() - t0));
 		CHECK(status_is(clone, "running"), "the clone runs");
+		if (cs.jail)
+			CHECK(proc_cmdline_has(vm_pid(clone), "-object",
+					       "memory-backend-file,id=mem,size=128M,mem-path=/proc/self/fd/6") &&
+				      jail_pid_has_uid(vm_pid(clone), cs.run_uid),
+			      "the jailed clone maps the sealed image, as its own uid");
 		exits = 0;
 		vm_kill(clone);
 		run_until(exited, 5000);
@@ -312,8 +332,94 @@ static void test_snapshot_and_clone(void)
 	CHECK(run_until(exited, 5000), "source killed: %s", reason);
 	vm_free(vm);
 	vm_rm_tree(snapdir, &err);
+	qcow2_backing_forget(top);
 	unlink(top);
 	unlink(seed);
+}
+
+/* The same VMs jailed (root only): own uid, mount namespace, seccomp,
+ * cgroup leaf; adoption checks the uid; the jail and the leaf go with QEMU. */
+static void test_jailed(void)
+{
+	char jail_dir[200], status[64], buf[4096];
+	space_err err = { 0 };
+	struct vm *vm = NULL;
+	struct vm_cgroup cg;
+
+	char kernel[4096];
+	const char *plain_kernel = spec.kernel;
+	if (!realpath(spec.kernel, kernel)) {
+		CHECK(0, "realpath %s", spec.kernel);
+		return;
+	}
+	spec.kernel = kernel;
+	snprintf(jail_dir, sizeof(jail_dir), "%s/jail/sb-unit-live", dir);
+	snprintf(cgscope, sizeof(cgscope), "space-unit-%d", (int)getpid());
+	spec.jail = true;
+	spec.run_uid = spec.run_gid = 2000000777u;
+	spec.jail_dir = jail_dir;
+	/* The chain: the disk in the temp dir, over the template image. */
+	char imgdir[4096];
+	const char *image = getenv("SPACE_TEST_IMAGE") ?: "build/templates/minimal/rootfs.ext4";
+	if (!realpath(image, imgdir) || !strrchr(imgdir, '/')) {
+		CHECK(0, "realpath %s", image);
+		return;
+	}
+	*strrchr(imgdir, '/') = '\0';
+	const char *layer_dirs[] = { dir, imgdir, NULL };
+	spec.layer_dirs = layer_dirs;
+	spec.cgroup_scope = cgscope;
+	exits = readies = 0;
+	CHECK(vm_launch(base, &spec, 30000, &events, NULL, &vm, &err) == 0, "jailed launch (%s)", err.msg);
+	if (!vm)
+		goto out;
+	CHECK(run_until(ready, 10000), "a jailed QEMU answers QMP");
+	int pid = vm_pid(vm);
+	snprintf(status, sizeof(status), "/proc/%d/status", pid);
+	FILE *f = fopen(status, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+	CHECK(jail_pid_has_uid(pid, spec.run_uid) && strstr(buf, "CapEff:\t0000000000000000") &&
+		      strstr(buf, "NoNewPrivs:\t1") && strstr(buf, "Seccomp:\t2"),
+	      "it runs as its uid, no capabilities, nnp, seccomp");
+	CHECK(cgroup_paths(cgscope, spec.id, &cg, &err) == 0 && access(cg.dir[0], F_OK) == 0,
+	      "its cgroup leaf exists (%s)", cg.dir[0]);
+	uint64_t start = vm_pid_start(vm);
+	vm_free(vm);
+	struct vm_spec wrong = spec;
+	wrong.run_uid = wrong.run_gid = spec.run_uid + 5;
+	CHECK(vm_adopt(base, &wrong, pid, start, &events, NULL, &vm, &err) < 0 && err.code == ESRCH &&
+		      strstr(err.msg, "does not run as its uid"),
+	      "adoption refuses a QEMU of another uid (%s)", err.msg);
+	CHECK(vm_adopt(base, &spec, pid, start, &events, NULL, &vm, &err) == 0, "adoption as its uid (%s)", err.msg);
+	if (!vm) {
+		kill(pid, SIGKILL);
+		goto out;
+	}
+	vm_kill(vm);
+	CHECK(run_until(exited, 5000), "killed: %s", reason);
+	vm_free(vm);
+	CHECK(access(jail_dir, F_OK) < 0 && access(cg.dir[0], F_OK) < 0, "its jail and cgroup leaf are gone");
+	test_snapshot_and_clone();
+out:
+	spec.kernel = plain_kernel;
+	spec.layer_dirs = NULL;
+	spec.jail = false;
+	spec.run_uid = spec.run_gid = 0;
+	spec.jail_dir = NULL;
+	spec.cgroup_scope = NULL;
+	if (cgroup_paths(cgscope, spec.id, &cg, &err) == 0)
+		for (int i = 0; i < cg.n; i++) {
+			rmdir(cg.dir[i]); /* the scope: <leaf>/.. */
+			char *slash = strrchr(cg.dir[i], '/');
+			*slash = '\0';
+			rmdir(cg.dir[i]);
+		}
+	char jroot[200];
+	snprintf(jroot, sizeof(jroot), "%s/jail", dir);
+	rmdir(jroot);
 }
 
 int main(void)
@@ -355,6 +461,10 @@ int main(void)
 	base = event_base_new();
 	RUN(test_launch_kill_adopt);
 	RUN(test_snapshot_and_clone);
+	if (geteuid() == 0)
+		RUN(test_jailed);
+	else
+		NOTE("not root: jailed VMs not exercised");
 	CHECK(vm_remove_files(&spec, &err) == 0 && access(run, F_OK) < 0 && access(sock, F_OK) < 0,
 	      "vm_remove_files: run_dir and sock_dir gone (%s)", err.msg);
 	unlink(disk);

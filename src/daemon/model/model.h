@@ -121,6 +121,8 @@ struct sandbox_rec {
 	enum on_timeout on_timeout;
 	enum sb_role role;
 	enum sb_state prev_state; /* where an action that fails returns to */
+	/* Jail (schema v3): the uid (and gid) its QEMU runs as, 0 if none. */
+	uint32_t jail_uid;
 };
 
 struct op_rec {

@@ -78,8 +78,15 @@ void act_fork_child_go(struct sandbox *child, const struct snapshot_rec *snap, c
 	snprintf(seed, sizeof(seed), "%s/seed.qcow2", snap->dir);
 	op_running(child->d, &child->op);
 	if (disk_from_seed(child->d, seed, child->rec.disk, &err) < 0 ||
-	    sandbox_launch(child, snap, on_child_up, &err) < 0)
+	    sandbox_launch(child, snap, on_child_up, &err) < 0) {
 		sandbox_fail(child, err.msg);
+		return;
+	}
+	/* The only child of a fork is the only VM that ever maps the fork
+	 * snapshot's image: it needs no sealed copy (see launch.c). */
+	struct sandbox *parent = sandbox_find(child->d, child->rec.parent_id);
+	if (parent && json_array_size(json_object_get(parent->op.result, "children")) == 1)
+		child->launch_snap_own = true;
 }
 
 static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const char *error)

@@ -177,7 +177,8 @@ static int make_seed(struct capture *c, space_err *err)
 		if (n < 0 || write(out, buf, (size_t)n) != n)
 			return err_sys(err, n < 0 ? errno : EIO, "copying %s", c->new_top);
 	}
-	return 0;
+	/* Clones of the seed have the same backing file: our record of it. */
+	return qcow2_backing_copy_record(c->new_top, seed, err);
 }
 
 static void on_frozen(struct vm *vm, const space_err *err, void *arg)

@@ -21,10 +21,10 @@
 #include "runtime.h"
 #include "store/store.h"
 #include "vmm/proc.h"
+#include "vmm/qcow2.h"
 #include "vmm/vm_argv.h"
 
 #define QEMU_IMG_TIMEOUT_MS 20000
-#define QCOW2_MAGIC 0x514649fbu
 #define GC_MAX_LAYERS 65536
 
 void disk_new_path(struct spaced *d, char out[PATH_MAX])
@@ -82,6 +82,10 @@ int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space
 	disk_new_path(d, out);
 	if (copy_file(seed, out, err) < 0)
 		return err_wrap(err, "the sandbox's disk");
+	if (qcow2_backing_copy_record(seed, out, err) < 0) {
+		unlink(out);
+		return err_wrap(err, "the sandbox's disk");
+	}
 	return 0;
 }
 
@@ -91,13 +95,16 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 
 	(void)d;
 	snprintf(out, PATH_MAX, "%s/seed.qcow2", t->dir);
-	if (access(out, R_OK) == 0)
-		return 0;
 	snprintf(image, sizeof(image), "%s/rootfs.ext4", t->dir);
 	/* qemu-img records the backing path as given: absolute, so a copy of
 	 * the seed works from anywhere. */
 	if (!realpath(image, base))
 		return err_sys(err, EIO, "template image %s", image);
+	if (access(out, R_OK) == 0) {
+		char had[PATH_MAX];
+		/* A seed made before backing records existed gets one. */
+		return qcow2_backing_recorded(out, had) == 1 ? 0 : qcow2_backing_record(out, base, err);
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
 	unlink(tmp);
 	char *argv[] = { (char *)vm_qemu_img_binary(), "create", "-q", "-f", "qcow2", "-F", "raw",
@@ -105,6 +112,10 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 	if (proc_run(argv, -1, QEMU_IMG_TIMEOUT_MS, err) < 0) {
 		unlink(tmp);
 		return err_wrap(err, "creating the seed overlay of template %s", t->name);
+	}
+	if (qcow2_backing_record(out, base, err) < 0) {
+		unlink(tmp);
+		return -1;
 	}
 	if (rename(tmp, out) < 0) {
 		int e = errno;
@@ -115,56 +126,6 @@ int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[
 }
 
 /* ---- backing chains ---- */
-
-static uint32_t be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const unsigned char *p)
-{
-	return (uint64_t)be32(p) << 32 | be32(p + 4);
-}
-
-int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t outlen)
-{
-	uint64_t off;
-	uint32_t size;
-
-	out[0] = '\0';
-	if (len < 20 || be32(hdr) != QCOW2_MAGIC)
-		return -1;
-	off = be64(hdr + 8);
-	size = be32(hdr + 16);
-	if (off == 0 || size == 0)
-		return 0; /* no backing file */
-	if (size >= outlen || off > len || size > len - off)
-		return -1;
-	memcpy(out, hdr + off, size);
-	out[size] = '\0';
-	return memchr(out, '\0', size) ? -1 : 0;
-}
-
-/* The backing file of the qcow2 at path into out ("" if it has none).
- * -1 when the header cannot be read: the chain below is unknown. */
-static int backing_of(const char *path, char out[PATH_MAX])
-{
-	unsigned char hdr[4096];
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	out[0] = '\0';
-	if (fd < 0)
-		/* A chain may end at a file that is gone (a template image); a
-		 * layer we cannot open for another reason is unknown. */
-		return errno == ENOENT ? 0 : -1;
-	n = pread(fd, hdr, sizeof(hdr), 0);
-	if (n < 0)
-		return -1;
-	if (qcow2_backing_file(hdr, (size_t)n, out, PATH_MAX) < 0)
-		out[0] = '\0'; /* not a qcow2: the raw template image ends the chain */
-	return 0;
-}
 
 struct marks {
 	char **paths;
@@ -178,6 +139,15 @@ static bool marked(const struct marks *m, const char *p)
 		if (strcmp(m->paths[i], p) == 0)
 			return true;
 	return false;
+}
+
+/* The layer below cur: our record of it, else what its header names
+ * (a layer made before records existed). */
+static int layer_below(const char *cur, char next[PATH_MAX])
+{
+	int r = qcow2_backing_recorded(cur, next);
+
+	return r != 0 ? (r > 0 ? 0 : -1) : qcow2_backing_of(cur, next);
 }
 
 /* Marks path and every layer below it. */
@@ -198,11 +168,15 @@ static void mark_chain(struct marks *m, const char *path)
 			m->paths = p;
 			m->cap = cap;
 		}
-		if (!(m->paths[m->n] = strdup(cur)) || backing_of(cur, next) < 0) {
+		if (!(m->paths[m->n] = strdup(cur))) {
 			m->incomplete = true;
 			return;
 		}
 		m->n++;
+		if (layer_below(cur, next) < 0) {
+			m->incomplete = true;
+			return;
+		}
 		memcpy(cur, next, sizeof(cur));
 	}
 }
@@ -250,8 +224,10 @@ void disks_gc(struct spaced *d)
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
 		if (marked(&m, path))
 			continue;
-		if (unlink(path) == 0)
+		if (unlink(path) == 0) {
+			qcow2_backing_forget(path);
 			removed++;
+		}
 		else
 			log_warn("disk gc: unlink %s: %s", path, strerror(errno));
 	}

@@ -77,12 +77,22 @@ static void launch_now(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (!sb->up_done || sb->vm)
 		return; /* deleted (or failed) while it waited */
+	uint32_t old_uid = sb->rec.jail_uid;
+	if (sandbox_jail_uid(sb, &err) < 0) {
+		bringup_end(sb, err.msg);
+		return;
+	}
+	/* Recorded before the spawn: a restart that finds this QEMU by its
+	 * id (its pid not yet written) still knows which uid it must have. */
+	if (sb->rec.jail_uid != old_uid)
+		sandbox_persist(sb);
 	sandbox_spec(sb, &spec, &b);
 	if (sb->launch_snap[0]) {
 		snprintf(b.image, sizeof(b.image), "%s/mem", sb->launch_snap);
 		snprintf(b.state, sizeof(b.state), "%s/state", sb->launch_snap);
 		spec.mem = VM_MEM_IMAGE;
 		spec.mem_image = b.image;
+		spec.mem_own = sb->launch_snap_own;
 		spec.incoming = b.state;
 	}
 	if (vm_launch(sb->d->base, &spec, sb->d->cfg.boot_timeout_s * 1000, &sandbox_vm_events, sb, &sb->vm,
@@ -106,6 +116,9 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 			return err_set(err, ENOMEM, "out of memory");
 	}
 	snprintf(sb->launch_snap, sizeof(sb->launch_snap), "%s", snap ? snap->dir : "");
+	/* A suspend snapshot resumes its own sandbox only: its image needs
+	 * no sealed copy (memimg.c), the VM may have it read-write. */
+	sb->launch_snap_own = snap && snap->kind == SNAP_SUSPEND;
 	sb->identity_done = false;
 	sb->guest_ran = false;
 	sb->up_done = done;

@@ -23,6 +23,16 @@ void path_sock_dir(const struct spaced *d, const char *sb_id, char out[PATH_MAX]
 	snprintf(out, PATH_MAX, "/run/space/%s/%s", d->state_tag, sb_id);
 }
 
+void path_jail_root(const struct spaced *d, char out[PATH_MAX])
+{
+	snprintf(out, PATH_MAX, "/run/space/%s/jail", d->state_tag);
+}
+
+void path_jail_dir(const struct spaced *d, const char *sb_id, char out[PATH_MAX])
+{
+	snprintf(out, PATH_MAX, "/run/space/%s/jail/%s", d->state_tag, sb_id);
+}
+
 void path_console_log(const struct spaced *d, const char *sb_id, char out[PATH_MAX])
 {
 	snprintf(out, PATH_MAX, "%s/sandboxes/%s/console.log", d->cfg.state_dir, sb_id);

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "vmm/memimg.h"
 #include "store/store.h"
 
 #define RETRY_AFTER_MS 60000
@@ -23,6 +24,13 @@ static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const cha
 	} else {
 		log_info("template %s: ready snapshot %s (%lld MiB); creates clone it from now on",
 			 sb->tmpl.name, snap->id, (long long)(snap->bytes >> 20));
+		/* Jailed clones map a sealed copy of the image: made now, so the
+		 * first clone does not wait for it. */
+		char mem[PATH_MAX];
+		space_err e = { 0 };
+		snprintf(mem, sizeof(mem), "%s/mem", snap->dir);
+		if (sb->d->cfg.jail && memimg_fd(mem, &e) < 0)
+			log_warn("template %s: %s", sb->tmpl.name, e.msg);
 	}
 	sandbox_start_delete(sb, "its ready snapshot is taken");
 }
@@ -45,12 +53,23 @@ struct scan {
 	bool started;
 };
 
+/* Is a build under way? A builder that runs with nothing left to do (no
+ * bring-up, warm-up or capture: a daemon restart interrupted its build
+ * after it booted, and the callbacks that would have taken its snapshot
+ * died with the old daemon) would block every build until its timeout: it
+ * is deleted, and the next tick builds again. */
 static bool building(struct spaced *d)
 {
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
-		if (sb->rec.role == ROLE_BUILDER && sb->rec.state != SB_DELETED)
-			return true;
-	return false;
+	bool busy = false;
+
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		if (sb->rec.role != ROLE_BUILDER || sb->rec.state == SB_DELETED)
+			continue;
+		if (sb->rec.state == SB_RUNNING && !sb->up_done && !sb->warm_done && !sb->capture)
+			sandbox_start_delete(sb, "its ready-snapshot build was interrupted by a restart");
+		busy = true;
+	}
+	return busy;
 }
 
 static int consider(const struct template_rec *t, void *arg)

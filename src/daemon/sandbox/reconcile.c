@@ -9,6 +9,7 @@
 #include "log.h"
 #include "runtime.h"
 #include "store/store.h"
+#include "vmm/cgroup.h"
 #include "vmm/proc.h"
 
 static int load_one(const struct sandbox_rec *r, void *arg)
@@ -100,6 +101,28 @@ static int adopt(struct sandbox *sb, const struct vm_spec *spec, space_err *err)
 	return 0;
 }
 
+/* A jail root or cgroup leaf is kept while its sandbox has a QEMU. */
+static bool has_vm(const char *id, void *arg)
+{
+	struct sandbox *sb = sandbox_find(arg, id);
+
+	return sb && sb->vm;
+}
+
+/* Jails and cgroups of VMs that ended while no daemon watched them. */
+static void clean_orphans(struct spaced *d)
+{
+	char dir[PATH_MAX];
+	int jails, cgroups = 0;
+
+	path_jail_root(d, dir);
+	jails = jail_clean_orphans(dir, has_vm, d);
+	if (geteuid() == 0)
+		cgroups = cgroup_clean_orphans(d->cgroup_scope, has_vm, d);
+	if (jails || cgroups)
+		log_info("removed %d orphaned jail root(s) and %d cgroup leaf(s)", jails, cgroups);
+}
+
 static bool op_in_flight(const struct sandbox *sb)
 {
 	return sb->op.id[0] && !op_state_done(sb->op.state);
@@ -142,6 +165,7 @@ static void reconcile_one(struct sandbox *sb)
 	}
 	sandbox_spec(sb, &spec, &b);
 	if (adopt(sb, &spec, &err) < 0) {
+		log_warn("sandbox %s: not adopting: %s", sb->rec.id, err.msg);
 		no_vm(sb, st);
 		return;
 	}
@@ -178,5 +202,6 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 	snapshots_reconcile(d);
 	for (sb = d->sandboxes; sb; sb = sb->next)
 		reconcile_one(sb);
+	clean_orphans(d);
 	return 0;
 }

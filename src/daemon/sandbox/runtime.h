@@ -11,6 +11,8 @@
 #include "proto.h"
 #include "sandbox/sandbox.h"
 #include "spool.h"
+#include "vmm/jail.h"
+#include "vmm/qcow2.h"
 #include "vmm/vm.h"
 
 struct agent;
@@ -32,6 +34,8 @@ struct sandbox {
 	bringup_cb up_done;        /* a bring-up in progress (launch.c) */
 	struct event *launch_ev;   /* its QEMU is started from here, a loop turn later */
 	char launch_snap[PATH_MAX]; /* ... from this snapshot's directory ("" = boot) */
+	bool launch_snap_own;       /* ... whose memory image no other VM maps (a suspend
+				     * snapshot, the fork snapshot of a single child) */
 	bool identity_done;        /* this VM got its identity (clock, entropy, hostname) */
 	bool identity_sent;        /* H_IDENTITY is on its way on this connection */
 	bool guest_ran;            /* this VM's vCPUs ran (a restored guest may have written its disk) */
@@ -91,9 +95,14 @@ void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct 
 /* The VM's own paths and sizes (launch.c fills the memory and state). */
 struct spec_bufs {
 	char run_dir[PATH_MAX], sock_dir[PATH_MAX], kernel[PATH_MAX];
-	char image[PATH_MAX], state[PATH_MAX];
+	char image[PATH_MAX], state[PATH_MAX], jail_dir[PATH_MAX];
+	char disks[PATH_MAX], images[PATH_MAX];
+	const char *layer_dirs[3];
 };
 void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b);
+/* The uid sb's next QEMU runs as: its own if still free, else the lowest
+ * free one of the configured range (0 with --no-jail). */
+int sandbox_jail_uid(struct sandbox *sb, space_err *err);
 
 /* launch.c: bringing a VM up, and what its guest reports */
 /* After a restart: a running VM that was adopted mid-bring-up gets its agent
@@ -206,8 +215,6 @@ int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space
 int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err);
 /* Deletes layers no sandbox or snapshot reaches through its backing chain. */
 void disks_gc(struct spaced *d);
-/* The backing file named in a qcow2 header ("" if none); pure, for tests. */
-int qcow2_backing_file(const unsigned char *hdr, size_t len, char *out, size_t outlen);
 
 /* create.c */
 /* sandbox_create for a pool VM or a ready-snapshot builder as well. */

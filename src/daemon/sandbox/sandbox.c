@@ -132,6 +132,51 @@ void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b)
 	spec->accel = d->accel;
 	spec->tb_size_mib = d->cfg.tb_size_mib;
 	spec->netns = geteuid() == 0;
+	/* The uid recorded is what adoption checks; a VM started without a
+	 * jail (uid 0) is adopted only as such. */
+	path_jail_dir(d, sb->rec.id, b->jail_dir);
+	spec->jail = sb->rec.jail_uid != 0;
+	spec->run_uid = sb->rec.jail_uid;
+	spec->run_gid = sb->rec.jail_uid;
+	spec->jail_dir = b->jail_dir;
+	/* Layers live in <state>/disks, template images in <state>/images
+	 * (state_dir is canonical: main.c resolves it). */
+	path_disks_dir(d, b->disks);
+	snprintf(b->images, sizeof(b->images), "%s/images", d->cfg.state_dir);
+	b->layer_dirs[0] = b->disks;
+	b->layer_dirs[1] = b->images;
+	b->layer_dirs[2] = NULL;
+	spec->layer_dirs = b->layer_dirs;
+	spec->cgroup_scope = geteuid() == 0 ? d->cgroup_scope : NULL;
+}
+
+int sandbox_jail_uid(struct sandbox *sb, space_err *err)
+{
+	struct spaced *d = sb->d;
+	uint32_t used[4096], uid;
+	size_t n = 0;
+
+	if (!d->cfg.jail) {
+		sb->rec.jail_uid = 0;
+		return 0;
+	}
+	/* Uids of every other sandbox that may have a QEMU; capped by
+	 * max_sandboxes in practice, by the array here in any case. */
+	for (struct sandbox *o = d->sandboxes; o && n < sizeof(used) / sizeof(used[0]); o = o->next)
+		if (o != sb && o->rec.jail_uid && (o->vm || o->rec.pid))
+			used[n++] = o->rec.jail_uid;
+	if (sb->rec.jail_uid >= d->cfg.jail_uid_base &&
+	    sb->rec.jail_uid - d->cfg.jail_uid_base < d->cfg.jail_uid_count) {
+		bool taken = false;
+		for (size_t i = 0; i < n && !taken; i++)
+			taken = used[i] == sb->rec.jail_uid;
+		if (!taken)
+			return 0; /* keeps its uid across restarts of its VM */
+	}
+	if (jail_uid_pick(d->cfg.jail_uid_base, d->cfg.jail_uid_count, used, n, &uid) < 0)
+		return err_set(err, EAGAIN, "no free jail uid (%u in use)", (unsigned)n);
+	sb->rec.jail_uid = uid;
+	return 0;
 }
 
 static void stop_timer(struct sandbox *sb)
@@ -178,6 +223,7 @@ void sandbox_finish_delete(struct sandbox *sb)
 	space_err err = { 0 };
 
 	sandbox_spec(sb, &spec, &b);
+	vm_remove_confinement(&spec);
 	if (vm_remove_files(&spec, &err) < 0)
 		log_warn("sandbox %s: removing files: %s", sb->rec.id, err.msg);
 	/* Its suspend image is its own; named snapshots taken from it live on. */

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "runtime.h"
 #include "store/store.h"
+#include "vmm/memimg.h"
 
 int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, const char *name,
 		   struct snapshot_rec *out, space_err *err)
@@ -53,7 +54,11 @@ fail:
 void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap)
 {
 	space_err err = { 0 };
+	char mem[PATH_MAX];
 
+	/* Its sealed copy goes too; VMs mapping it keep their pages. */
+	snprintf(mem, sizeof(mem), "%s/mem", snap->dir);
+	memimg_forget(mem);
 	if (snap->dir[0] && vm_rm_tree(snap->dir, &err) < 0)
 		log_warn("snapshot %s: %s", snap->id, err.msg);
 	err_clear(&err);

@@ -213,6 +213,10 @@ static int link_fd(int fd, const char *to, space_err *err)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return err_set(err, EIO, "copying to %s failed", to);
+	/* cp honours the daemon's umask (077); jailed QEMUs read the kernel
+	 * and the image (their directory is root-only). */
+	if (chmod(to, 0644) < 0)
+		return err_sys(err, errno, "chmod %s", to);
 	return 0;
 }
 

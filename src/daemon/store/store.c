@@ -308,11 +308,16 @@ static const char schema_v2[] =
 	" error TEXT NOT NULL);"
 	"CREATE UNIQUE INDEX snapshots_name ON snapshots(name) WHERE name <> '';"
 	"CREATE INDEX snapshots_kind ON snapshots(kind, template_digest);";
+/* 3: the jail. A sandbox records the uid its QEMU runs as, so that
+ * adoption after a restart can refuse a process of any other uid. */
+static const char schema_v3[] =
+	"ALTER TABLE sandboxes ADD COLUMN jail_uid INTEGER NOT NULL DEFAULT 0;";
 /* clang-format on */
 
 static const struct migration migrations[] = {
 	{ .sql = schema_v1 },
 	{ .sql = schema_v2 },
+	{ .sql = schema_v3 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

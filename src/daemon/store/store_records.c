@@ -10,7 +10,8 @@
 #define SB_COLS                                                                         \
 	"id, state, template_ref, template_digest, vcpus, memory_mib, env, metadata,"   \
 	" timeout_s, created_ms, updated_ms, expires_ms, pid, pid_start, next_chan, error," \
-	" disk, parent_id, snapshot_id, source_snapshot, start_kind, on_timeout, role, prev_state"
+	" disk, parent_id, snapshot_id, source_snapshot, start_kind, on_timeout, role, prev_state," \
+	" jail_uid"
 
 /* A name column parsed with parse(); unknown names are EIO. */
 #define COL_ENUM(st_, i, parse, out)                                     \
@@ -48,6 +49,7 @@ static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *
 	COL_ENUM(s, 21, on_timeout_parse, r->on_timeout);
 	COL_ENUM(s, 22, sb_role_parse, r->role);
 	COL_ENUM(s, 23, sb_state_parse, r->prev_state);
+	r->jail_uid = (uint32_t)sqlite3_column_int64(s, 24);
 	if (store_col_json(s, 6, false, &r->env, err, ctx) < 0 ||
 	    store_col_json(s, 7, false, &r->metadata, err, ctx) < 0) {
 		sandbox_rec_clear(r);
@@ -74,7 +76,7 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	if (store_prepare(st, &s,
 			  "INSERT INTO sandboxes (" SB_COLS
 			  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-			  " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)"
+			  " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"
 			  " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
 			  " template_ref = excluded.template_ref,"
 			  " template_digest = excluded.template_digest, vcpus = excluded.vcpus,"
@@ -87,7 +89,8 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 			  " parent_id = excluded.parent_id, snapshot_id = excluded.snapshot_id,"
 			  " source_snapshot = excluded.source_snapshot,"
 			  " start_kind = excluded.start_kind, on_timeout = excluded.on_timeout,"
-			  " role = excluded.role, prev_state = excluded.prev_state",
+			  " role = excluded.role, prev_state = excluded.prev_state,"
+			  " jail_uid = excluded.jail_uid",
 			  err, ctx) < 0)
 		return -1;
 	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, sb_state_name(r->state)) ||
@@ -103,7 +106,8 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	    store_bind_text(s, 21, start_kind_name(r->start_kind)) ||
 	    store_bind_text(s, 22, on_timeout_name(r->on_timeout)) ||
 	    store_bind_text(s, 23, sb_role_name(r->role)) ||
-	    store_bind_text(s, 24, sb_state_name(r->prev_state)))
+	    store_bind_text(s, 24, sb_state_name(r->prev_state)) ||
+	    sqlite3_bind_int64(s, 25, (int64_t)r->jail_uid))
 		return store_fail(st, err, ctx);
 	return store_step_done(st, s, err, ctx);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "jail.h"
 #include "log.h"
 #include "proc.h"
 #include "vm_argv.h"
@@ -59,10 +60,20 @@ static int wait_mark(int fd, int64_t deadline)
 	}
 }
 
-enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, int timeout_ms,
+/* The probe's jail: kernel and image read-only, a writable /var/tmp for
+ * the snapshot=on overlay, /dev/kvm of its own. */
+static int probe_jail(const char *kernel, const char *image, const char *root, uid_t uid, space_err *err)
+{
+	struct jail_files f = { .kernel = kernel, .disk = image, .kvm = true, .uid = uid, .gid = uid,
+				.disk_ro = true, .scratch = true };
+
+	return jail_build(root, &f, err);
+}
+
+enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, uid_t uid, int timeout_ms,
 		       char *reason, size_t reason_len)
 {
-	char log_path[PATH_MAX], tmpdir_env[PATH_MAX + 8], last[200];
+	char log_path[PATH_MAX], tmpdir_env[PATH_MAX + 8], last[200], qemu[PATH_MAX], jail_root[PATH_MAX];
 	struct strv argv = { 0 };
 	space_err err;
 	int64_t t0 = mono_ms();
@@ -99,8 +110,15 @@ enum accel accel_probe(const char *kernel, const char *image, const char *work_d
 	}
 	_cleanup_close_ int rd = pipefd[0];
 	_cleanup_close_ int wr = pipefd[1];
-	if (vm_probe_argv_build(vm_qemu_binary(), kernel, image, &argv, &err) < 0) {
+	snprintf(jail_root, sizeof(jail_root), "%s/jail", work_dir);
+	if (proc_which(vm_qemu_binary(), qemu, sizeof(qemu)) < 0) {
+		snprintf(reason, reason_len, "cannot probe KVM: %s: %s; using TCG", vm_qemu_binary(), strerror(errno));
+		return ACCEL_TCG;
+	}
+	if (vm_probe_argv_build(qemu, kernel, image, uid != 0, &argv, &err) < 0 ||
+	    (uid && probe_jail(kernel, image, jail_root, uid, &err) < 0)) {
 		snprintf(reason, reason_len, "cannot probe KVM: %s; using TCG", err.msg);
+		strv_free(&argv);
 		return ACCEL_TCG;
 	}
 	char *env_add[] = { tmpdir_env, NULL };
@@ -110,12 +128,20 @@ enum accel accel_probe(const char *kernel, const char *image, const char *work_d
 		.stdout_fd = wr,
 		.stderr_fd = log_fd,
 		.new_session = true,
+		/* Jailed like a VM (the template's kernel and image run in it). */
+		.jail_root = uid ? jail_root : NULL,
+		.uid = uid,
+		.gid = uid,
+		.seccomp = uid != 0,
+		.clear_env = uid != 0,
 	};
 	pid_t pid;
 	int pidfd;
 	int rc = proc_spawn(&o, &pid, &pidfd, &err);
 	strv_free(&argv);
 	if (rc < 0) {
+		if (uid)
+			jail_teardown(jail_root, &err);
 		snprintf(reason, reason_len, "cannot probe KVM: %s; using TCG", err.msg);
 		return ACCEL_TCG;
 	}
@@ -125,6 +151,9 @@ enum accel accel_probe(const char *kernel, const char *image, const char *work_d
 	/* Every path ends the probe QEMU and reaps it (bounded). */
 	proc_kill_reap(pid, pidfd);
 	close(pidfd);
+	space_err e2;
+	if (uid && jail_teardown(jail_root, &e2) < 0)
+		log_warn("%s", e2.msg);
 	long long ms = (long long)(mono_ms() - t0);
 	if (seen == 1) {
 		snprintf(reason, reason_len, "KVM probe boot reached the agent in %lld ms; using KVM", ms);

@@ -19,9 +19,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <grp.h>
 
 #include "cleanup.h"
+#include "jail.h"
+#include "seccomp.h"
 #include "vm.h"
 #include "log.h"
 
@@ -208,6 +209,28 @@ static int join_cgroup(const char *dir)
 	return write(fd, pid, (size_t)n) == n ? 0 : -1;
 }
 
+/* Confinement, in this order: the cgroups first (their files are outside
+ * the jail, and cgroup.procs needs our privileges); then the jail (mounts
+ * need CAP_SYS_ADMIN); then the uid and capabilities go; the seccomp filter
+ * last, because it forbids the calls above. */
+static void confine(const struct spawn_opts *o, int errfd)
+{
+	const char *step = "";
+
+	for (int i = 0; i < o->ncgroups; i++)
+		if (join_cgroup(o->cgroup_dirs[i]) < 0)
+			child_fail(errfd, errno, "join cgroup");
+	if (o->jail_root && jail_enter(o->jail_root, &step) < 0)
+		child_fail(errfd, errno, step);
+	if (o->uid != 0 && jail_drop_privileges(o->uid, o->gid, &step) < 0)
+		child_fail(errfd, errno, step);
+	if (o->seccomp) {
+		int rc = jail_seccomp_install();
+		if (rc < 0)
+			child_fail(errfd, -rc, "seccomp filter");
+	}
+}
+
 /* Runs in the forked child; never returns. The daemon is single-threaded, so
  * after fork() any libc call is safe here. */
 static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
@@ -232,6 +255,10 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull < 0)
 		child_fail(errfd, errno, "open /dev/null");
+	/* Above every number a passed descriptor is moved to. */
+	int xfd = o->exec_fd > 0 ? fcntl(o->exec_fd, F_DUPFD_CLOEXEC, 96) : -1;
+	if (o->exec_fd > 0 && xfd < 0)
+		child_fail(errfd, errno, "dup the binary's descriptor");
 	/* Passed descriptors first go above every number they could land on,
 	 * so that moving one to 3 + i never overwrites another still to move. */
 	int moved[8];
@@ -279,25 +306,16 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 			child_fail(errfd, errno, "bring up lo in the new netns");
 	}
 
-	/* Hardening, in this order: the cgroup first (cgroup.procs is writable
-	 * by the daemon's uid, not necessarily by run_uid); then drop the
-	 * supplementary groups, gid and uid (setgroups/setgid need the
-	 * privileges setuid gives up); seccomp last, because the filter would
-	 * forbid the calls above. */
-	if (o->cgroup_dir && join_cgroup(o->cgroup_dir) < 0)
-		child_fail(errfd, errno, "join cgroup");
-	if (o->uid != 0) {
-		if (setgroups(0, NULL) < 0)
-			child_fail(errfd, errno, "setgroups");
-		if (setgid(o->gid) < 0)
-			child_fail(errfd, errno, "setgid");
-		if (setuid(o->uid) < 0)
-			child_fail(errfd, errno, "setuid");
+	confine(o, errfd);
+	if (xfd >= 0) {
+		char *const empty[] = { NULL };
+		syscall(SYS_execveat, xfd, "", o->argv, o->clear_env ? empty : environ, AT_EMPTY_PATH);
+	} else if (o->clear_env) {
+		char *const empty[] = { NULL };
+		execve(o->argv[0], o->argv, empty);
+	} else {
+		execvp(o->argv[0], o->argv);
 	}
-	/* Seccomp: no filter is installed here (yet). QEMU's own filter
-	 * (-sandbox, see vm_argv.c) is what spec.seccomp enables. */
-
-	execvp(o->argv[0], o->argv);
 	child_fail(errfd, errno, "exec");
 }
 
@@ -388,6 +406,30 @@ void proc_spawn_failure(int statusfd, char *buf, size_t len)
 		return;
 	f.step[sizeof(f.step) - 1] = '\0';
 	snprintf(buf, len, "%s: %s", f.step, strerror(f.err));
+}
+
+int proc_which(const char *argv0, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(argv0, '/')) {
+		if (snprintf(out, len, "%s", argv0) >= (int)len)
+			return errno = ENAMETOOLONG, -1;
+		return 0;
+	}
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (const char *p = path; *p;) {
+		const char *end = strchr(p, ':');
+		int dlen = end ? (int)(end - p) : (int)strlen(p);
+
+		if (dlen > 0 && p[0] == '/' && snprintf(out, len, "%.*s/%s", dlen, p, argv0) < (int)len &&
+		    access(out, X_OK) == 0)
+			return 0;
+		p += dlen + (end ? 1 : 0);
+	}
+	errno = ENOENT;
+	return -1;
 }
 
 int proc_run(char *const *argv, int log_fd, int timeout_ms, space_err *err)

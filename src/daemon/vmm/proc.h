@@ -26,7 +26,7 @@ int strv_find(const struct strv *s, const char *str);
 /* How a child is set up between fork() and exec(). Every step that fails is
  * reported to the parent (proc_spawn returns -1 with the step named). */
 struct spawn_opts {
-	char *const *argv;   /* argv[0] is looked up in PATH */
+	char *const *argv;   /* argv[0] is looked up in PATH (unless clear_env) */
 	char *const *env_add; /* "K=V" strings added to the inherited environment, may be NULL */
 	int stdin_fd;        /* 0 or -1: /dev/null (fd 0 of the daemon is never passed) */
 	int stdout_fd;       /* -1: /dev/null */
@@ -38,10 +38,21 @@ struct spawn_opts {
 	bool new_session;    /* setsid(): no controlling terminal, own process group */
 	int nice;            /* added to the child's nice value (0: unchanged) */
 	bool netns;          /* unshare(CLONE_NEWNET) and bring lo up */
-	/* Hardening, applied in this order right before exec (see proc.c). */
-	const char *cgroup_dir; /* join: write our pid to <dir>/cgroup.procs */
-	uid_t uid;              /* 0: keep */
+	/* Confinement, applied in this order right before exec (see proc.c):
+	 * join each cgroup (write our pid to <dir>/cgroup.procs); enter the
+	 * jail at jail_root (jail_enter); drop to uid/gid with no capabilities
+	 * and no_new_privs (jail_drop_privileges); the seccomp denylist. */
+	const char *const *cgroup_dirs;
+	int ncgroups;
+	const char *jail_root;  /* NULL: the host's file system */
+	uid_t uid;              /* 0: keep (with gid) */
 	gid_t gid;
+	bool seccomp;
+	bool clear_env;         /* exec with an empty environment; argv[0] must be absolute */
+	/* >= 0: exec this open binary (execveat AT_EMPTY_PATH) instead of
+	 * argv[0], for a program that lies outside the jail it runs in. 0 is
+	 * never a binary of ours, so 0 means none too. */
+	int exec_fd;
 };
 
 /* fork + exec. On success *pid is the child and *pidfd (if pidfd != NULL) a
@@ -56,6 +67,10 @@ int proc_spawn_async(const struct spawn_opts *o, pid_t *pid, int *pidfd, int *st
 /* Why a child of proc_spawn_async failed before exec ("exec: No such file
  * or directory"), or "" if it did exec (or said nothing). */
 void proc_spawn_failure(int statusfd, char *buf, size_t len);
+
+/* argv0 as an absolute path: itself if it has a '/', else the first
+ * executable of that name in $PATH. -1 (ENOENT) if there is none. */
+int proc_which(const char *argv0, char *out, size_t len);
 
 /* Runs argv to completion (bounded by timeout_ms: SIGKILL after), output to
  * log_fd (-1: /dev/null). Fails with the exit status in the message. For short

@@ -13,8 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgroup.h"
 #include "cleanup.h"
+#include "jail.h"
 #include "log.h"
+#include "memimg.h"
 #include "proc.h"
 #include "vm_argv.h"
 #include "vm_internal.h"
@@ -45,7 +48,33 @@ static int mkdir_p(const char *path, mode_t mode)
 	}
 	if (mkdir(buf, mode) < 0 && errno != EEXIST)
 		return -1;
+	/* Ours and private, not a link someone planted (EACCES otherwise). */
+	struct stat st;
+	if (lstat(buf, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 0077)) {
+		errno = EACCES;
+		return -1;
+	}
 	return 0;
+}
+
+/* mkdir_p of the directory that holds path. */
+static int mkdir_parent(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf) {
+		errno = EINVAL;
+		return -1;
+	}
+	*slash = '\0';
+	return mkdir_p(buf, mode);
 }
 
 static void log_argv(int fd, char *const *argv)
@@ -144,6 +173,7 @@ static void on_qemu_exit(evutil_socket_t fd, short what, void *arg)
 		event_del(vm->start_ev);
 	close(vm->pidfd);
 	vm->pidfd = -1;
+	vm_confinement_undo(vm);
 	/* Keep the last words of a crashing guest before closing. */
 	console_drain(vm->con);
 	console_free(vm->con);
@@ -234,6 +264,12 @@ static struct vm *vm_alloc(struct event_base *base, const struct vm_spec *spec,
 	vm->arg = arg;
 	vm->t0 = mono_ms();
 	snprintf(vm->id, sizeof(vm->id), "%s", spec->id);
+	snprintf(vm->disk, sizeof(vm->disk), "%s", spec->disk);
+	vm->jailed = spec->jail;
+	vm->uid = spec->run_uid;
+	vm->gid = spec->run_gid;
+	if (spec->jail)
+		snprintf(vm->jail_dir, sizeof(vm->jail_dir), "%s", spec->jail_dir);
 	vm_file_path(spec, VM_AGENT_SOCK, vm->agent_path);
 	vm_file_path(spec, VM_QEMU_LOG, vm->qemu_log);
 	return vm;
@@ -322,16 +358,26 @@ static int listen_all(const struct vm_spec *spec, int fds[3], space_err *err)
 	return 0;
 }
 
-/* Everything before the spawn: directories, log, argv, sockets, state. */
+/* Everything before the spawn: directories, log, argv, sockets, state,
+ * and the confinement (jail root, cgroup leaf, sealed memory image). */
 struct launch_prep {
 	struct strv argv;
 	int log_fd;
-	int listen[3];
+	int listen[4];       /* agent, qmp, console; the memfd (borrowed from memimg) */
+	int npass;
 	int incoming;
+	char qemu[PATH_MAX];
+	bool jail_built;
+	const char *jail_dir;
+	struct vm_cgroup cg;
+	const char *cgroups[CGROUP_CTRLS];
 };
 
-static void prep_clear(struct launch_prep *p)
+/* undo: the launch failed, so the jail and the cgroup go as well. */
+static void prep_clear(struct launch_prep *p, bool undo)
 {
+	space_err e;
+
 	strv_free(&p->argv);
 	if (p->log_fd >= 0)
 		close(p->log_fd);
@@ -340,6 +386,43 @@ static void prep_clear(struct launch_prep *p)
 			close(p->listen[i]);
 	if (p->incoming >= 0)
 		close(p->incoming);
+	if (undo && p->jail_built && jail_teardown(p->jail_dir, &e) < 0)
+		log_warn("%s", e.msg);
+	if (undo && p->cg.n && cgroup_remove(&p->cg, &e) < 0)
+		log_warn("%s", e.msg);
+}
+
+static int confine_prepare(const struct vm_spec *spec, struct launch_prep *p, space_err *err)
+{
+	if (spec->cgroup_scope) {
+		struct cgroup_limits l;
+
+		cgroup_limits_for(spec->memory_mib, spec->vcpus, &l);
+		if (cgroup_create(spec->cgroup_scope, spec->id, &l, &p->cg, err) < 0)
+			return -1;
+		for (int i = 0; i < p->cg.n; i++)
+			p->cgroups[i] = p->cg.dir[i];
+	}
+	if (!spec->jail)
+		return 0;
+	struct jail_files f = { .kernel = spec->kernel, .disk = spec->disk, .kvm = spec->accel == ACCEL_KVM,
+				.uid = spec->run_uid, .gid = spec->run_gid, .layer_dirs = spec->layer_dirs };
+	if (mkdir_parent(spec->jail_dir, 0700) < 0)
+		return err_sys(err, errno, "creating the directory of %s", spec->jail_dir);
+	if (jail_build(spec->jail_dir, &f, err) < 0)
+		return -1;
+	p->jail_built = true;
+	p->jail_dir = spec->jail_dir;
+	if (spec->mem == VM_MEM_IMAGE && spec->mem_own)
+		return jail_own_file(spec->jail_dir, spec->mem_image, spec->run_uid, spec->run_gid, err);
+	if (spec->mem == VM_MEM_IMAGE) {
+		int fd = memimg_fd(spec->mem_image, err);
+		if (fd < 0)
+			return -1;
+		p->listen[3] = fd;
+		p->npass = 4;
+	}
+	return 0;
 }
 
 static int prepare(const struct vm_spec *spec, struct launch_prep *p, space_err *err)
@@ -366,11 +449,16 @@ static int prepare(const struct vm_spec *spec, struct launch_prep *p, space_err 
 		if (p->incoming < 0)
 			return err_sys(err, errno == ENOENT ? EIO : errno, "snapshot state %s", spec->incoming);
 	}
+	/* An empty environment has no PATH: the binary by its full path. */
+	if (proc_which(vm_qemu_binary(), p->qemu, sizeof(p->qemu)) < 0)
+		return err_sys(err, errno, "finding %s", vm_qemu_binary());
+	if (confine_prepare(spec, p, err) < 0)
+		return err_wrap(err, "confining the VM");
 	vm_file_path(spec, VM_QEMU_LOG, path);
 	p->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	if (p->log_fd < 0)
 		return err_sys(err, errno, "open %s", path);
-	if (vm_argv_build(spec, vm_qemu_binary(), &p->argv, err) < 0)
+	if (vm_argv_build(spec, p->qemu, &p->argv, err) < 0)
 		return -1;
 	log_argv(p->log_fd, p->argv.v);
 	return listen_all(spec, p->listen, err);
@@ -379,14 +467,14 @@ static int prepare(const struct vm_spec *spec, struct launch_prep *p, space_err 
 int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_ms,
 	      const struct vm_events *ev, void *arg, struct vm **out, space_err *err)
 {
-	struct launch_prep p = { .log_fd = -1, .listen = { -1, -1, -1 }, .incoming = -1 };
+	struct launch_prep p = { .log_fd = -1, .listen = { -1, -1, -1, -1 }, .npass = 3, .incoming = -1 };
 	_cleanup_close_ int pidfd = -1, qmp_fd = -1, con_fd = -1, spawn_fd = -1;
 	char path[PATH_MAX];
 	pid_t pid = -1;
 	int rc;
 
 	if (prepare(spec, &p, err) < 0) {
-		prep_clear(&p);
+		prep_clear(&p, true);
 		return -1;
 	}
 	struct spawn_opts o = {
@@ -394,22 +482,26 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		.stdout_fd = p.log_fd,
 		.stderr_fd = p.log_fd,
 		.pass_fds = p.listen,
-		.npass = 3,
+		.npass = p.npass,
 		.new_session = true,
 		/* VMs are the node's bulk work; the control plane that starts,
 		 * stops and streams them must not wait behind a busy vCPU. */
 		.nice = VM_NICE,
 		.netns = spec->netns,
-		.cgroup_dir = spec->cgroup_dir,
-		.uid = spec->run_uid,
-		.gid = spec->run_gid,
+		.cgroup_dirs = p.cgroups,
+		.ncgroups = p.cg.n,
+		.jail_root = spec->jail ? spec->jail_dir : NULL,
+		.uid = spec->jail ? spec->run_uid : 0,
+		.gid = spec->jail ? spec->run_gid : 0,
+		.seccomp = spec->jail,
+		.clear_env = spec->jail,
 	};
 	/* Not waiting for the exec keeps the loop free while the child waits
 	 * for a CPU (2 cores, ten VMs starting). A failure before exec shows
 	 * up as the child's exit, with its reason on spawn_fd. */
 	rc = proc_spawn_async(&o, &pid, &pidfd, &spawn_fd, err);
 	if (rc < 0) {
-		prep_clear(&p);
+		prep_clear(&p, true);
 		return -1;
 	}
 	/* The listeners live on in QEMU. Connecting to one of them succeeds at
@@ -431,15 +523,17 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, false, spec, err) < 0) {
 			proc_kill_reap(pid, watch);
 			vm_really_free(vm);
-			prep_clear(&p);
+			prep_clear(&p, true);
 			return -1;
 		}
 	} else {
 		proc_kill_reap(pid, pidfd);
-		prep_clear(&p);
+		prep_clear(&p, true);
 		return -1;
 	}
-	prep_clear(&p);
+	/* The vm undoes the confinement from now on, when QEMU is gone. */
+	vm->cg = p.cg;
+	prep_clear(&p, false);
 	struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
 	evtimer_add(vm->start_ev, &tv);
 	/* The first reply means QEMU initialised and runs its main loop. */
@@ -449,11 +543,12 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		rc = qmp_send(vm->qmp, "query-status", NULL, on_first_reply, vm, err);
 	if (rc < 0) {
 		proc_kill_reap(vm->pid, vm->pidfd);
+		vm_confinement_undo(vm);
 		vm_really_free(vm);
 		return -1;
 	}
-	log_info("vm %s: qemu pid %d started (%s%s)", spec->id, (int)pid, accel_name(spec->accel),
-		 spec->incoming ? ", from a snapshot" : "");
+	log_info("vm %s: qemu pid %d started (%s%s%s)", spec->id, (int)pid, accel_name(spec->accel),
+		 spec->incoming ? ", from a snapshot" : "", spec->jail ? ", jailed" : ", NOT jailed");
 	*out = vm;
 	return 0;
 }
@@ -486,6 +581,12 @@ int vm_adopt(struct event_base *base, const struct vm_spec *spec, int pid, uint6
 	snprintf(name, sizeof(name), VM_NAME_KEY "%s", spec->id);
 	if (!proc_cmdline_has(pid, "-name", name))
 		return err_set(err, ESRCH, "pid %d is not the QEMU of %s", pid, spec->id);
+	/* A command line anyone can forge; the uid only root can give. A
+	 * process that claims the VM but runs as another uid than the one
+	 * recorded for its jail (0 for a VM started without one) is not ours. */
+	if (!jail_pid_has_uid(pid, spec->run_uid))
+		return err_set(err, ESRCH, "pid %d claims to be the QEMU of %s but does not run as its uid %u", pid,
+			       spec->id, (unsigned)spec->run_uid);
 
 	/* The previous daemon's connections died with it, so QEMU's
 	 * one-client chardev servers accept us again. */
@@ -508,6 +609,11 @@ int vm_adopt(struct event_base *base, const struct vm_spec *spec, int pid, uint6
 	vm->pid = pid;
 	vm->pid_start = start;
 	vm->ready = true;
+	vm->jailed = spec->run_uid != 0;
+	if (!vm->jailed)
+		vm->jail_dir[0] = '\0';
+	if (spec->cgroup_scope && cgroup_paths(spec->cgroup_scope, spec->id, &vm->cg, &e2) < 0)
+		log_warn("vm %s: its cgroup will not be removed: %s", spec->id, e2.msg);
 	if (vm_attach(vm, &pidfd, &qmp_fd, &con_fd, true, spec, err) < 0) {
 		vm_really_free(vm);
 		return -1;
@@ -593,6 +699,29 @@ int vm_rm_tree(const char *path, space_err *err)
 	if (r > 0)
 		return err_sys(err, r, "remove %s", path);
 	return 0;
+}
+
+void vm_confinement_undo(struct vm *vm)
+{
+	space_err e = { 0 };
+
+	if (vm->jail_dir[0] && jail_teardown(vm->jail_dir, &e) < 0)
+		log_warn("vm %s: %s", vm->id, e.msg);
+	vm->jail_dir[0] = '\0';
+	if (vm->cg.n && cgroup_remove(&vm->cg, &e) < 0)
+		log_warn("vm %s: %s", vm->id, e.msg);
+	vm->cg.n = 0;
+}
+
+void vm_remove_confinement(const struct vm_spec *spec)
+{
+	struct vm_cgroup cg;
+	space_err e = { 0 };
+
+	if (spec->jail_dir && jail_teardown(spec->jail_dir, &e) < 0)
+		log_warn("vm %s: %s", spec->id, e.msg);
+	if (spec->cgroup_scope && cgroup_paths(spec->cgroup_scope, spec->id, &cg, &e) == 0)
+		cgroup_remove(&cg, NULL);
 }
 
 int vm_remove_files(const struct vm_spec *spec, space_err *err)

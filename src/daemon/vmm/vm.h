@@ -27,6 +27,10 @@ struct vm_spec {
 	const char *disk;        /* the qcow2 layer the VM writes; it must exist */
 	enum vm_mem mem;
 	const char *mem_image;   /* VM_MEM_IMAGE: the snapshot's memory image */
+	/* The image is this VM's alone (no other VM maps it: a suspend
+	 * snapshot): a jailed VM gets it bound read-write into its jail
+	 * instead of a sealed copy, which would cost a copy of the image. */
+	bool mem_own;
 	const char *incoming;    /* device state to resume (a vm_save() state file); NULL: cold boot */
 	int vcpus;
 	int memory_mib;
@@ -34,12 +38,24 @@ struct vm_spec {
 	int tb_size_mib;         /* TCG translation cache size */
 	const char *cmdline_extra; /* appended to the kernel command line, may be NULL */
 	bool netns;              /* start QEMU in a new network namespace */
-	/* Hardening hooks: drop QEMU to this uid/gid (0: keep), join this
-	 * cgroup directory (NULL: none), install a seccomp filter. */
+	/* Confinement (docs/design/jail.md). jail: QEMU runs as run_uid/run_gid
+	 * (non-zero, one per VM) in a mount namespace rooted at jail_dir
+	 * (a path only root can reach; vm_launch mounts it), with an empty
+	 * environment, no capabilities, no_new_privs, our seccomp denylist and
+	 * QEMU's own -sandbox; a memory image is mapped from a sealed memfd.
+	 * Without jail QEMU runs as the daemon's user (unsafe; for debugging).
+	 * vm_adopt checks that the process runs as run_uid (0 without jail). */
+	bool jail;
 	uid_t run_uid;
 	gid_t run_gid;
-	const char *cgroup_dir;
-	bool seccomp;
+	const char *jail_dir;
+	/* Directories the layers below the top may live in (canonical,
+	 * NULL-terminated; see jail.h): a backing file elsewhere fails the
+	 * launch. */
+	const char *const *layer_dirs;
+	/* A cgroup leaf per VM (memory, CPU, tasks) named by the id under
+	 * this scope ("space-<tag>") in the daemon's own cgroup; NULL: none. */
+	const char *cgroup_scope;
 };
 
 struct vm;
@@ -90,7 +106,10 @@ int vm_pause(struct vm *vm, vm_done_cb cb, void *arg, space_err *err);
 int vm_resume(struct vm *vm, vm_done_cb cb, void *arg, space_err *err);
 /* The disk layer the VM writes becomes read-only: QEMU creates new_top (a
  * qcow2 whose backing file is the old layer) and writes there from now on
- * (blockdev-snapshot-sync). Call with the VM paused to freeze one instant. */
+ * (blockdev-snapshot-sync). Call with the VM paused to freeze one instant.
+ * new_top gets a backing record (qcow2.h); for a jailed VM it is made by us
+ * first (its uid, 0600) and bound into the jail, and the old layer becomes
+ * root's 0644 afterwards. */
 int vm_freeze_disk(struct vm *vm, const char *new_top, vm_done_cb cb, void *arg, space_err *err);
 /* Saves guest memory and device state, the VM paused: QEMU migrates into
  * `space-memcvt`, which writes the memory image to image_fd and the device
@@ -118,6 +137,10 @@ typedef void (*qmp_reply_cb)(json_t *reply, const char *error, void *arg);
 int vm_qmp(struct vm *vm, const char *command, json_t *args, qmp_reply_cb cb, void *arg,
 	   space_err *err);
 
+/* What a VM left behind when it is gone for good (its jail root, its cgroup
+ * leaf): removed. For a VM that ended while no daemon watched it. */
+void vm_remove_confinement(const struct vm_spec *spec);
+
 /* Removes the VM's own files: run_dir and sock_dir (never its disk). */
 int vm_remove_files(const struct vm_spec *spec, space_err *err);
 /* rm -r without a shell, never following symlinks or leaving the file
@@ -135,7 +158,9 @@ const char *vm_memcvt_binary(void);
  * SPACE-PROBE-OK on the console when the kernel command line has
  * space.probe=1), else TCG. Blocking; call once at start-up. `reason` gets
  * one line for the log and /v1/info. */
-enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, int timeout_ms,
+/* uid non-zero: the probe QEMU runs jailed like a VM (jail.md), as uid,
+ * in a jail root under work_dir. */
+enum accel accel_probe(const char *kernel, const char *image, const char *work_dir, uid_t uid, int timeout_ms,
 		       char *reason, size_t reason_len);
 
 #endif

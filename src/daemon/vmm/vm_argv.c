@@ -128,6 +128,15 @@ int vm_spec_check(const struct vm_spec *spec, space_err *err)
 		 * the image the RAM was written to. */
 		return err_set(err, EINVAL, "vm spec for %s: an incoming state needs its memory image",
 			       spec->id);
+	if (spec->jail && (spec->run_uid == 0 || spec->run_gid == 0 || !spec->jail_dir ||
+			   spec->jail_dir[0] != '/'))
+		return err_set(err, EINVAL, "vm spec for %s: a jail needs a non-zero uid and gid and a root",
+			       spec->id);
+	/* QEMU resolves paths inside its jail, from its root. */
+	if (spec->jail && (spec->kernel[0] != '/' || spec->disk[0] != '/' ||
+			   (spec->mem_image && spec->mem_image[0] != '/')))
+		return err_set(err, EINVAL, "vm spec for %s: a jailed VM's kernel, disk and image need absolute paths",
+			       spec->id);
 	if (spec->vcpus < 1 || spec->vcpus > 64)
 		return err_set(err, EINVAL, "vcpus must be 1..64, not %d", spec->vcpus);
 	if (spec->memory_mib < 32 || spec->memory_mib > 1024 * 1024)
@@ -172,7 +181,12 @@ static void add_listen_chardev(struct strv *a, const char *id, int fd)
 static void add_memory(const struct vm_spec *spec, const char *image, struct strv *a)
 {
 	strv_add(a, "-object");
-	if (spec->mem == VM_MEM_IMAGE)
+	if (spec->mem == VM_MEM_IMAGE && spec->jail && !spec->mem_own)
+		/* The image as a sealed memfd QEMU inherits (memimg.c): it can
+		 * open it O_RDWR as QEMU 7.2 insists, but never write it. */
+		strv_addf(a, "memory-backend-file,id=mem,size=%dM,mem-path=/proc/self/fd/%d,share=off",
+			  spec->memory_mib, VM_FD_MEM);
+	else if (spec->mem == VM_MEM_IMAGE)
 		/* share=off: a private copy-on-write mapping. The image is
 		 * never written; pages the guest does not touch stay shared with
 		 * every VM started from the same snapshot. */
@@ -230,9 +244,12 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	/* Root disk: the sandbox's top qcow2 layer (its backing chain ends at
 	 * the template's read-only raw image). cache=unsafe (Firecracker's
 	 * default too): guest flushes are not forced to the host disk; a
-	 * sandbox does not survive a host crash. */
+	 * sandbox does not survive a host crash. werror/rerror=report: a full
+	 * host disk is an I/O error in the guest, never a paused VM (QEMU's
+	 * default stops the VM on ENOSPC and waits for someone to resume it). */
 	strv_add(a, "-drive");
-	strv_addf(a, "id=root,file=%s,format=qcow2,if=none,cache=unsafe,discard=unmap", disk);
+	strv_addf(a, "id=root,file=%s,format=qcow2,if=none,cache=unsafe,discard=unmap,werror=report,rerror=report",
+		  disk);
 	strv_add(a, "-device");
 	strv_add(a, "virtio-blk-device,drive=root");
 	/* Agent channel: virtio-serial port "space.agent". */
@@ -257,9 +274,9 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 		strv_add(a, "-incoming");
 		strv_add(a, "defer");
 	}
-	if (spec->seccomp) {
-		/* QEMU's own seccomp filter. Snapshots pass descriptors over
-		 * QMP, so QEMU never needs to spawn anything. */
+	if (spec->jail) {
+		/* QEMU's own seccomp filter, behind ours (seccomp.c). Snapshots
+		 * pass descriptors over QMP, so QEMU never needs to spawn anything. */
 		strv_add(a, "-sandbox");
 		strv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	}
@@ -268,7 +285,7 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	return 0;
 }
 
-int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, struct strv *a,
+int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, bool sandbox, struct strv *a,
 			space_err *err)
 {
 	_cleanup_free_ char *img = qemu_opt_escape(image);
@@ -311,6 +328,10 @@ int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image,
 	strv_add(a, "chardev:con");
 	strv_add(a, "-device");
 	strv_add(a, "virtio-rng-device");
+	if (sandbox) {
+		strv_add(a, "-sandbox");
+		strv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	}
 	if (a->failed)
 		return err_set(err, ENOMEM, "building probe argv: out of memory");
 	return 0;

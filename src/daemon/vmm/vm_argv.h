@@ -19,6 +19,8 @@ enum vm_file { VM_AGENT_SOCK, VM_QMP_SOCK, VM_CONSOLE_SOCK, VM_CONSOLE_LOG, VM_Q
 #define VM_FD_AGENT 3
 #define VM_FD_QMP 4
 #define VM_FD_CONSOLE 5
+/* A jailed VM's memory image: the sealed memfd, mapped by /proc/self/fd/6. */
+#define VM_FD_MEM 6
 /* migrate-incoming / migrate take their descriptor by this getfd name. */
 #define VM_FD_MIGRATION "space-migration"
 int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX]);
@@ -41,7 +43,7 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *arg
 
 /* The KVM probe boot (accel.c): kernel + image read-only under -accel kvm,
  * serial console on QEMU's stdout, space.probe=1 on the command line. */
-int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, struct strv *a,
+int vm_probe_argv_build(const char *qemu, const char *kernel, const char *image, bool sandbox, struct strv *a,
 			space_err *err);
 
 /* The guest kernel command line for spec (NUL-terminated into out). */

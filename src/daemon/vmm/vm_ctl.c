@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "jail.h"
+#include "qcow2.h"
 #include "log.h"
 #include "proc.h"
 #include "vm_argv.h"
@@ -142,14 +144,68 @@ int vm_resume(struct vm *vm, vm_done_cb cb, void *arg, space_err *err)
 	return simple(vm, "cont", NULL, cb, arg, err);
 }
 
+/* The new top layer, before QEMU creates its qcow2 over it: an empty file
+ * of the VM's uid, 0600, bound into the jail at its host path (QEMU cannot
+ * create files in the jail, whose directories are root's). */
+static int freeze_prepare_jail(struct vm *vm, const char *new_top, space_err *err)
+{
+	_cleanup_close_ int fd = open(new_top, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return err_sys(err, errno, "create %s", new_top);
+	if (fchown(fd, vm->uid, vm->gid) < 0) {
+		int e = errno;
+		unlink(new_top);
+		return err_sys(err, e, "chown %s", new_top);
+	}
+	if (jail_bind_file(vm->jail_dir, new_top, true, err) < 0) {
+		unlink(new_top);
+		return -1;
+	}
+	return 0;
+}
+
+static void on_frozen(json_t *reply, const char *error, void *arg)
+{
+	struct vm_call *c = arg;
+	struct vm *vm = c->vm;
+	space_err e = { 0 };
+
+	(void)reply;
+	if (error) {
+		err_set(&e, EIO, "%s", error);
+		vm->frozen[0] = '\0';
+		vm_call_finish(c, &e, NULL);
+		return;
+	}
+	/* The new layer's backing file, as we know it: chains are followed
+	 * by this record, not by headers a QEMU wrote (qcow2.h). */
+	if (qcow2_backing_record(vm->frozen, vm->disk, &e) < 0) {
+		log_warn("vm %s: %s", vm->id, e.msg);
+		err_clear(&e);
+	}
+	/* The old top is a read-only layer now: root's again, readable by
+	 * the jailed QEMUs of forks and clones whose chains reach it. */
+	if (vm->jailed && jail_release_layer(vm->disk, &e) < 0)
+		log_warn("vm %s: %s", vm->id, e.msg);
+	snprintf(vm->disk, sizeof(vm->disk), "%s", vm->frozen);
+	vm->frozen[0] = '\0';
+	vm_call_finish(c, NULL, NULL);
+}
+
 int vm_freeze_disk(struct vm *vm, const char *new_top, vm_done_cb cb, void *arg, space_err *err)
 {
-	json_t *args = json_pack("{s:s, s:s, s:s}", "device", "root", "snapshot-file", new_top,
-				 "format", "qcow2");
+	if (strlen(new_top) >= sizeof(vm->frozen))
+		return err_set(err, ENAMETOOLONG, "path too long: %s", new_top);
+	if (vm->jailed && vm->jail_dir[0] && freeze_prepare_jail(vm, new_top, err) < 0)
+		return err_wrap(err, "vm %s: the new disk layer", vm->id);
+	json_t *args = json_pack("{s:s, s:s, s:s, s:s}", "device", "root", "snapshot-file", new_top,
+				 "format", "qcow2", "mode", "absolute-paths");
 
 	if (!args)
 		return err_set(err, ENOMEM, "out of memory");
-	return simple(vm, "blockdev-snapshot-sync", args, cb, arg, err);
+	snprintf(vm->frozen, sizeof(vm->frozen), "%s", new_top);
+	return call(vm, "blockdev-snapshot-sync", args, on_frozen, cb, NULL, arg, err);
 }
 
 /* ---- queries ---- */
@@ -386,14 +442,24 @@ static void on_converter_exit(evutil_socket_t fd, short what, void *arg)
 }
 
 /* The converter: stream on its stdin, image and state as fds 3 and 4,
- * stdout and stderr into a pipe we read when it exits. */
-static int spawn_converter(struct vm_saving *s, int stream_fd, int image_fd, int state_fd,
+ * stdout and stderr into a pipe we read when it exits. It parses what a
+ * possibly compromised QEMU wrote, so a jailed VM's converter runs in that
+ * VM's jail (same uid: the stream is that VM's own data), in a network
+ * namespace of its own, with an empty environment and the seccomp filter;
+ * it needs nothing but its descriptors. */
+static int spawn_converter(struct vm *vm, struct vm_saving *s, int stream_fd, int image_fd, int state_fd,
 			   space_err *err)
 {
 	int out[2];
 	int pass[2] = { image_fd, state_fd };
-	char *argv[] = { (char *)vm_memcvt_binary(), NULL };
+	char bin[PATH_MAX];
 
+	if (proc_which(vm_memcvt_binary(), bin, sizeof(bin)) < 0)
+		return err_sys(err, errno, "finding %s", vm_memcvt_binary());
+	char *argv[] = { bin, NULL };
+	_cleanup_close_ int xfd = vm->jailed ? open(bin, O_PATH | O_CLOEXEC) : -1;
+	if (vm->jailed && xfd < 0)
+		return err_sys(err, errno, "open %s", bin);
 	if (pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0)
 		return err_sys(err, errno, "pipe");
 	struct spawn_opts o = {
@@ -403,7 +469,16 @@ static int spawn_converter(struct vm_saving *s, int stream_fd, int image_fd, int
 		.stderr_fd = out[1],
 		.pass_fds = pass,
 		.npass = 2,
+		.exec_fd = xfd,
 	};
+	if (vm->jailed) {
+		o.netns = true;
+		o.jail_root = vm->jail_dir;
+		o.uid = vm->uid;
+		o.gid = vm->gid;
+		o.seccomp = true;
+		o.clear_env = true;
+	}
 	int rc = proc_spawn_async(&o, &s->pid, &s->pidfd, &s->spawn_fd, err);
 	close(out[1]);
 	if (rc < 0) {
@@ -437,7 +512,7 @@ int vm_save(struct vm *vm, int image_fd, int state_fd, vm_done_cb cb, void *arg,
 	s->spawn_fd = -1;
 	s->t0 = mono_ms();
 	vm->saving = s;
-	if (spawn_converter(s, rd, img, st, err) < 0)
+	if (spawn_converter(vm, s, rd, img, st, err) < 0)
 		goto fail;
 	s->exit_ev = event_new(vm->base, s->pidfd, EV_READ, on_converter_exit, vm);
 	s->call = vm_call_new(vm, cb, NULL, arg);

@@ -4,6 +4,7 @@
 
 #include <limits.h>
 
+#include "cgroup.h"
 #include "console.h"
 #include "qmp.h"
 #include "vm.h"
@@ -60,6 +61,14 @@ struct vm {
 	char qemu_log[PATH_MAX];
 	struct vm_call *calls;
 	struct vm_saving *saving;
+	/* Confinement, undone when QEMU is gone (vm_confinement_undo). */
+	bool jailed;
+	uid_t uid;
+	gid_t gid;
+	char jail_dir[PATH_MAX]; /* "" when not jailed */
+	struct vm_cgroup cg;     /* n == 0: no cgroup */
+	char disk[PATH_MAX];     /* the layer QEMU writes now (vm_freeze_disk moves it) */
+	char frozen[PATH_MAX];   /* vm_freeze_disk: the layer becoming read-only */
 };
 
 /* vm_ctl.c */
@@ -75,6 +84,8 @@ void vm_ctl_event(struct vm *vm, const char *event, json_t *data);
 int vm_ctl_incoming(struct vm *vm, space_err *err);
 
 /* vm.c */
+/* QEMU is gone: its jail root and cgroup leaf go too. */
+void vm_confinement_undo(struct vm *vm);
 /* The launch finished: report `ready` once. */
 void vm_launch_done(struct vm *vm);
 /* The launch cannot finish: kill QEMU; `exited` will say why. */
