@@ -158,6 +158,11 @@ uint64_t session_output_length(const struct session *s)
 	return spool_length(s->sp);
 }
 
+uint64_t session_output_start(const struct session *s)
+{
+	return spool_start(s->sp);
+}
+
 ssize_t session_output_read(struct session *s, uint64_t off, int *stream, void *buf, size_t max, space_err *err)
 {
 	return spool_read(s->sp, off, stream, buf, max, err);
