@@ -266,8 +266,15 @@ class Faults:
         # files
         live = {i for i, r in sbs.items() if r["state"] != "deleted"}
         tag = self.d.state_tag()
+        # /run/space/<tag>/jail/<sb-id>: the mount tree of a jailed QEMU, only while it runs.
+        jails = f"/run/space/{tag}/jail"
+        for n in sorted(os.listdir(jails)) if os.path.isdir(jails) else []:
+            if n not in live or sbs[n]["pid"] not in qemus:
+                problems.append(f"orphan jail {jails}/{n} ({sbs.get(n, {}).get('state', 'unknown')})")
         for where in (os.path.join(self.d.state_dir, "sandboxes"), f"/run/space/{tag}"):
             for n in sorted(os.listdir(where)) if os.path.isdir(where) else []:
+                if n == "jail" and where.startswith("/run/space/"):
+                    continue
                 if n not in live:
                     problems.append(f"orphan {where}/{n} ({sbs.get(n, {}).get('state', 'unknown')})")
         for where in (os.path.join(self.d.state_dir, "snapshots"), f"/dev/shm/space-{tag}/snapshots"):
@@ -287,7 +294,9 @@ class Faults:
                 depth += 1
         disks = os.path.join(self.d.state_dir, "disks")
         for n in sorted(os.listdir(disks)) if os.path.isdir(disks) else []:
-            if os.path.join(disks, n) not in reached:
+            # <layer>.backing: the daemon's own record of a layer's backing file (jail.md)
+            layer = n[:-len(".backing")] if n.endswith(".backing") else n
+            if os.path.join(disks, layer) not in reached:
                 problems.append(f"orphan disk layer {disks}/{n}")
         # output written before the fault
         for s, out, err in self.witness:
@@ -306,16 +315,17 @@ class Faults:
         return problems
 
     def orphan_cgroups_and_netns(self, sbs, live, qemus):
-        """Today QEMU runs in an anonymous network namespace (gone with the process) and in
-        no cgroup of ours; should the daemon name either after its tag or a sandbox, what it
-        names must be live. A cgroup dir under /sys/fs/cgroup naming our tag may hold only
+        """QEMU runs in an anonymous network namespace (gone with the process) and in a cgroup
+        leaf <controller>/<daemon's cgroup>/space-<tag>/<sb-id> (vmm/cgroup.c), which must be
+        a live sandbox's. A cgroup dir under /sys/fs/cgroup naming our tag may hold only
         sandbox dirs of live sandboxes, whose processes are their QEMUs; /run/netns entries
         naming our tag or one of our sandboxes must be live ones."""
         problems = []
         tag = self.d.state_tag()
         top = "/sys/fs/cgroup"
         for dirpath, dirs, _ in os.walk(top):
-            if dirpath.count("/") - top.count("/") >= 3:
+            # <controller>/<the daemon's own cgroup path>/space-<tag>/<sb-id> (vmm/cgroup.c)
+            if dirpath.count("/") - top.count("/") >= 6:
                 dirs[:] = []
             if tag not in os.path.basename(dirpath):
                 continue

@@ -417,7 +417,8 @@ int jail_enter(const char *root, const char **step)
 	/* Nothing we mount from here on reaches the host; what the daemon
 	 * binds under the jail's root still reaches us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
-		return fail_step(step, "jail: make / a slave");
+		return fail_step(step, errno == EINVAL ? "jail: make / a slave (a chroot? its root must be a mount point)"
+						       : "jail: make / a slave");
 	snprintf(proc, sizeof(proc), "%s/proc", root);
 	/* /proc/self/fd/N names the sealed memory image; no other process is
 	 * visible (hidepid=invisible: other uids'), nor /proc/sys & co. */
