@@ -57,7 +57,10 @@ def fd_count(pid):
 class Load:
     def __init__(self, a):
         self.a = a
-        extra = ["--max-sandboxes", str(max(64, a.sandboxes + 8))]
+        # The default vCPU budget (16 per core: 32 here) would refuse 50 one-vCPU sandboxes;
+        # the load is about the daemon, so the budget is sized to the run.
+        extra = ["--max-sandboxes", str(max(64, a.sandboxes + 8)),
+                 "--vcpu-budget", str(max(32, 2 * a.sandboxes))]
         if a.accel:
             extra += ["--accel", a.accel]
         self.d = space.Daemon("spaced-load", extra_args=extra)
