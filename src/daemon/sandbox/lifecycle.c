@@ -122,8 +122,11 @@ void lifecycle_done(struct sandbox *sb, const char *error)
 		return;
 	a = &actions[sb->op.kind];
 	to = error ? a->done_fail : a->done_ok;
+	/* "Back to where it was": an action without a transient state never left it (and
+	 * prev_state may be older than the operation: a daemon killed between storing the
+	 * operation and the sandbox row left the previous one's). */
 	if (to == SB__COUNT)
-		to = sb->rec.prev_state;
+		to = a->transient == SB__COUNT ? sb->rec.state : sb->rec.prev_state;
 	/* A VM that died meanwhile made the sandbox failed or deleting: that
 	 * outcome stands. */
 	if (sb->rec.state != SB_FAILED && sb->rec.state != SB_DELETING && sb->rec.state != SB_DELETED)
