@@ -8,6 +8,7 @@
  * snapshot's files may be removed while clones of it run: the kernel keeps
  * the pages they map. Its frozen disk layer is another matter: disks_gc
  * keeps it while any chain reaches it. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -170,10 +171,43 @@ static int reconcile_one(const struct snapshot_rec *s, void *arg)
 	return 0;
 }
 
+/* A directory under `parent` named like a snapshot that has no record: snapshot_begin makes
+ * the directory just before it stores the record, so a daemon killed between the two leaves
+ * one behind. At start-up nothing is being taken, so none of them is anyone's. */
+static void sweep_unrecorded(struct spaced *d, const char *parent)
+{
+	_cleanup_closedir_ DIR *dir = opendir(parent);
+	struct dirent *de;
+
+	while (dir && (de = readdir(dir))) {
+		struct snapshot_rec rec = { 0 };
+		space_err err = { 0 };
+
+		if (!id_valid(de->d_name, "sn-"))
+			continue;
+		if (store_snapshot_get(d->store, de->d_name, &rec, &err) == 0) {
+			snapshot_rec_clear(&rec);
+			continue;
+		}
+		if (err.code != ENOENT)
+			continue;
+		snprintf(rec.id, sizeof(rec.id), "%s", de->d_name);
+		snprintf(rec.dir, sizeof(rec.dir), "%s/%s", parent, de->d_name);
+		log_info("snapshot %s: a directory without a record (a start cut short); removing it", rec.id);
+		snapshot_remove(d, &rec);
+	}
+}
+
 void snapshots_reconcile(struct spaced *d)
 {
 	space_err err = { 0 };
+	char dir[PATH_MAX];
 
 	if (store_snapshot_each(d->store, 0, reconcile_one, d, &err) < 0)
 		log_warn("reconciling snapshots: %s", err.msg);
+	for (int tmpfs = 0; tmpfs < 2; tmpfs++) {
+		path_snapshot_dir(d, tmpfs ? SNAP_FORK : SNAP_NAMED, "", dir);
+		dir[strlen(dir) - 1] = '\0'; /* ".../snapshots/" -> ".../snapshots" */
+		sweep_unrecorded(d, dir);
+	}
 }
