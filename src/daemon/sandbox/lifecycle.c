@@ -143,6 +143,17 @@ void lifecycle_reconcile(struct sandbox *sb)
 	if (!op_in_flight(sb))
 		return;
 	a = &actions[sb->op.kind];
+	/* The operation is stored before the sandbox row: a daemon killed between the two left
+	 * the sandbox in the state it was in (not the action's transient one) with the previous
+	 * action's prev_state. Nothing of the action ran; it failed, the sandbox stays as it is. */
+	if (a->start && a->transient != SB__COUNT && sb->rec.state != a->transient) {
+		sb->rec.prev_state = sb->rec.state;
+		sandbox_persist(sb);
+		log_warn("sandbox %s: %s failed: interrupted by a daemon restart before it began",
+			 sb->rec.id, op_kind_name(sb->op.kind));
+		op_finish(sb->d, &sb->op, "interrupted by a daemon restart before it began");
+		return;
+	}
 	if (a->on_reconcile)
 		a->on_reconcile(sb);
 }
