@@ -151,6 +151,13 @@ static void reconcile_one(struct sandbox *sb)
 	space_err err = { 0 };
 	enum sb_state st = sb->rec.state;
 
+	/* A delete is stored before the sandbox row: a daemon killed between the two left the
+	 * row in its old state. The client may have had its 202: the delete goes on. */
+	if (op_in_flight(sb) && sb->op.kind == OPK_DELETE && st != SB_DELETING && st != SB_DELETED) {
+		log_info("sandbox %s: a delete was asked before the restart; deleting", sb->rec.id);
+		sandbox_set_state(sb, SB_DELETING);
+		st = SB_DELETING;
+	}
 	if (!sb_state_has_vm(st)) {
 		/* A stop from suspended, or a finished one, has nothing to adopt. */
 		if (op_in_flight(sb) && st != SB_FAILED)
