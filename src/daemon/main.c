@@ -19,6 +19,7 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "vmm/memimg.h"
+#include "vmm/proc.h"
 
 #define QEMU_BIN "/usr/bin/qemu-system-x86_64"
 #define PROBE_TIMEOUT_MS 8000
@@ -76,7 +77,8 @@ static int prepare_state_dir(struct spaced *d, space_err *err)
 		close(fd);
 		return err_set(err, EBUSY, "another spaced is using state directory %s", real);
 	}
-	/* fd stays open (and locked) for the daemon's life */
+	/* fd stays open (and locked) for the daemon's life; children let go of it at once */
+	proc_close_in_children(fd);
 	/* Snapshots clones map live under /dev/shm: that directory must be
 	 * ours alone before anything goes there. */
 	char tmpfs[PATH_MAX];

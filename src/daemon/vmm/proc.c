@@ -233,9 +233,21 @@ static void confine(const struct spawn_opts *o, int errfd)
 
 /* Runs in the forked child; never returns. The daemon is single-threaded, so
  * after fork() any libc call is safe here. */
+static int close_in_children = -1;
+
+void proc_close_in_children(int fd)
+{
+	close_in_children = fd;
+}
+
 static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
 {
 	sigset_t all;
+
+	/* First: a child still setting up (a jail takes a while) must not keep what
+	 * proc_close_in_children named (the state dir's lock) past the daemon's death. */
+	if (close_in_children >= 0)
+		close(close_in_children);
 
 	/* The daemon may block or ignore signals (libevent, SIGPIPE); a
 	 * child must start with the defaults (ignored dispositions survive exec). */

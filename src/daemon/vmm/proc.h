@@ -59,6 +59,10 @@ struct spawn_opts {
  * close-on-exec pidfd for it; the caller owns both and must reap the child.
  * Waits until the child has exec'd (or failed to), which under load can take
  * a scheduler slice or more: not for the event loop's hot paths. */
+/* A descriptor every child closes first thing after fork, before anything else (the daemon's
+ * state-dir lock: a flock is held until every copy of it is closed, and a child killed in its
+ * set-up, or slow in it, would otherwise keep a restarted daemon out). */
+void proc_close_in_children(int fd);
 int proc_spawn(const struct spawn_opts *o, pid_t *pid, int *pidfd, space_err *err);
 /* fork, without waiting for the exec: *statusfd (close-on-exec,
  * non-blocking) gets the child's report if a step fails before exec; read it
