@@ -203,8 +203,14 @@ def test_guest_flooding_its_port_without_reading_leaves_daemon_rss_flat(bounded)
     assert r.exit_code == 0 and b"wrote 16 MiB" in bytes(r.stdout), (r, log[-3000:])
     assert "does not read; not reading it until they drain" in log, log[-3000:]
     assert "malformed frame type 101" in log, "the repeated A_HELLO did not drop the connection"
-    # 16 MiB of 28-byte frames would queue ~12 MiB of ACKs unbounded.
-    assert peak - before < 6 * 1024, f"daemon RSS grew {peak - before} KiB"
+    # 16 MiB of 28-byte frames would queue ~12 MiB of ACKs unbounded. The RSS figure means
+    # that only for the plain daemon: under ASan freed buffers go to the allocator's
+    # quarantine (up to 256 MiB), so a fresh sanitized daemon's RSS grows with every byte it
+    # frees (+7 MiB in a full make test, +57 MiB alone). There the log line above, the bound
+    # engaging, is the check; tests/unit/test_daemon_agent.c measures the queue itself
+    # (1 MiB bounded, 28 MB without the bound).
+    if bounded.binary != space.SAN_SPACED:
+        assert peak - before < 6 * 1024, f"daemon RSS grew {peak - before} KiB"
     r = api.run(bid, ["echo", "alive"])
     assert bytes(r.stdout) == b"alive\n" and r.exit_code == 0, r
     api.remove_sandbox(bid)
