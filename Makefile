@@ -18,7 +18,7 @@ CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc/common -MMD -MP
 # The daemon's folders include each other as "folder/x.h" (scripts/check-layers.sh
 # checks which folder may include which).
-DAEMON_INC := -Isrc/daemon
+DAEMON_INC := -Isrc/daemon -Isrc
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 COMMON_SRC := $(wildcard src/common/*.c)
@@ -26,6 +26,9 @@ DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
 AGENT_SRC  := $(wildcard src/agent/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 MEMCVT_SRC := $(wildcard src/memcvt/*.c)
+# What the daemon and the gateway share about egress (policy, ruleset, CA): docs/design/egress.md.
+EGRESS_SRC := $(wildcard src/egress/*.c)
+GW_SRC     := $(wildcard src/gateway/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 
 obj = $(patsubst src/%.c,$(BUILD)/obj/$(2)/%.o,$(1))
@@ -33,12 +36,15 @@ COMMON_OBJ := $(call obj,$(COMMON_SRC),dyn)
 DAEMON_OBJ := $(call obj,$(DAEMON_SRC),dyn)
 CLI_OBJ    := $(call obj,$(CLI_SRC),dyn)
 MEMCVT_OBJ := $(call obj,$(MEMCVT_SRC),dyn)
+EGRESS_OBJ := $(call obj,$(EGRESS_SRC),dyn)
+GW_OBJ     := $(call obj,$(GW_SRC),dyn)
 AGENT_OBJ  := $(call obj,$(AGENT_SRC) $(COMMON_SRC),static)
 # The unit tests link each component's objects except its entry point, built
 # with ASan+UBSan, from one static archive per component (so internals are
 # reachable from tests, and the linker takes only the objects a test needs).
 SAN_LIBS   := $(BUILD)/san/libdaemon.a $(BUILD)/san/libagent.a $(BUILD)/san/libcli.a \
-              $(BUILD)/san/libmemcvt.a $(BUILD)/san/libcommon.a
+              $(BUILD)/san/libmemcvt.a $(BUILD)/san/libcommon.a $(BUILD)/san/libegress.a \
+              $(BUILD)/san/libgateway.a
 san_objs    = $(call obj,$(filter-out %/main.c,$(1)),san)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/unit/%,$(UNIT_SRC))
 # Fuzz harnesses (tests/fuzz/fuzz_<target>.c): built with clang + libFuzzer by `make fuzz`,
@@ -50,12 +56,15 @@ UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
 DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto -lseccomp
 CLI_LIBS    := -lcurl -ljansson
-BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt
+GW_LIBS     := -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser -lseccomp
+BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt \
+        $(BUILD)/bin/space-gw
 # The daemon the end-to-end tests run: ASan+UBSan, so a memory error or undefined
 # behaviour on any request path fails the test that caused it (tests/e2e/space.py).
 # spaced runs space-memcvt from beside itself, so the converter it runs is sanitized too.
 SAN_SPACED := $(BUILD)/san/bin/spaced
-SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt
+# The gateway too: it parses every byte a guest sends out.
+SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt $(BUILD)/san/bin/space-gw
 
 
 .PHONY: fuzz fuzz-deps fuzz-build
@@ -94,15 +103,22 @@ $(BUILD)/obj/san/memcvt/%.o: src/memcvt/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -O1 -c $< -o $@
 
-$(BUILD)/bin/spaced: $(DAEMON_OBJ) $(COMMON_OBJ)
+$(BUILD)/bin/spaced: $(DAEMON_OBJ) $(EGRESS_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(DAEMON_LIBS)
-$(SAN_SPACED): $(call obj,$(DAEMON_SRC) $(COMMON_SRC),san)
+$(SAN_SPACED): $(call obj,$(DAEMON_SRC) $(EGRESS_SRC) $(COMMON_SRC),san)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^ $(DAEMON_LIBS)
 $(BUILD)/san/bin/space-memcvt: $(call obj,$(MEMCVT_SRC),san) $(BUILD)/obj/san/common/err.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^
+# The egress gateway, one per sandbox (docs/design/egress.md).
+$(BUILD)/bin/space-gw: $(GW_OBJ) $(EGRESS_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(GW_LIBS)
+$(BUILD)/san/bin/space-gw: $(call obj,$(GW_SRC) $(EGRESS_SRC) $(COMMON_SRC),san)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(SAN) -O1 -o $@ $^ $(GW_LIBS)
 $(BUILD)/bin/spacectl: $(CLI_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(CLI_LIBS)
@@ -132,19 +148,22 @@ $(BUILD)/san/libdaemon.a: $(call san_objs,$(DAEMON_SRC))
 $(BUILD)/san/libagent.a: $(call san_objs,$(AGENT_SRC))
 $(BUILD)/san/libcli.a: $(call san_objs,$(CLI_SRC))
 $(BUILD)/san/libmemcvt.a: $(call san_objs,$(MEMCVT_SRC))
+$(BUILD)/san/libegress.a: $(call san_objs,$(EGRESS_SRC))
+$(BUILD)/san/libgateway.a: $(call san_objs,$(GW_SRC))
 $(BUILD)/san/%.a:
 	@mkdir -p $(@D)
 	@rm -f $@
 	ar rcs $@ $^
 
 # A test links the archive of the component its name says (test_agent_*,
-# test_sse / test_cli*, test_memcvt*, test_proto, else the daemon) plus the common one.
-unit_libs = $(if $(filter test_agent_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_memcvt%,$(1)),$(BUILD)/san/libmemcvt.a,$(if $(filter test_proto,$(1)),,$(BUILD)/san/libdaemon.a)))) $(BUILD)/san/libcommon.a
+# test_sse / test_cli*, test_memcvt*, test_proto, test_gw_* (the gateway), test_egress_*
+# (src/egress alone), else the daemon) plus the egress and common ones.
+unit_libs = $(if $(filter test_agent_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_memcvt%,$(1)),$(BUILD)/san/libmemcvt.a,$(if $(filter test_gw_%,$(1)),$(BUILD)/san/libgateway.a,$(if $(filter test_proto test_egress_%,$(1)),,$(BUILD)/san/libdaemon.a))))) $(BUILD)/san/libegress.a $(BUILD)/san/libcommon.a
 .SECONDEXPANSION:
 $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 	@mkdir -p $(@D) $(BUILD)/unitdeps
-	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
-		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS)
+	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -Isrc/gateway -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
+		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS) $(GW_LIBS)
 
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
 # component the harness drives; fuzz_ldflags are the harness's own link options.

@@ -1,0 +1,20 @@
+/* rules.h -- the nftables ruleset of a sandbox's network namespace and the addresses of its
+ * link (docs/design/egress.md): one text, used by the daemon for every sandbox and printed by
+ * `space-gw --print-ruleset` for benchmarks that build the same namespace by hand. */
+#ifndef SPACE_EGRESS_RULES_H
+#define SPACE_EGRESS_RULES_H
+
+#include <stdint.h>
+
+#define EGRESS_TAP_NAME "tap0"
+#define EGRESS_GUEST_ADDR 0xa9fe0015u   /* 169.254.0.21 */
+#define EGRESS_GW_ADDR 0xa9fe0016u      /* 169.254.0.22 */
+#define EGRESS_PREFIX_LEN 30
+#define EGRESS_GUEST_MAC "52:54:00:a9:00:15"
+#define EGRESS_DNS_PORT 53
+#define EGRESS_PROXY_PORT 15001
+
+/* The ruleset as `nft -f` reads it (static storage). */
+const char *egress_ruleset(void);
+
+#endif
