@@ -107,6 +107,8 @@ struct proto_identity {
 #define PROTO_IDENTITY_CLOCK 0x1
 #define PROTO_IDENTITY_ENTROPY 0x2
 #define PROTO_IDENTITY_HOSTNAME 0x4
+#define PROTO_IDENTITY_NET 0x8
+
 
 /* Result of parsing; proto_strerror() turns it into text. */
 enum proto_rc {
@@ -165,5 +167,19 @@ enum proto_rc proto_exec_decode(const uint8_t *p, size_t n, struct proto_exec *x
 /* H_IDENTITY: encode (-1 if entropy_len is over the maximum or the writer failed).  The
  * agent decodes it (src/agent/identity.c), where the hostname rules live. */
 int proto_identity_encode(struct proto_wr *w, const struct proto_identity *id);
+
+/* H_IDENTITY net payload (docs/design/egress.md): u32 version (PROTO_NET_VERSION), u32 addr,
+ * u32 prefix_len (1..32), u32 gateway, u32 dns (IPv4, as numbers: 169.254.0.21 = 0xa9fe0015),
+ * NUL-terminated ca_pem ("" = none, at most PROTO_NET_MAX_CA bytes). Exactly that long. */
+#define PROTO_NET_VERSION 1
+#define PROTO_NET_MAX_CA 16384
+struct proto_net {
+	uint32_t addr, prefix_len, gateway, dns;
+	const char *ca_pem;
+};
+/* -1 if the CA is too long or the writer failed. */
+int proto_net_encode(struct proto_wr *w, const struct proto_net *n);
+/* PROTO_OK, or why not (pointers into p). */
+enum proto_rc proto_net_parse(const uint8_t *p, size_t n, struct proto_net *out);
 
 #endif
