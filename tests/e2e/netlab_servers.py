@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """netlab_servers.py -- the servers of the test "internet" (tests/e2e/netlab.py), run inside its
 network namespace: an authoritative-looking DNS server answering A queries from a zone file,
-HTTP and HTTPS echo servers on every address (each answer is JSON describing the request, so
-a test sees what reached upstream, injected headers included), a TCP echo server and a UDP
+HTTP and HTTPS echo servers on every address (each answer is JSON describing the request and
+naming its headers; the log has their values, so a test sees what an injection added upstream
+while the guest never gets it back), a TCP echo server and a UDP
 echo server. Every request is appended to a JSON-lines log.
 
     netlab_servers.py CONFIG.json     (runs until killed; prints "ready" once listening)
@@ -95,6 +96,9 @@ class Echo(http.server.BaseHTTPRequestHandler):
                "host": self.headers.get("Host"), "headers": dict(self.headers.items()),
                "body_len": len(body)}
         log(rec)
+        # The answer names the headers but never carries their values: what a gateway
+        # injected must not come back to the guest through us.
+        rec = dict(rec, headers=sorted(k.lower() for k in self.headers.keys()))
         if self.path.startswith("/bytes/"):
             n = int(self.path.split("/")[2])
             self.send_response(200)

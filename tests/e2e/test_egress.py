@@ -1,0 +1,441 @@
+"""test_egress.py -- egress from inside real sandboxes (issue 7): every way out of a `base`
+guest goes through its gateway, which lets through only what the policy allows, refuses DNS
+forgeries, shared CDN addresses, Host switches, spoofed sources, UDP, ICMP, metadata, loopback
+and other sandboxes, injects credentials the guest never sees, and audits each decision.
+
+The "internet" is tests/e2e/netlab.py: namespaces of our own holding a DNS server and HTTP(S)
+echo servers (certificates from a test CA this module's daemon trusts upstream through
+--egress-ca-file). Nothing leaves this machine.
+"""
+
+import json
+import os
+import socket
+import threading
+
+import pytest
+
+import netlab
+import space
+
+SECRET_NAME = "api-token"
+SECRET_VALUE = "sk-SPACE-test-9f3c1e0a7b"
+LAB_CA = "/tmp/lab-ca.crt"
+
+BASE_POLICY = {
+    "allow": ["allowed.test", "*.allowed.test", "cdn-good.test", "api.test:443",
+              "loop.test", "private.test", "metadata.test", "hostaddr.test"],
+    "deny": ["blocked.test"],
+    "inject": [{"host": "api.test", "header": "Authorization", "secret": SECRET_NAME,
+                "prefix": "Bearer "}],
+}
+
+
+@pytest.fixture(scope="module")
+def lab():
+    lab = netlab.Internet().start()
+    yield lab
+    lab.close()
+
+
+@pytest.fixture(scope="module")
+def net_daemon(lab):
+    d = space.Daemon("spaced-egress", extra_args=["--dns-upstream", lab.dns_upstream,
+                                                  "--egress-ca-file", lab.ca_file])
+    try:
+        d.start()
+        yield d
+    finally:
+        d.cleanup()
+
+
+@pytest.fixture(scope="module")
+def napi(net_daemon):
+    return net_daemon.api
+
+
+@pytest.fixture(scope="module")
+def secret(napi):
+    r = napi.raw("PUT", f"/v1/secrets/{SECRET_NAME}", {"value": SECRET_VALUE})
+    assert r.status in (200, 201), r
+    assert SECRET_VALUE not in r.body.decode()
+    return SECRET_NAME
+
+
+@pytest.fixture(scope="module")
+def gsb(napi, lab, secret):
+    """A running `base` sandbox with BASE_POLICY and the lab's CA at LAB_CA (for TLS the
+    gateway passes through untouched, which the guest verifies against the real server)."""
+    rec = napi.new_sandbox("base", network=BASE_POLICY, timeout_s=3600)
+    with open(lab.ca_file, "rb") as f:
+        r = napi.run(rec["id"], ["sh", "-c", f"cat > {LAB_CA}"], stdin=f.read())
+    assert r.exit_code == 0, r
+    yield rec
+    if napi.sandbox(rec["id"])["state"] != "deleted":
+        napi.remove_sandbox(rec["id"])
+
+
+@pytest.fixture
+def policy(napi, gsb):
+    """Sets gsb's policy for one test; BASE_POLICY again afterwards."""
+    def put(p):
+        return napi.call("PUT", f"/v1/sandboxes/{gsb['id']}/network", None, p).json
+    yield put
+    put(BASE_POLICY)
+
+
+def sh(api, sb, script, timeout=60):
+    r = api.run(sb["id"], ["bash", "-c", script], timeout=timeout)
+    return r.exit_code, bytes(r.stdout).decode(errors="replace"), bytes(r.stderr).decode(errors="replace")
+
+
+def curl(api, sb, url, *args, timeout=60):
+    """curl in the guest: (exit code, body, stderr); short timeouts so a dropped packet fails
+    in seconds."""
+    argv = " ".join(["curl", "-sS", "--connect-timeout", "5", "--max-time", "15"] +
+                    ["'%s'" % a for a in args] + ["'%s'" % url])
+    return sh(api, sb, argv, timeout=timeout)
+
+
+def egress(api, sb, **q):
+    return api.call("GET", f"/v1/sandboxes/{sb['id']}/egress?limit=10000", None).json["records"]
+
+
+def find(records, **want):
+    return [r for r in records if all(r.get(k) == v for k, v in want.items())]
+
+
+# ---------------------------------------------------------------------------
+# What is allowed works
+
+
+def test_the_guest_is_wired_to_its_gateway(napi, gsb):
+    rc, out, err = sh(napi, gsb, "ip -4 addr show eth0; ip route; cat /etc/resolv.conf")
+    assert rc == 0, err
+    assert "169.254.0.21/30" in out and "default via 169.254.0.22" in out, out
+    assert "nameserver 169.254.0.22" in out, out
+
+
+def test_an_allowed_name_works_over_http_and_https(napi, gsb, lab):
+    rc, out, err = curl(napi, gsb, "http://allowed.test/plain")
+    assert rc == 0, err
+    rec = json.loads(out)
+    assert rec["host"] == "allowed.test" and rec["server"] == "198.51.100.10:80", rec
+    rc, out, err = curl(napi, gsb, "https://allowed.test/tls", "--cacert", LAB_CA)
+    assert rc == 0, err
+    assert json.loads(out)["kind"] == "https"
+    # A wildcard entry covers a name one label down.
+    rc, out, err = curl(napi, gsb, "http://www.allowed.test/wild")
+    assert rc == 0 and json.loads(out)["host"] == "www.allowed.test", (rc, out, err)
+
+
+def test_tls_without_an_injection_rule_is_passed_through_untouched(napi, gsb):
+    rc, out, err = curl(napi, gsb, "https://allowed.test/", "--cacert", LAB_CA, "-v")
+    assert rc == 0, err
+    assert "SPACE netlab test CA" in err, err  # the real server's issuer reached the guest
+
+
+# ---------------------------------------------------------------------------
+# What is not allowed fails, however it is asked for
+
+
+def test_a_name_not_allowed_fails_at_dns_and_by_address(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = sh(napi, gsb, "getent hosts blocked.test; getent hosts nowhere.test; echo rc=$?")
+    assert "198.51.100.11" not in out and out.strip().endswith("rc=2"), out
+    rc, out, err = curl(napi, gsb, "http://198.51.100.11/direct")
+    assert rc != 0 or "403" in out, (rc, out)
+    rc, out, err = curl(napi, gsb, "http://blocked.test/", "--resolve", "blocked.test:80:198.51.100.11")
+    assert rc != 0 or "egress" in out.lower(), (rc, out)
+    assert not [r for r in lab.requests(since=mark) if r["kind"] in ("http", "https")
+                and r["server"].startswith("198.51.100.11")]
+    # Not even the name reached the upstream resolver.
+    assert not lab.requests(kind="dns", since=mark) or \
+        all(r["name"] != "blocked.test" for r in lab.requests(kind="dns", since=mark))
+
+
+def test_a_forged_hosts_entry_for_an_allowed_name_fails(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = sh(napi, gsb, "cp /etc/hosts /tmp/hosts.bak && "
+                      "echo '198.51.100.11 allowed.test' >> /etc/hosts && "
+                      "curl -sS --connect-timeout 5 --max-time 15 http://allowed.test/forged; echo; "
+                      "curl -sS --connect-timeout 5 --max-time 15 --cacert %s https://allowed.test/forged; "
+                      "echo rc=$?; cp /tmp/hosts.bak /etc/hosts" % LAB_CA)
+    assert "403" in out and "rc=0" not in out, out
+    assert not [r for r in lab.requests(since=mark) if r.get("server", "").startswith("198.51.100.11")]
+
+
+def test_an_allowed_sni_to_a_blocked_names_address_fails(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = curl(napi, gsb, "https://allowed.test/", "--cacert", LAB_CA,
+                        "--resolve", "allowed.test:443:198.51.100.11")
+    assert rc != 0, (out, err)
+    # A shared CDN address: allowing cdn-good.test opens nothing for cdn-evil.test.
+    rc, out, err = curl(napi, gsb, "http://cdn-good.test/ok")
+    assert rc == 0 and json.loads(out)["host"] == "cdn-good.test", (rc, out, err)
+    rc, out, err = curl(napi, gsb, "https://cdn-evil.test/", "--cacert", LAB_CA,
+                        "--resolve", "cdn-evil.test:443:198.51.100.12")
+    assert rc != 0, (out, err)
+    rc, out, err = curl(napi, gsb, "http://198.51.100.12/", "-H", "Host: cdn-evil.test")
+    assert "403" in out or rc != 0, (rc, out)
+    assert not [r for r in lab.requests(since=mark) if r.get("host") == "cdn-evil.test"]
+
+
+def test_an_allowed_host_sent_to_a_blocked_address_fails(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = curl(napi, gsb, "http://198.51.100.11/", "-H", "Host: allowed.test", "-i")
+    assert "403" in out, (rc, out, err)
+    assert not [r for r in lab.requests(since=mark) if r.get("server", "").startswith("198.51.100.11")]
+
+
+KEEPALIVE = r'''
+import socket, sys
+s = socket.create_connection(("allowed.test", 80), 5)
+def req(host):
+    s.sendall(b"GET /ka HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+    data = b""
+    s.settimeout(10)
+    while b"\r\n\r\n" not in data:
+        d = s.recv(65536)
+        if not d:
+            return data
+        data += d
+    head, body = data.split(b"\r\n\r\n", 1)
+    n = 0
+    for l in head.split(b"\r\n"):
+        if l.lower().startswith(b"content-length:"):
+            n = int(l.split(b":")[1])
+    while len(body) < n:
+        d = s.recv(65536)
+        if not d:
+            break
+        body += d
+    return head + b"\r\n\r\n" + body
+print(req(b"allowed.test").split(b"\r\n")[0].decode())
+print(req(b"blocked.test").split(b"\r\n")[0].decode())
+'''
+
+
+def test_a_second_request_switching_host_on_a_keepalive_connection_fails(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = sh(napi, gsb, "python3 - <<'EOF'\n%s\nEOF" % KEEPALIVE)
+    lines = out.split("\n")
+    assert lines[0].startswith("HTTP/1.1 200"), (out, err)
+    assert lines[1].startswith("HTTP/1.1 403"), (out, err)
+    assert [r["host"] for r in lab.requests(kind="http", since=mark)] == ["allowed.test"]
+
+
+UDP_PROBE = r'''
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(2)
+for dst in [("198.51.100.10", 9999), ("169.254.0.22", 9999), ("198.51.100.53", 9999)]:
+    s.sendto(b"hello", dst)
+    try:
+        print("reply", dst, s.recvfrom(100))
+    except socket.timeout:
+        print("silent", dst)
+'''
+
+
+def test_udp_icmp_and_metadata_are_unreachable(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = sh(napi, gsb, "python3 - <<'EOF'\n%s\nEOF" % UDP_PROBE)
+    assert "reply" not in out and out.count("silent") == 3, (out, err)
+    rc, out, err = sh(napi, gsb, "ping -c 1 -W 2 198.51.100.10; echo rc=$?")
+    assert "rc=0" not in out, out
+    rc, out, err = curl(napi, gsb, "http://169.254.169.254/latest/meta-data/")
+    assert rc != 0 or "403" in out, (rc, out)
+    rc, out, err = curl(napi, gsb, "http://metadata.test/latest/meta-data/")
+    assert rc != 0 or "403" in out, (rc, out)
+    rc, out, err = curl(napi, gsb, "http://private.test/")
+    assert rc != 0 or "403" in out, (rc, out)
+    rc, out, err = curl(napi, gsb, "http://hostaddr.test/")
+    assert rc != 0 or "403" in out, (rc, out)
+    assert not [r for r in lab.requests(since=mark) if r["kind"] in ("udp", "http")]
+
+
+class HostService:
+    """A TCP service on the host's loopback, counting the connections it gets."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            c.close()
+
+
+def test_the_hosts_loopback_services_are_unreachable(napi, gsb):
+    svc = HostService()
+    try:
+        for url in ["http://127.0.0.1:%d/" % svc.port, "http://loop.test:%d/" % svc.port,
+                    "http://169.254.0.22:%d/" % svc.port]:
+            rc, out, err = curl(napi, gsb, url)
+            assert rc != 0 or "403" in out, (url, rc, out)
+        assert svc.hits == 0
+    finally:
+        svc.sock.close()
+
+
+def test_a_spoofed_source_address_is_dropped(napi, gsb, lab):
+    mark = lab.mark()
+    rc, out, err = sh(napi, gsb, "ip addr add 169.254.0.23/32 dev eth0 && "
+                      "curl -sS --connect-timeout 4 --interface 169.254.0.23 http://198.51.100.10/spoof; "
+                      "echo rc=$?; ip addr del 169.254.0.23/32 dev eth0")
+    assert "rc=0" not in out, out
+    assert not [r for r in lab.requests(since=mark) if r.get("path") == "/spoof"]
+
+
+def test_a_second_sandbox_is_unreachable(napi, gsb):
+    other = napi.new_sandbox("base", network={"allow": ["allowed.test"]}, timeout_s=600)
+    try:
+        job = napi.create_session(other["id"], ["python3", "-c",
+                                                "import socket,sys\ns=socket.socket()\n"
+                                                "s.bind(('0.0.0.0',8080));s.listen()\ns.settimeout(20)\n"
+                                                "try:\n  s.accept();print('CONNECTED')\n"
+                                                "except socket.timeout:\n  print('nobody')\n"]).start(timeout=60)
+        for url in ["http://169.254.0.21:8080/", "http://169.254.0.22:8080/"]:
+            rc, out, err = curl(napi, gsb, url)
+            assert rc != 0 or "403" in out, (url, rc, out)
+        r = job.wait()
+        assert b"nobody" in bytes(r.stdout), r
+    finally:
+        napi.remove_sandbox(other["id"])
+
+
+# ---------------------------------------------------------------------------
+# Credentials
+
+
+def test_an_injected_credential_arrives_upstream_and_never_in_the_guest(napi, net_daemon, gsb, lab):
+    mark = lab.mark()
+    # The guest's own Authorization is replaced, and the guest trusts the sandbox CA through
+    # its system bundle (no --cacert).
+    rc, out, err = curl(napi, gsb, "https://api.test/v1/models", "-H", "Authorization: Bearer guest", "-v")
+    assert rc == 0, err
+    assert SECRET_VALUE not in out and SECRET_VALUE not in err
+    got = lab.wait_request(lambda r: r["kind"] == "https" and r["path"] == "/v1/models", since=mark)
+    assert got, lab.requests(since=mark)
+    auth = {k.lower(): v for k, v in got["headers"].items()}["authorization"]
+    assert auth == "Bearer " + SECRET_VALUE, got
+    assert "authorization" in json.loads(out)["headers"]
+    # Nowhere in the guest: environment, files, what it can read.
+    rc, out, err = sh(napi, gsb, "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c -F '%s'; "
+                      "grep -rIl -F '%s' /etc /root /home /tmp /var /usr/local /run 2>/dev/null | head; "
+                      "echo done" % (SECRET_VALUE, SECRET_VALUE), timeout=180)
+    assert out.split("\n")[0].strip() == "0" and out.strip().endswith("done") and \
+        len(out.strip().split("\n")) == 2, out
+    # Nor in any API answer, the daemon's log or the gateway's files.
+    for path in [f"/v1/secrets", f"/v1/secrets/{SECRET_NAME}", f"/v1/sandboxes/{gsb['id']}",
+                 f"/v1/sandboxes/{gsb['id']}/egress"]:
+        assert SECRET_VALUE not in napi.raw("GET", path).body.decode(), path
+    assert SECRET_VALUE not in net_daemon.log_text()
+    run_dir = os.path.join(net_daemon.state_dir, "sandboxes", gsb["id"])
+    for root, _, files in os.walk(run_dir):
+        for f in files:
+            if f.endswith((".log", ".jsonl")) or "audit" in f:
+                with open(os.path.join(root, f), "rb") as fh:
+                    assert SECRET_VALUE.encode() not in fh.read(), f
+
+
+def test_injection_is_audited_by_header_name(napi, gsb):
+    rc, out, err = curl(napi, gsb, "https://api.test/audited")
+    assert rc == 0, err
+    recs = find(egress(napi, gsb), proto="https", name="api.test", verdict="allow")
+    assert recs and any(r.get("injected") == ["Authorization"] for r in recs), recs
+
+
+# ---------------------------------------------------------------------------
+# Policy changes and the audit
+
+
+def test_a_policy_change_applies_to_the_next_connection(napi, gsb, policy):
+    rc, out, err = curl(napi, gsb, "http://allowed.test/before")
+    assert rc == 0, err
+    got = policy({"allow": ["cdn-good.test"]})
+    assert got["allow"] == ["cdn-good.test"], got
+    rc, out, err = curl(napi, gsb, "http://allowed.test/after")
+    assert rc != 0 or "403" in out, (rc, out)
+    policy({"allow": ["allowed.test"]})
+    rc, out, err = curl(napi, gsb, "http://allowed.test/again")
+    assert rc == 0, err
+
+
+def test_a_cidr_rule_allows_raw_tcp_without_a_name(napi, gsb, policy):
+    probe = ("python3 -c \"import socket;s=socket.create_connection(('203.0.113.11',2222),5);"
+             "s.sendall(b'ping');s.settimeout(5);print(s.recv(10))\"")
+    rc, out, err = sh(napi, gsb, probe)
+    assert "ping" not in out, out
+    policy({"allow": ["203.0.113.0/24:2222"]})
+    rc, out, err = sh(napi, gsb, probe)
+    assert "b'ping'" in out, (out, err)
+
+
+def test_the_audit_records_each_case(napi, gsb):
+    curl(napi, gsb, "http://allowed.test/audit-allow")
+    curl(napi, gsb, "http://198.51.100.11/audit-deny", "-H", "Host: blocked.test")
+    sh(napi, gsb, "getent hosts blocked.test")
+    recs = egress(napi, gsb)
+    for r in recs:
+        for k in ("time", "sandbox", "proto", "dst", "verdict", "reason"):
+            assert k in r, r
+        assert r["sandbox"] == gsb["id"]
+    assert find(recs, proto="http", name="allowed.test", verdict="allow")
+    assert find(recs, proto="dns", name="blocked.test", verdict="deny")
+    denied = [r for r in recs if r["verdict"] == "deny" and r["dst"].startswith("198.51.100.11")]
+    assert denied, recs
+    allowed = [r for r in find(recs, proto="http", name="allowed.test") if "bytes_in" in r]
+    assert allowed and any(r["bytes_in"] > 0 for r in allowed), allowed
+
+
+# ---------------------------------------------------------------------------
+# Lifecycle: the network comes back after every restore and fork; default deny
+
+
+def test_the_network_comes_back_after_suspend_restore_and_fork(napi, gsb):
+    napi.do(gsb["id"], "suspend")
+    napi.do(gsb["id"], "restore")
+    rc, out, err = curl(napi, gsb, "http://allowed.test/restored")
+    assert rc == 0, err
+    r = napi.fork(gsb["id"])
+    child_id = r["children"][0]
+    op = napi.wait_op(r["operation"]["id"])
+    assert op["state"] == "succeeded", op
+    try:
+        child = napi.sandbox(child_id)
+        assert child["network"]["allow"] == napi.sandbox(gsb["id"])["network"]["allow"]
+        rc, out, err = curl(napi, child, "http://allowed.test/forked")
+        assert rc == 0, err
+        rc, out, err = curl(napi, child, "http://blocked.test/")
+        assert rc != 0 or "403" in out
+        # Its own CA: the parent's is not what the child's gateway signs with.
+        _, pca, _ = sh(napi, gsb, "cat /usr/local/share/ca-certificates/space-egress.crt")
+        _, cca, _ = sh(napi, child, "cat /usr/local/share/ca-certificates/space-egress.crt")
+        assert "BEGIN CERTIFICATE" in pca and "BEGIN CERTIFICATE" in cca and pca != cca
+    finally:
+        napi.remove_sandbox(child_id)
+
+
+def test_a_sandbox_without_a_policy_reaches_nothing(napi, lab):
+    rec = napi.new_sandbox("base", timeout_s=600)
+    try:
+        assert rec["network"] == {"allow": [], "deny": [], "inject": []} or \
+            not rec["network"].get("allow"), rec["network"]
+        mark = lab.mark()
+        rc, out, err = sh(napi, rec, "getent hosts allowed.test; echo rc=$?; "
+                          "curl -sS --connect-timeout 4 --max-time 8 http://198.51.100.10/; echo rc=$?")
+        assert "198.51.100.10 " not in out and "rc=0" not in out.split("\n", 2)[-1], out
+        assert not [r for r in lab.requests(since=mark) if r["kind"] == "http"]
+    finally:
+        napi.remove_sandbox(rec["id"])
