@@ -202,7 +202,7 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle
+BENCH ?= bench lifecycle egress
 bench: all bench-deps
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 
