@@ -181,15 +181,15 @@ static int check_authority(struct gw_http *h, const char *a, size_t n)
 
 	if (!authority_name(a, n, name))
 		return refuse_req(h, 400, "bad authority");
+	if (!h->name[0])
+		snprintf(h->name, sizeof(h->name), "%s", name);
 	if (c->proto == GW_HTTPS && strcmp(name, c->name) != 0)
 		return refuse_req(h, 403, "Host does not match the TLS server name %s", c->name);
 	v = gw_decide_name(c->g, name, c->addr, c->port);
 	if (!v.allow)
 		return refuse_req(h, 403, "%s", v.reason);
-	if (!h->name[0]) {
-		snprintf(h->name, sizeof(h->name), "%s", name);
+	if (!h->reason[0])
 		snprintf(h->reason, sizeof(h->reason), "%s", v.reason);
-	}
 	return 0;
 }
 
