@@ -52,8 +52,9 @@ NAMES = {
     "raw.test": ["198.51.100.10"],
     "loop.test": ["127.0.0.1"],
     "private.test": ["10.1.2.3"],
+    "nocert.test": ["198.51.100.10"],  # not in the servers' certificate
 }
-CERT_NAMES = [n for n in NAMES] + ["*.wild.test"]
+CERT_NAMES = [n for n in NAMES if n != "nocert.test"] + ["*.wild.test"]
 GUEST_MAC = "52:54:00:a9:00:15"
 SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                "SUMMARY: UndefinedBehaviorSanitizer")
@@ -353,13 +354,13 @@ def dns(name, qtype=1, server="169.254.0.22", src=None, timeout=3):
 
 
 def _exchange(sock, requests):
-    """Sends each (method, path, headers) in turn on one connection; the responses
-    [(status, headers, body bytes)]; stops at a closed connection."""
+    """Sends each (method, path, headers[, body bytes]) in turn on one connection; the
+    responses [(status, headers, body bytes)]; stops at a closed connection."""
     out = []
-    for method, path, headers in requests:
+    for method, path, headers, *body in requests:
         head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers) + "\r\n"
         try:
-            sock.sendall(head.encode())
+            sock.sendall(head.encode() + (body[0] if body else b""))
             resp = httpclient.HTTPResponse(sock)
             resp.begin()
             body = resp.read()

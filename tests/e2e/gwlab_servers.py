@@ -65,16 +65,39 @@ class Echo(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def answer(self):
+    def read_body(self):
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        return self.rfile.read(length) if length else b""
+
+    def answer(self):
+        body = self.read_body()
+        if self.path.startswith("/big/"):  # /big/N: N bytes, for back-pressure
+            n = int(self.path[5:])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = b"x" * 65536
+            while n > 0:
+                self.wfile.write(chunk[:min(n, len(chunk))])
+                n -= len(chunk)
+            return
         headers = {}
         for k, v in self.headers.items():
             if k.lower() in HASHED:
                 v = "sha256:" + hashlib.sha256(v.encode()).hexdigest()
             headers.setdefault(k.lower(), []).append(v)
         out = json.dumps({"server": self.connection.getsockname()[0], "method": self.command,
-                          "path": self.path, "headers": headers, "body_len": len(body),
+                          "path": self.path, "headers": headers, "body_len": len(body), "body_sha": hashlib.sha256(body).hexdigest(),
                           "tls": isinstance(self.connection, ssl.SSLSocket)}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
