@@ -121,8 +121,8 @@ void gw_relay_attach_up(struct gw_conn *c);
  * request by request: each authority checked, injection, re-chunked bodies. */
 int gw_http_new(struct gw_conn *c);
 void gw_http_free(struct gw_http *h);
-/* Feeds what the guest sent to the parser (may free c). */
-void gw_http_feed(struct gw_conn *c);
+/* Feeds what the guest sent to the parser; true if that freed c. */
+bool gw_http_feed(struct gw_conn *c);
 /* After an Upgrade/CONNECT: bytes pass through unparsed. */
 bool gw_http_raw(const struct gw_http *h);
 const char *gw_proto_name(enum gw_proto p);

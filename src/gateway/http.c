@@ -367,8 +367,8 @@ static const char *status_text(int status)
 	}
 }
 
-/* Answers the guest, stops relaying, closes once the answer is out. */
-static void answer_and_close(struct gw_conn *c, int status, const char *reason)
+/* Answers the guest, stops relaying, closes once the answer is out; true if c was freed. */
+static bool answer_and_close(struct gw_conn *c, int status, const char *reason)
 {
 	struct evbuffer *out = bufferevent_get_output(c->down);
 
@@ -384,10 +384,10 @@ static void answer_and_close(struct gw_conn *c, int status, const char *reason)
 		bufferevent_free(c->up);
 		c->up = NULL;
 	}
-	gw_relay_settle(c);
+	return gw_relay_settle(c);
 }
 
-void gw_http_feed(struct gw_conn *c)
+bool gw_http_feed(struct gw_conn *c)
 {
 	struct gw_http *h = c->http;
 	struct evbuffer *in = bufferevent_get_input(c->down);
@@ -402,8 +402,7 @@ void gw_http_feed(struct gw_conn *c)
 		if (h->status || e != HPE_OK) {
 			if (!h->status)
 				snprintf(h->reason, sizeof(h->reason), "bad HTTP request: %s", http_errno_name(e));
-			answer_and_close(c, h->status ? h->status : 400, h->reason);
-			return;
+			return answer_and_close(c, h->status ? h->status : 400, h->reason);
 		}
 		if (h->p.upgrade)
 			h->raw = true; /* after Upgrade/CONNECT the rest is the upstream's protocol */
@@ -414,6 +413,7 @@ void gw_http_feed(struct gw_conn *c)
 		gw_relay_pump(c, c->down, c->up);
 	else
 		gw_relay_backpressure(c, c->down, c->up);
+	return false;
 }
 
 int gw_http_new(struct gw_conn *c)

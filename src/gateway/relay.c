@@ -175,9 +175,10 @@ static void event_cb(struct bufferevent *b, short what, void *arg)
 		return;
 	if (b == c->down) {
 		c->down_eof = true;
-		if (c->http && !gw_http_raw(c->http) && !c->closing && evbuffer_get_length(bufferevent_get_input(b)))
-			gw_http_feed(c);
-		else if (c->up && !c->closing)
+		if (c->http && !gw_http_raw(c->http) && !c->closing && evbuffer_get_length(bufferevent_get_input(b))) {
+			if (gw_http_feed(c))
+				return;
+		} else if (c->up && !c->closing)
 			gw_relay_pump(c, c->down, c->up);
 	} else {
 		c->up_eof = true;
