@@ -3,7 +3,7 @@
 run (issue 7). No VM: a "guest" network namespace is linked to a sandbox namespace by a veth
 whose sandbox end is named tap0, so the sandbox namespace has exactly a VM's wiring (the
 ruleset from `space-gw --print-ruleset`, the gateway's sockets); upstream is the test
-internet of tests/e2e/netlab.py. Clients are Python (setup latency, concurrency) and curl
+internet of tests/e2e/gwlab.py. Clients are Python (setup latency, concurrency) and curl
 (throughput), run in the guest namespace (through the gateway) and in the host's namespace
 (direct).
 
@@ -28,14 +28,13 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 
-import netlab  # noqa: E402
+import gwlab  # noqa: E402
 import stats  # noqa: E402
 
 GW = os.environ.get("SPACE_GW", os.path.join(ROOT, "build", "bin", "space-gw"))
@@ -47,99 +46,32 @@ def sh(*argv, **kw):
 
 
 class Sandbox:
-    """A sandbox namespace with a gateway, and a guest namespace in front of it."""
+    """gwlab's sandbox and guest namespaces with the optimised gateway in front of them."""
 
     def __init__(self, lab):
-        tag = str(os.getpid() % 100000)
-        self.ns, self.guest = "spbench-%s-sbx" % tag, "spbench-%s-guest" % tag
-        self.dir = tempfile.mkdtemp(prefix="space-bench-egress-")
-        self.lab, self.proc, self.ctl = lab, None, None
+        self.lab = lab
 
     def start(self):
-        for ns in (self.ns, self.guest):
-            sh("ip", "netns", "add", ns)
-        sh("ip", "-n", self.ns, "link", "add", "tap0", "type", "veth", "peer", "name", "eth0",
-           "netns", self.guest)
-        sh("ip", "-n", self.ns, "addr", "add", "169.254.0.22/30", "dev", "tap0")
-        sh("ip", "-n", self.guest, "addr", "add", "169.254.0.21/30", "dev", "eth0")
-        for ns, dev in ((self.ns, "tap0"), (self.guest, "eth0"), (self.ns, "lo"), (self.guest, "lo")):
-            sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "-n", self.guest, "route", "add", "default", "via", "169.254.0.22")
-        rules = sh(GW, "--print-ruleset").stdout
-        subprocess.run(["ip", "netns", "exec", self.ns, "nft", "-f", "-"], input=rules, text=True, check=True)
-        self._ca()
-        self._gateway()
+        self.lab.sandbox(binary=GW)
+        self.ca = self.lab.make_ca("bench-sandbox-ca")
+        self.lab.start_gateway(binary=GW)
+        self.guest = self.lab.guest
         return self
 
-    def _ca(self):
-        sh("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-           "-keyout", self.dir + "/sb-ca.key", "-out", self.dir + "/sb-ca.crt", "-days", "2",
-           "-subj", "/CN=bench sandbox CA", "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
-           "-addext", "keyUsage=critical,keyCertSign,cRLSign")
-
-    def _gateway(self):
-        path = os.path.join(self.dir, "gw.sock")
-        lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        lsock.bind(path)
-        lsock.listen(4)
-        os.makedirs(self.dir + "/audit")
-        # The control socket goes to the gateway as fd 3.
-        fd = os.dup(lsock.fileno())
-
-        def child():
-            os.dup2(fd, 3)
-        self.proc = subprocess.Popen([GW, "--sandbox", "sb-bench", "--netns", "/run/netns/" + self.ns,
-                                      "--control-fd", "3", "--audit-dir", self.dir + "/audit",
-                                      "--dns-upstream", self.lab.dns_upstream,
-                                      "--upstream-ca", self.lab.ca_file],
-                                     pass_fds=(fd,), preexec_fn=child,
-                                     stdout=open(self.dir + "/gw.log", "w"), stderr=subprocess.STDOUT)
-        os.close(fd)
-        lsock.close()
-        self.ctl_path = path
-        deadline = time.time() + 10
-        while True:
-            try:
-                self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.ctl.connect(path)
-                break
-            except OSError:
-                assert time.time() < deadline and self.proc.poll() is None, open(self.dir + "/gw.log").read()
-                time.sleep(0.05)
-        self.ctl_file = self.ctl.makefile("rwb")
-
     def policy(self, policy):
-        msg = {"op": "policy", "generation": int(time.time() * 1000), "policy": policy,
-               "ca": {"cert": open(self.dir + "/sb-ca.crt").read(), "key": open(self.dir + "/sb-ca.key").read()}}
-        self.ctl_file.write((json.dumps(msg) + "\n").encode())
-        self.ctl_file.flush()
-        reply = json.loads(self.ctl_file.readline())
-        assert reply.get("ok"), reply
+        self.lab.policy(policy, ca=self.ca)
 
     def rss_kib(self):
-        with open("/proc/%d/status" % self.proc.pid) as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return self.lab.gw_rss_kib()
 
-    def in_guest(self, *argv, **kw):
-        return subprocess.run(["ip", "netns", "exec", self.guest] + list(argv), capture_output=True,
-                              text=True, **kw)
+    def in_guest(self, *argv, check=False):
+        r = subprocess.run(["ip", "netns", "exec", self.guest] + list(argv), capture_output=True, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError("%s: exit %d: %s" % (argv[0], r.returncode, r.stderr[-2000:]))
+        return r
 
     def close(self):
-        if self.proc:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.ctl:
-            self.ctl.close()
-        for ns in (self.guest, self.ns):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        subprocess.run(["rm", "-rf", self.dir])
+        self.lab.stop_gateway()
 
 
 # A client run in either namespace: resolves through the gateway's DNS when asked (so the
@@ -199,18 +131,18 @@ def setup_latency(sb, n):
 
 
 def https_mbps(sb, lab, mib, runs):
-    url = "https://api.test/bytes/%d" % (mib << 20)
-    # Hand the address out for api.test, then let curl go straight to it.
-    sb.in_guest("python3", "-c", SETUP_CLIENT.split("req =")[0], "api.test", "203.0.113.10", "0", "1", check=True)
-    common = ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}", "--resolve", "api.test:443:203.0.113.10"]
+    url = "https://inject.test/big/%d" % (mib << 20)
+    # Hand the address out for inject.test, then let curl go straight to it.
+    sb.in_guest("python3", "-c", SETUP_CLIENT.split("req =")[0], "inject.test", "198.51.100.12", "0", "1", check=True)
+    common = ["curl", "-sS", "-o", "/dev/null", "-w", "%{speed_download}", "--resolve",
+              "inject.test:443:198.51.100.12"]
     via, direct = [], []
     for _ in range(runs + 1):
-        r = sb.in_guest(*common, "--cacert", sb.dir + "/sb-ca.crt", url, check=True)
+        r = sb.in_guest(*common, "--cacert", sb.ca[0], url, check=True)
         via.append(float(r.stdout) / 1e6)
-        r = subprocess.run(common + ["--cacert", lab.ca_file, url], capture_output=True, text=True, check=True)
+        r = subprocess.run(common + ["--cacert", lab.ca_cert, url], capture_output=True, text=True, check=True)
         direct.append(float(r.stdout) / 1e6)
-    got = lab.requests(kind="https")
-    injected = [r for r in got if r["headers"].get("Authorization") == "Bearer " + SECRET]
+    injected = [r for r in lab.requests() if r["headers"].get("Authorization") == "Bearer " + SECRET]
     return stats.drop_warmup(via), stats.drop_warmup(direct), len(injected)
 
 
@@ -240,12 +172,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--conns", type=int, default=1000)
     a = ap.parse_args()
-    lab = netlab.Internet().start()
+    lab = gwlab.Lab()
     sb = Sandbox(lab)
     try:
         sb.start()
-        sb.policy({"allow": ["allowed.test", "api.test:443"],
-                   "inject": [{"host": "api.test", "header": "Authorization", "secret": "bench",
+        sb.policy({"allow": ["allowed.test", "inject.test:443"],
+                   "inject": [{"host": "inject.test", "header": "Authorization", "secret": "bench",
                                "prefix": "Bearer ", "value": "Bearer " + SECRET}]})
         print("egress gateway (%s), %d setup samples, %d MiB x %d HTTPS, %d connections" %
               (GW, a.setup, a.mib, a.runs, a.conns))
@@ -269,8 +201,10 @@ def main():
                                              (during - before) / max(1, a.conns), after / 1024))
         print("gVisor: not measured (runsc do needs iptables for a network, and has no egress gateway)")
     finally:
-        sb.close()
-        lab.close()
+        try:
+            sb.close()
+        finally:
+            lab.close()
 
 
 if __name__ == "__main__":

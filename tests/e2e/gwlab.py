@@ -14,6 +14,7 @@
                       its exit and its stderr for sanitizer reports.
   lab.in_guest(fn)    runs fn in a thread that entered the guest netns (sockets it makes stay
                       there); dns(), http(), tls_http(), tcp() are such clients.
+  lab.requests()      what reached the HTTP(S) servers (lab.mark() / since= for "after now").
   lab.close()         removes everything (also after a failed start).
 Needs root. Other tests (real VMs) reuse Lab and the servers without the sandbox part."""
 
@@ -53,6 +54,9 @@ NAMES = {
     "loop.test": ["127.0.0.1"],
     "private.test": ["10.1.2.3"],
     "nocert.test": ["198.51.100.10"],  # not in the servers' certificate
+    "www.allowed.test": ["198.51.100.10"],
+    "metadata.test": ["169.254.169.254"],
+    "hostaddr.test": ["198.51.100.1"],     # the host's own address
 }
 CERT_NAMES = [n for n in NAMES if n != "nocert.test"] + ["*.wild.test"]
 GUEST_MAC = "52:54:00:a9:00:15"
@@ -141,10 +145,12 @@ class Lab:
 
     def _start_servers(self):
         self.udp_log = os.path.join(self.tmp, "udp.log")
+        self.req_log = os.path.join(self.tmp, "requests.log")
+        open(self.req_log, "w").close()
         cfg = os.path.join(self.tmp, "servers.json")
         with open(cfg, "w") as f:
             json.dump({"dns_addr": DNS_ADDR, "names": NAMES, "cert": self.srv_cert, "key": self.srv_key,
-                       "udp_log": self.udp_log}, f)
+                       "udp_log": self.udp_log, "req_log": self.req_log}, f)
         self.servers = subprocess.Popen(["ip", "netns", "exec", self.inet, sys.executable,
                                          os.path.join(HERE, "gwlab_servers.py"), cfg],
                                         stdout=subprocess.PIPE, text=True)
@@ -166,7 +172,7 @@ class Lab:
                     raise
                 time.sleep(0.05)
 
-    def sandbox(self):
+    def sandbox(self, binary=SAN_GW):
         """The sandbox netns (tap0 + ruleset) and the guest netns behind it."""
         self.sbx = self._ns("sbx")
         self.guest = self._ns("guest")
@@ -178,11 +184,29 @@ class Lab:
         sh("ip", "-n", self.sbx, "link", "set", "tap0", "up")
         sh("ip", "-n", self.guest, "link", "set", "eth0", "up")
         sh("ip", "-n", self.guest, "route", "add", "default", "via", "169.254.0.22")
-        ruleset = sh(SAN_GW, "--print-ruleset")
+        ruleset = sh(binary, "--print-ruleset")
         sh("ip", "netns", "exec", self.sbx, "nft", "-f", "-", input=ruleset)
 
+    # ---- what reached the servers (HTTP and HTTPS requests, header values as sent)
+    def requests(self, since=0):
+        with open(self.req_log) as f:
+            return [json.loads(line) for line in f if line.strip()][since:]
+
+    def mark(self):
+        """How many requests so far: requests(since=lab.mark()) are the ones after now."""
+        return len(self.requests())
+
+    def wait_request(self, pred, since=0, timeout=10):
+        end = time.time() + timeout
+        while time.time() < end:
+            for r in self.requests(since):
+                if pred(r):
+                    return r
+            time.sleep(0.05)
+        return None
+
     # ---- the gateway
-    def start_gateway(self, extra=()):
+    def start_gateway(self, extra=(), binary=SAN_GW):
         self.audit_dir = os.path.join(self.tmp, "audit")
         os.makedirs(self.audit_dir, exist_ok=True)
         self.control_path = os.path.join(self.tmp, "gw.sock")
@@ -193,7 +217,7 @@ class Lab:
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                    UBSAN_OPTIONS="print_stacktrace=1")
         self.gw = subprocess.Popen(
-            [SAN_GW, "--sandbox", "sb-gwlab", "--netns", "/run/netns/" + self.sbx,
+            [binary, "--sandbox", "sb-gwlab", "--netns", "/run/netns/" + self.sbx,
              "--control-fd", str(lsock.fileno()), "--audit-dir", self.audit_dir,
              "--dns-upstream", f"{DNS_ADDR}:53", "--upstream-ca", self.ca_cert, *extra],
             pass_fds=[lsock.fileno()], stderr=self.gw_err, env=env)

@@ -1,6 +1,7 @@
 """gwlab_servers.py -- the "internet" of gwlab.py, run inside its netns: a DNS server answering
 from a fixed table, HTTP (:80) and HTTPS (:443) servers that echo the request as JSON, a TCP
-echo (:7000) and a UDP sink (:9999) that records what reached it. Sensitive request headers
+echo (:7000) and a UDP sink (:9999) that records what reached it. Every HTTP(S) request is
+logged (header values as sent) to a file on the host side. Sensitive request headers
 are echoed as sha256 hashes, so a test can check a secret arrived without the guest seeing it.
 
 usage: python3 gwlab_servers.py CONFIG.json   (prints "ready" once every server listens)"""
@@ -59,6 +60,21 @@ def serve_dns(addr, table):
             s.sendto(r, peer)
 
 
+REQ_LOG = None
+REQ_LOCK = threading.Lock()
+
+
+def log_request(h, body):
+    """What reached us, with header values as sent (the log stays on the host; the answer
+    hashes the sensitive ones)."""
+    local = h.connection.getsockname()
+    rec = {"kind": "https" if isinstance(h.connection, ssl.SSLSocket) else "http",
+           "server": "%s:%d" % local, "method": h.command, "path": h.path,
+           "host": h.headers.get("Host"), "headers": dict(h.headers.items()), "body_len": len(body)}
+    with REQ_LOCK, open(REQ_LOG, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
 class Echo(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -81,12 +97,13 @@ class Echo(http.server.BaseHTTPRequestHandler):
 
     def answer(self):
         body = self.read_body()
+        log_request(self, body)
         if self.path.startswith("/big/"):  # /big/N: N bytes, for back-pressure
             n = int(self.path[5:])
             self.send_response(200)
             self.send_header("Content-Length", str(n))
             self.end_headers()
-            chunk = b"x" * 65536
+            chunk = b"x" * (1 << 20)
             while n > 0:
                 self.wfile.write(chunk[:min(n, len(chunk))])
                 n -= len(chunk)
@@ -146,7 +163,9 @@ def serve_udp_sink(port, path):
 
 
 def main():
+    global REQ_LOG
     cfg = json.load(open(sys.argv[1]))
+    REQ_LOG = cfg["req_log"]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     threads = [threading.Thread(target=serve_dns, args=(cfg["dns_addr"], cfg["names"])),
