@@ -270,6 +270,12 @@ void proc_close_in_children(int fd)
 	close_in_children = fd;
 }
 
+void proc_child_started(void)
+{
+	if (close_in_children >= 0)
+		close(close_in_children);
+}
+
 static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
 {
 	sigset_t all;

@@ -70,6 +70,8 @@ struct spawn_opts {
  * state-dir lock: a flock is held until every copy of it is closed, and a child killed in its
  * set-up, or slow in it, would otherwise keep a restarted daemon out). */
 void proc_close_in_children(int fd);
+/* For a child forked outside proc_spawn (net/netns.c): closes that descriptor. */
+void proc_child_started(void);
 int proc_spawn(const struct spawn_opts *o, pid_t *pid, int *pidfd, space_err *err);
 /* fork, without waiting for the exec: *statusfd (close-on-exec,
  * non-blocking) gets the child's report if a step fails before exec; read it
