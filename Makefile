@@ -167,16 +167,18 @@ $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
 # component the harness drives; fuzz_ldflags are the harness's own link options.
-fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,daemon))
+# fuzz_lib names the component archives (the gateway's harnesses, gw_*, also need egress).
+fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,$(if $(filter gw_%,$(1)),gateway egress,daemon)))
+fuzz_archives = $(patsubst %,$(2)/lib%.a,$(call fuzz_lib,$(1))) $(2)/libcommon.a
 # (the guest agent's harness must not fork commands or power off: see fuzz_agent_guest.c)
 FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff -Wl,--wrap=epoll_ctl
 fuzz_ldflags = $(if $(filter agent_guest,$(1)),$(FUZZ_AGENT_WRAP))
 $(BUILD)/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $$(wildcard tests/fuzz/*.h) \
-		$(BUILD)/san/lib$$(call fuzz_lib,$$*).a $(BUILD)/san/libcommon.a
+		$$(call fuzz_archives,$$*,$(BUILD)/san)
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Itests/fuzz \
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/gateway -Itests/fuzz \
 		-DFUZZ_TARGET='"$*"' -o $@ $(filter %.c,$^) \
-		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS)
+		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS) $(GW_LIBS)
 
 unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
@@ -208,7 +210,7 @@ bench: all bench-deps
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -MMD -MP
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -Isrc -MMD -MP
 fuzz_objs = $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out %/main.c,$(1)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
@@ -219,14 +221,15 @@ $(BUILD)/fuzz/libcommon.a: $(call fuzz_objs,$(COMMON_SRC))
 $(BUILD)/fuzz/libdaemon.a: $(call fuzz_objs,$(DAEMON_SRC))
 $(BUILD)/fuzz/libagent.a: $(call fuzz_objs,$(AGENT_SRC))
 $(BUILD)/fuzz/libmemcvt.a: $(call fuzz_objs,$(MEMCVT_SRC))
+$(BUILD)/fuzz/libgateway.a: $(call fuzz_objs,$(GW_SRC))
+$(BUILD)/fuzz/libegress.a: $(call fuzz_objs,$(EGRESS_SRC))
 $(BUILD)/fuzz/%.a:
 	@mkdir -p $(@D)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard tests/fuzz/*.h) $(BUILD)/fuzz/lib$$(call fuzz_lib,$$*).a \
-		$(BUILD)/fuzz/libcommon.a
-	$(FUZZ_CC) $(filter-out -MMD -MP,$(FUZZ_CFLAGS)) -Isrc -Isrc/agent -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer \
-		-o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $$(wildcard tests/fuzz/*.h) $$(call fuzz_archives,$$*,$(BUILD)/fuzz)
+	$(FUZZ_CC) $(filter-out -MMD -MP,$(FUZZ_CFLAGS)) -Isrc -Isrc/agent -Isrc/gateway -Itests/fuzz $(FUZZ_SAN) -fsanitize=fuzzer \
+		-o $@ $< -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS) $(GW_LIBS)
 
 fuzz-build: $(FUZZ_BIN)
 

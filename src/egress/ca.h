@@ -5,11 +5,20 @@
 #ifndef SPACE_EGRESS_CA_H
 #define SPACE_EGRESS_CA_H
 
+#include <openssl/x509v3.h>
+
 #include "err.h"
 
 /* A new CA: EC P-256 key, self-signed X.509v3 certificate (CA:TRUE, pathlen 0, keyCertSign,
  * valid from one day ago for ten years), subject CN = common_name. Both PEM strings are
  * malloc'ed (the caller frees them; the key's memory should be cleared first). */
 int egress_ca_generate(const char *common_name, char **cert_pem, char **key_pem, space_err *err);
+
+/* Shared by the CA and the gateway's leaf certificates (src/gateway/tls.c): makes x a v3
+ * certificate with a random positive serial, valid from one day ago for `days` days, subject
+ * CN = cn (UTF-8). 0 or -1 (OpenSSL's error queue says why). */
+int egress_x509_start(X509 *x, const char *cn, long days);
+/* Adds the extension nid written as in openssl.cnf ("critical,CA:TRUE"). 0 or -1. */
+int egress_x509_add_ext(X509 *x, X509V3_CTX *ctx, int nid, const char *value);
 
 #endif

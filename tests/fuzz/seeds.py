@@ -183,8 +183,40 @@ def qmp():
         write("qmp", name, bytes([i % 4]) + text.encode())
 
 
+def gw_sni():
+    """What a guest sends first on a TCP connection: ClientHellos Python's OpenSSL writes
+    (with and without SNI, TLS 1.2 and 1.3), a truncated one, and plain HTTP."""
+    import ssl
+
+    def hello(sni, maxver=None):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        if maxver:
+            ctx.maximum_version = maxver
+        inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx.wrap_bio(inc, out, server_hostname=sni)
+        try:
+            obj.do_handshake()
+        except ssl.SSLWantReadError:
+            pass
+        return out.read()
+
+    full = hello("api.example.test")
+    seeds = {
+        "tls13-sni": full,
+        "tls13-nosni": hello(None),
+        "tls12-sni": hello("Pypi.Org", ssl.TLSVersion.TLSv1_2),
+        "truncated": full[: len(full) // 2],
+        "http": b"GET / HTTP/1.1\r\nHost: api.example.test\r\n\r\n",
+    }
+    for name, data in sorted(seeds.items()):
+        write("gw_sni", name, data)
+
+
 if __name__ == "__main__":
     agent_guest()
     agent_host()
     http()
     qmp()
+    gw_sni()
