@@ -64,4 +64,14 @@ void gw_free(struct gw *g);
  * names it. */
 void gw_kill_stale(const char *run_dir, const char *sb_id);
 
+/* ---- audit.c ---- */
+
+#define NET_AUDIT_LINE_MAX 4096
+#define NET_AUDIT_LIMIT_MAX 10000
+/* The gateway's audit records in dir (audit.log.1, then audit.log: oldest first), the last
+ * `limit` of them. The files are the gateway's, so hostile: only regular files owned by
+ * the directory's owner, read from their last few MiB, lines that are not a JSON object
+ * or longer than NET_AUDIT_LINE_MAX skipped. No files: an empty array. */
+int net_audit_read(const char *dir, size_t limit, json_t **out, space_err *err);
+
 #endif
