@@ -172,7 +172,7 @@ SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "templa
            "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str),
            "on_timeout": Enum("delete", "suspend"), "start_kind": Enum(*START_KINDS),
            "parent_id": Nullable(SB_ID), "snapshot": Nullable(SN_ID),
-           "suspended_bytes": Nullable(Int(0))}
+           "suspended_bytes": Nullable(Int(0)), "network": {}}
 OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": SB_ID, "state": Enum(*OP_STATES),
              "error": Nullable(str), "created_at": TIME, "updated_at": TIME,
              "result": Nullable({})}

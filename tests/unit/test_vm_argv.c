@@ -115,7 +115,7 @@ static void test_net_device(void)
 	s.netns = true;
 	s.net_ns = "/run/netns/space-ab12-sb-0123456789abcdef";
 	CHECK(vm_argv_build(&s, "qemu", &a, &err) == 0, "argv with a network device: %s", err.msg);
-	CHECK(has_pair(&a, "-netdev", "tap,id=n0,fd=7,vnet_hdr=off"), "the TAP as fd 7");
+	CHECK(has_pair(&a, "-netdev", "tap,id=n0,fd=7"), "the TAP as fd 7");
 	CHECK(has_pair(&a, "-device", "virtio-net-device,netdev=n0,mac=52:54:00:a9:00:15"),
 	      "virtio-net with the guest's MAC");
 	CHECK(strv_find(&a, "-netdev") > strv_find(&a, "virtio-rng-device"), "net after the other devices");

@@ -213,7 +213,7 @@ static int gw_up(struct sandbox *sb, space_err *err)
 	uid_t uid = sb->rec.jail_uid ? sb->rec.jail_uid + d->cfg.jail_uid_count : 0;
 	struct gw_spec spec = { .id = sb->rec.id, .run_dir = run_dir, .sock_dir = sock_dir, .netns = ns,
 				.uid = uid, .gid = uid };
-	if (path_mkdirs(run_dir, err) < 0)
+	if (path_mkdirs(run_dir, err) < 0 || path_mkdirs(sock_dir, err) < 0)
 		return -1;
 	if (gw_start(d, &spec, gw_exited, sb, &sb->gw, err) < 0)
 		return -1;

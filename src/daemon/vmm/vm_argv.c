@@ -276,10 +276,11 @@ int vm_argv_build(const struct vm_spec *spec, const char *qemu, struct strv *a, 
 	if (spec->net_ns) {
 		/* The TAP proc.c opened in the sandbox's netns. Added last among
 		 * the devices so the others keep their virtio-mmio slots; a
-		 * snapshot restores only onto the same device list. vnet_hdr=off:
-		 * the TAP was opened without IFF_VNET_HDR. */
+		 * snapshot restores only onto the same device list. No vnet_hdr=:
+		 * QEMU 7.2 refuses it beside fd= and asks the descriptor instead,
+		 * which was opened without IFF_VNET_HDR (so: none). */
 		strv_add(a, "-netdev");
-		strv_addf(a, "tap,id=n0,fd=%d,vnet_hdr=off", VM_FD_TAP);
+		strv_addf(a, "tap,id=n0,fd=%d", VM_FD_TAP);
 		strv_add(a, "-device");
 		strv_add(a, "virtio-net-device,netdev=n0,mac=" EGRESS_GUEST_MAC);
 	}
