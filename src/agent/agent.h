@@ -106,6 +106,7 @@ struct agent_port {
 
 struct agent {
 	bool pid1;
+	bool net_ca; /* the sandbox's CA is in the trust store: children get AGENT_CA_ENV */
 	bool set_clock;
 	bool quit;
 	int epfd;
@@ -187,9 +188,11 @@ void agent_proc_rearm_budget(struct agent *a);
 struct proto_exec;
 struct agent_user;
 /* Build the environment: envp, plus HOME/USER/LOGNAME from u and a default PATH when
- * absent.  Returns a malloc'ed NULL-terminated array (strings point into envp or are
+ * absent, and with net_ca the CA variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE,
+ * CURL_CA_BUNDLE = AGENT_CA_BUNDLE, NODE_EXTRA_CA_CERTS = AGENT_CA_FILE) the session does not
+ * set.  Returns a malloc'ed NULL-terminated array (strings point into envp or are
  * malloc'ed), NULL on allocation failure. */
-char **agent_build_env(const char *const *envp, const struct agent_user *u);
+char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca);
 /* execvp semantics with PATH taken from env (not the agent's own); returns errno. */
 int agent_execvpe(const char *file, char *const argv[], char *const env[]);
 /* In the forked child: set up and exec; never returns.  fds: stdin read end (-1: /dev/null),
@@ -208,6 +211,27 @@ int agent_set_clock(struct agent *a, uint64_t realtime_ns);
  * PROTO_SHUTDOWN_CLEAN (SIGTERM and a grace period first, / read-only before the reset). */
 void agent_poweroff(struct agent *a, uint32_t mode) __attribute__((noreturn));
 
+
+/* net.c: the H_IDENTITY net payload (docs/design/egress.md) */
+#define AGENT_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+#define AGENT_CA_FILE "/usr/local/share/ca-certificates/space-egress.crt"
+/* PID 1 only: lo and eth0 up, eth0's address, default route, IPv6 off, /etc/resolv.conf, the
+ * CA (installed, or taken out when ca_pem is ""); sets a->net_ca. Every step is tried; -1 with
+ * errno of the first that failed. */
+int agent_net_apply(struct agent *a, const struct proto_net *n);
+/* SIOCGIFFLAGS then SIOCSIFFLAGS with IFF_UP on an AF_INET socket. */
+int agent_net_link_up(int fd, const char *ifname);
+/* The pure and path-parameterized parts (root "" in the guest, a scratch dir in tests):
+ * bundle without any "# space-egress-ca begin".."end" block, then the block for ca_pem
+ * appended unless ca_pem is "" or NULL (bundle NULL: none); malloc'ed. */
+char *agent_net_bundle_replace(const char *bundle, const char *ca_pem);
+/* tmp file beside path, then rename(); errno on -1. */
+int agent_net_write_atomic(const char *path, const char *data, size_t len, mode_t mode);
+/* root + AGENT_CA_FILE (mkdir -p) and the block in root + AGENT_CA_BUNDLE (created if
+ * absent); "" removes both (no bundle is then left alone). */
+int agent_net_install_ca(const char *root, const char *ca_pem);
+/* root/etc/resolv.conf = "nameserver <dns>\noptions timeout:2 attempts:2\n". */
+int agent_net_write_resolv(const char *root, uint32_t dns);
 
 /* identity.c: H_IDENTITY */
 /* Decode and check a payload (pure; pointers into p): exact length, entropy_len at most

@@ -92,8 +92,23 @@ static void send_result(struct agent *a, const struct identity_result *res)
 	proto_wr_free(&w);
 }
 
+/* The net payload is one step: a malformed one fails it (EINVAL) without touching anything. */
+static void identity_net(struct agent *a, struct identity_result *res, const uint8_t *p, uint32_t n)
+{
+	struct proto_net net;
+	enum proto_rc rc = proto_net_parse(p, n, &net);
+
+	if (rc != PROTO_OK) {
+		agent_log(a, true, "H_IDENTITY: net payload (%u bytes): %s", n, proto_strerror(rc));
+		if (!res->error)
+			res->error = EINVAL;
+		return;
+	}
+	step(a, res, PROTO_IDENTITY_NET, agent_net_apply(a, &net), "network");
+}
+
 /* The steps are independent: one failing does not stop the next (a clone whose clock could not
- * be set still needs its own entropy).  Entropy and hostname only as PID 1, the clock only
+ * be set still needs its own entropy).  Entropy, hostname and network only as PID 1, the clock only
  * where a->set_clock: a host test run must not feed, rename or re-time the host machine. */
 void agent_identity_handle(struct agent *a, const uint8_t *payload, size_t len)
 {
@@ -105,9 +120,11 @@ void agent_identity_handle(struct agent *a, const uint8_t *payload, size_t len)
 		agent_log(a, true, "H_IDENTITY (%zu bytes): %s: dropped", len, proto_strerror(rc));
 		return;
 	}
-	if (id.net_len)
-		agent_log(a, true, "H_IDENTITY: %u bytes of network configuration ignored "
-			  "(not supported yet)", id.net_len);
+	if (id.net_len && a->pid1)
+		identity_net(a, &res, id.net, id.net_len);
+	else if (id.net_len)
+		agent_log(a, true, "H_IDENTITY: %u bytes of network configuration ignored (not PID 1)",
+			  id.net_len);
 	if (id.realtime_ns && a->set_clock)
 		step(a, &res, PROTO_IDENTITY_CLOCK, agent_set_clock(a, id.realtime_ns), "set clock");
 	if (id.entropy_len && a->pid1)

@@ -105,21 +105,13 @@ bool agent_valid_hostname(const char *h)
 static void loopback_up(struct agent *a)
 {
 	_cleanup_close_ int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr;
 
 	if (fd < 0) {
 		agent_log(a, false, "lo: socket: %s", strerror(errno));
 		return;
 	}
-	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
-	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
-		agent_log(a, false, "lo: SIOCGIFFLAGS: %s", strerror(errno));
-		return;
-	}
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
-		agent_log(a, false, "lo: SIOCSIFFLAGS: %s", strerror(errno));
+	if (agent_net_link_up(fd, "lo") < 0)
+		agent_log(a, false, "lo up: %s", strerror(errno));
 }
 
 static void probe_ok(struct agent *a)

@@ -29,9 +29,15 @@ static bool has_key(const char *const *envp, const char *key)
 	return false;
 }
 
-char **agent_build_env(const char *const *envp, const struct agent_user *u)
+char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca)
 {
-	const char *add[4][2] = { { NULL, NULL } };
+	static const char *const ca_env[][2] = {
+		{ "SSL_CERT_FILE", AGENT_CA_BUNDLE },
+		{ "REQUESTS_CA_BUNDLE", AGENT_CA_BUNDLE },
+		{ "CURL_CA_BUNDLE", AGENT_CA_BUNDLE },
+		{ "NODE_EXTRA_CA_CERTS", AGENT_CA_FILE },
+	};
+	const char *add[8][2] = { { NULL, NULL } };
 	size_t n = 0, nadd = 0, strbytes = 0, i;
 	char **env, *s;
 
@@ -45,6 +51,9 @@ char **agent_build_env(const char *const *envp, const struct agent_user *u)
 		add[nadd][0] = "LOGNAME", add[nadd++][1] = u->name;
 	if (!has_key(envp, "PATH"))
 		add[nadd][0] = "PATH", add[nadd++][1] = DEFAULT_PATH;
+	for (i = 0; net_ca && i < sizeof(ca_env) / sizeof(ca_env[0]); i++)
+		if (!has_key(envp, ca_env[i][0]))
+			add[nadd][0] = ca_env[i][0], add[nadd++][1] = ca_env[i][1];
 	for (i = 0; i < nadd; i++)
 		strbytes += strlen(add[i][0]) + 1 + strlen(add[i][1]) + 1;
 	/* One block: the pointer array, then the added strings; free(env) releases it all. */
@@ -239,7 +248,7 @@ void agent_child_exec(const struct agent *a, const struct proto_exec *x, const i
 			child_fail(sfd, errno, "chdir /: %s", strerror(errno));
 	}
 
-	env = agent_build_env(x->envp, &u);
+	env = agent_build_env(x->envp, &u, a->net_ca);
 	if (!env)
 		child_fail(sfd, ENOMEM, "exec %s: out of memory", x->argv[0]);
 	e = agent_execvpe(x->argv[0], (char *const *)x->argv, env);

@@ -260,3 +260,49 @@ int proto_identity_encode(struct proto_wr *w, const struct proto_identity *id)
 	proto_wr_bytes(w, id->net, id->net_len);
 	return w->bad ? -1 : 0;
 }
+
+int proto_net_encode(struct proto_wr *w, const struct proto_net *n)
+{
+	const char *ca = n->ca_pem ? n->ca_pem : "";
+
+	if (strlen(ca) > PROTO_NET_MAX_CA)
+		return -1;
+	proto_wr_u32(w, PROTO_NET_VERSION);
+	proto_wr_u32(w, n->addr);
+	proto_wr_u32(w, n->prefix_len);
+	proto_wr_u32(w, n->gateway);
+	proto_wr_u32(w, n->dns);
+	proto_wr_str(w, ca);
+	return w->bad ? -1 : 0;
+}
+
+enum proto_rc proto_net_parse(const uint8_t *p, size_t n, struct proto_net *out)
+{
+	struct proto_rd r;
+	uint32_t version;
+
+	proto_rd_init(&r, p, n);
+	version = proto_rd_u32(&r);
+	if (r.bad)
+		return PROTO_E_TRUNCATED;
+	if (version != PROTO_NET_VERSION) /* a newer layout: nothing after this is ours to read */
+		return PROTO_E_BAD_VALUE;
+	out->addr = proto_rd_u32(&r);
+	out->prefix_len = proto_rd_u32(&r);
+	out->gateway = proto_rd_u32(&r);
+	out->dns = proto_rd_u32(&r);
+	if (r.bad)
+		return PROTO_E_TRUNCATED;
+	if (out->prefix_len < 1 || out->prefix_len > 32)
+		return PROTO_E_BAD_VALUE;
+	if (r.n == 0)
+		return PROTO_E_TRUNCATED;
+	out->ca_pem = proto_rd_str(&r);
+	if (!out->ca_pem)
+		return PROTO_E_NOT_TERMINATED;
+	if (strlen(out->ca_pem) > PROTO_NET_MAX_CA)
+		return PROTO_E_BAD_VALUE;
+	if (r.n)
+		return PROTO_E_TRAILING;
+	return PROTO_OK;
+}

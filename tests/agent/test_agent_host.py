@@ -375,7 +375,7 @@ def test_identity_then_exec_in_order(host):
 
 
 def test_identity_net_block_ignored(host):
-    """A reserved net block is logged and ignored; the message is still answered."""
+    """A net block on a host run (not PID 1) is logged and ignored; the message is still answered."""
     host.send(P.H_IDENTITY, 0, P.encode_identity(net=b"\x01\x02\x03"))
     host.wait_for(lambda: host.identities, timeout=5)
     assert host.identities == [(0, 0)]

@@ -5,13 +5,28 @@
 #include <string.h>
 #include <time.h>
 
+#include "egress/rules.h"
 #include "log.h"
 #include "runtime.h"
 
 #define IDENTITY_ENTROPY_BYTES 64
 
+int identity_net_payload(struct proto_wr *net, const char *ca_pem)
+{
+	struct proto_net n = {
+		.addr = EGRESS_GUEST_ADDR,
+		.prefix_len = EGRESS_PREFIX_LEN,
+		.gateway = EGRESS_GW_ADDR,
+		.dns = EGRESS_GW_ADDR, /* the gateway answers DNS on its own address */
+		.ca_pem = ca_pem,
+	};
+
+	return proto_net_encode(net, &n);
+}
+
 /* The guest's network configuration, appended to H_IDENTITY. Empty until the
- * egress gateway gives sandboxes a network: this is where it plugs in. */
+ * egress gateway gives sandboxes a network: this is where it plugs in
+ * (identity_net_payload with the sandbox's CA). */
 static void identity_net(const struct sandbox *sb, struct proto_wr *net)
 {
 	(void)sb;

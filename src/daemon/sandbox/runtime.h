@@ -143,6 +143,11 @@ bool sandbox_warm(const struct sandbox *sb);
 /* H_IDENTITY for sb: the wall clock, fresh host entropy, its hostname, and
  * the network configuration hook (empty until the egress gateway fills it). */
 int identity_send(struct sandbox *sb, space_err *err);
+/* The H_IDENTITY net payload of every sandbox (docs/design/egress.md): eth0
+ * EGRESS_GUEST_ADDR/EGRESS_PREFIX_LEN, gateway and DNS EGRESS_GW_ADDR, and ca_pem (the
+ * sandbox's CA certificate; NULL or "": none). Appends to net; -1 if the CA is over
+ * PROTO_NET_MAX_CA or the writer failed. */
+int identity_net_payload(struct proto_wr *net, const char *ca_pem);
 
 /* egress.c: the sandbox's network (docs/design/egress.md) */
 /* Do this daemon's VMs get a network device (it runs as root)? */
