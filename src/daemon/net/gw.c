@@ -2,6 +2,7 @@
  * its policy over the control socket, stopped (docs/design/egress.md) */
 #include "net.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -435,4 +436,56 @@ void gw_kill_stale(const char *run_dir, const char *sb_id)
 	}
 	pid_file(run_dir, path);
 	unlink(path);
+}
+
+/* The value after `flag` in a NUL-separated command line, or NULL. */
+static const char *arg_after(const char *buf, size_t len, const char *flag)
+{
+	for (size_t i = 0; i < len;) {
+		const char *a = buf + i;
+		size_t n = strnlen(a, len - i);
+		if (n == len - i)
+			return NULL; /* the last argument, cut off */
+		i += n + 1;
+		if (strcmp(a, flag) == 0 && i < len && strnlen(buf + i, len - i) < len - i)
+			return buf + i;
+	}
+	return NULL;
+}
+
+int gw_sweep(const char *ns_prefix, bool (*keep)(const char *sb_id, void *arg), void *arg)
+{
+	_cleanup_closedir_ DIR *proc = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	if (!proc)
+		return 0;
+	while ((e = readdir(proc))) {
+		char path[64], buf[4096];
+		pid_t pid = (pid_t)atoi(e->d_name);
+
+		if (pid <= 1 || !comm_is_gw(pid))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+		if (len <= 0)
+			continue;
+		const char *ns = arg_after(buf, (size_t)len, "--netns");
+		const char *id = arg_after(buf, (size_t)len, "--sandbox");
+		if (!ns || !id || strncmp(ns, ns_prefix, strlen(ns_prefix)) != 0 || keep(id, arg))
+			continue;
+		int pidfd = proc_pidfd_open(pid);
+		if (pidfd < 0)
+			continue;
+		/* The pid is pinned now: is it still a gateway? */
+		if (comm_is_gw(pid)) {
+			kill_pidfd(pid, pidfd, false, id);
+			log_info("sandbox %s: stopped its gateway pid %d (no VM of it runs)", id, (int)pid);
+			n++;
+		}
+		close(pidfd);
+	}
+	return n;
 }

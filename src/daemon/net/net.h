@@ -64,6 +64,10 @@ void gw_free(struct gw *g);
  * names it. */
 void gw_kill_stale(const char *run_dir, const char *sb_id);
 
+/* Start-up: every space-gw whose --netns lies under ns_prefix (this daemon's) and whose
+ * sandbox `keep` does not name is killed; returns how many. */
+int gw_sweep(const char *ns_prefix, bool (*keep)(const char *sb_id, void *arg), void *arg);
+
 /* ---- audit.c ---- */
 
 #define NET_AUDIT_LINE_MAX 4096

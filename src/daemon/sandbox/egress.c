@@ -308,12 +308,26 @@ static bool keep_ns(const char *id, void *arg)
 	return sandbox_find(arg, id) != NULL;
 }
 
+/* A gateway lives while its sandbox's VM does. */
+static bool keep_gw(const char *id, void *arg)
+{
+	struct sandbox *sb = sandbox_find(arg, id);
+
+	return sb && sb->vm && sb->rec.state != SB_DELETING;
+}
+
 void egress_reconcile(struct spaced *d)
 {
+	char prefix[PATH_MAX];
 	int n = net_ns_sweep(d, keep_ns, d);
 
 	if (n)
 		log_info("removed %d network namespace(s) of sandboxes that no longer exist", n);
+	/* "/run/netns/space-<tag>-": net_ns_path with an empty id. */
+	net_ns_path(d, "", prefix);
+	n = gw_sweep(prefix, keep_gw, d);
+	if (n)
+		log_info("stopped %d gateway(s) of sandboxes without a VM", n);
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		space_err err = { 0 };
 
