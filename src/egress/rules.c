@@ -1,6 +1,9 @@
 /* rules.c -- the nftables ruleset of a sandbox's network namespace (docs/design/egress.md).
  * The ether saddr line is kept: `nft -c -f` and a real load into a fresh netns accept it
- * (nftables 1.0.6, Debian 12), and it stops a guest spoofing another MAC on the TAP. */
+ * (nftables 1.0.6, Debian 12), and it stops a guest spoofing another MAC on the TAP.
+ * DNS is accepted without "ct status dnat": a query sent to 169.254.0.22:53 itself (the
+ * guest's resolv.conf) is redirected onto the same address and port, a NAT binding that
+ * changes nothing, so the kernel never sets IPS_DST_NAT on it and the rule would drop it. */
 #include "egress/rules.h"
 
 #define STR_(x) #x
@@ -21,7 +24,7 @@ static const char ruleset[] =
 	"  }\n"
 	"  chain input {\n"
 	"    type filter hook input priority filter; policy accept;\n"
-	"    iifname \"" EGRESS_TAP_NAME "\" udp dport " STR(EGRESS_DNS_PORT) " ct status dnat accept\n"
+	"    iifname \"" EGRESS_TAP_NAME "\" udp dport " STR(EGRESS_DNS_PORT) " accept\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" tcp dport " STR(EGRESS_PROXY_PORT) " ct status dnat accept\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" icmp type echo-request ip daddr 169.254.0.22 "
 	"limit rate 10/second accept\n"

@@ -1,0 +1,171 @@
+/* gw.h -- the gateway's internals shared by its files (docs/design/egress.md): the process
+ * context, the handed-out DNS table, the audit log and the proxy's connections. One thread,
+ * one libevent base; nothing here is locked. */
+#ifndef SPACE_GW_H
+#define SPACE_GW_H
+
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "egress/policy.h"
+#include "err.h"
+#include "tls.h"
+
+#define GW_HANDOUT_MAX 4096      /* names x addresses remembered from DNS answers */
+#define GW_TTL_MIN 60
+#define GW_TTL_MAX 3600
+#define GW_DNS_PENDING_MAX 256   /* upstream resolutions in flight */
+#define GW_SNIFF_MAX 16384       /* first bytes looked at */
+#define GW_SNIFF_SECONDS 5
+#define GW_IDLE_SECONDS 600
+#define GW_BUF_HIGH (256 * 1024) /* per direction: reading stops past this much queued */
+#define GW_HOST_ADDRS_MAX 256
+#define GW_CONTROL_CLIENTS_MAX 8
+#define GW_CONTROL_LINE_MAX (1024 * 1024)
+#define GW_AUDIT_ROTATE (4 * 1024 * 1024)
+
+struct gw_handout {
+	uint32_t addr;
+	time_t expires;          /* 0: free slot */
+	uint64_t seq;            /* insertion order, to evict the oldest */
+	char name[EGRESS_NAME_MAX + 1];
+};
+
+struct gw_audit {
+	int dirfd, fd;
+	off_t size;
+	const char *sandbox;
+};
+
+struct gw_conn;
+struct gw_control_client;
+struct gw_dns_query;
+
+struct gw {
+	struct event_base *base;
+	struct evdns_base *dns;
+	struct evdns_server_port *dns_port;
+	struct evconnlistener *listener, *control;
+	struct event *sigterm, *sigint;
+	struct gw_tls *tls;
+	struct gw_audit audit;
+	const char *sandbox;
+	int udp_fd;
+
+	struct egress_policy *policy;   /* never NULL: an empty policy denies everything */
+	long long generation;
+
+	uint32_t host_addrs[GW_HOST_ADDRS_MAX];
+	int nhost_addrs;
+
+	struct gw_handout *handout;     /* GW_HANDOUT_MAX slots */
+	uint64_t handout_seq;
+	int dns_pending;
+	struct gw_dns_query *dns_queries; /* upstream resolutions in flight (dns.c) */
+
+	struct gw_conn *conns;          /* all live proxy connections (list, for teardown) */
+	int nconns, max_conns;
+	struct gw_control_client *clients;
+	int nclients;
+	uint8_t peek[GW_SNIFF_MAX];     /* scratch for MSG_PEEK sniffing */
+};
+
+/* A proxied TCP connection (proxy.c accepts and decides, relay.c moves the bytes). Freed
+ * exactly once, by gw_conn_free, never from inside http-parser's callbacks. */
+enum gw_proto { GW_TCP, GW_TLS, GW_HTTP, GW_HTTPS };
+
+struct gw_http;
+
+struct gw_conn {
+	struct gw *g;
+	struct gw_conn *prev, *next;
+	int fd;                          /* the guest's socket until `down` owns it */
+	struct event *sniff;
+	uint32_t addr;                   /* original destination, host order */
+	uint16_t port;
+	enum gw_proto proto;
+	char name[EGRESS_NAME_MAX + 1];  /* SNI (TLS) or a name rule's (opaque); "" if none */
+	char reason[EGRESS_NAME_MAX + 48];
+	struct bufferevent *down, *up;   /* guest side, upstream side (NULL until connected) */
+	bool down_eof, up_eof, down_shut, up_shut;
+	bool closing;                    /* a final answer is queued to the guest: free once sent */
+	bool down_paused, up_paused;     /* reading stopped for back-pressure */
+	bool upstream_tls;
+	bool relaying;                   /* allowed and relaying: audited when freed */
+	time_t last;                     /* last byte either way (idle timeout) */
+	uint64_t bytes_out, bytes_in;
+	struct gw_http *http;            /* HTTP request relay, NULL for opaque */
+};
+
+/* proxy.c */
+void gw_conn_free(struct gw_conn *c);
+/* A plain upstream connection to the original destination (HTTP relays connect on the first
+ * allowed request). NULL on failure. */
+struct bufferevent *gw_conn_connect(struct gw_conn *c, SSL *ssl);
+
+/* Audits a deny for the connection and frees it. */
+void gw_conn_refuse(struct gw_conn *c, const char *reason);
+
+/* relay.c */
+void gw_relay_start(struct gw_conn *c);
+bool gw_relay_settle(struct gw_conn *c);
+void gw_relay_pump(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to);
+void gw_relay_backpressure(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to);
+/* Wires the upstream bufferevent's callbacks (after a lazy connect). */
+void gw_relay_attach_up(struct gw_conn *c);
+
+/* http.c: the guest->upstream direction of HTTP (plain, or decrypted when intercepted),
+ * request by request: each authority checked, injection, re-chunked bodies. */
+int gw_http_new(struct gw_conn *c);
+void gw_http_free(struct gw_http *h);
+/* Feeds what the guest sent to the parser (may free c). */
+void gw_http_feed(struct gw_conn *c);
+/* After an Upgrade/CONNECT: bytes pass through unparsed. */
+bool gw_http_raw(const struct gw_http *h);
+const char *gw_proto_name(enum gw_proto p);
+
+/* audit.c */
+struct gw_audit_rec {
+	const char *proto;              /* dns tcp tls http https */
+	uint32_t addr;                  /* host order; 0: no dst */
+	uint16_t port;
+	const char *name;               /* NULL or "" for none */
+	bool allow;
+	const char *reason;
+	uint64_t bytes_out, bytes_in;
+	const char *const *injected;    /* header names only, n_injected of them */
+	int n_injected;
+};
+int gw_audit_open(struct gw_audit *a, const char *dir, const char *sandbox, space_err *err);
+void gw_audit_close(struct gw_audit *a);
+void gw_audit(struct gw *g, const struct gw_audit_rec *r);
+
+/* dns.c */
+int gw_dns_start(struct gw *g, const char *upstream, space_err *err);
+void gw_dns_stop(struct gw *g);
+/* Was addr handed out for name (and not expired)? */
+bool gw_handout_has(struct gw *g, uint32_t addr, const char *name);
+/* A name handed out with addr that an allow entry names with exactly this port (opaque TCP);
+ * NULL if none. */
+const char *gw_handout_name_for_port(struct gw *g, uint32_t addr, uint16_t port);
+int gw_handout_count(struct gw *g);
+
+/* control.c */
+int gw_control_start(struct gw *g, int fd, space_err *err);
+void gw_control_stop(struct gw *g);
+
+/* proxy.c */
+int gw_proxy_start(struct gw *g, int fd, space_err *err);
+void gw_proxy_stop(struct gw *g);
+/* Is the address one the gateway never connects to (reserved, the host's, the gateway's),
+ * unless a CIDR names it? */
+bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port);
+/* The verdict for a connection to addr:port made for `name` (SNI or Host; "" for none):
+ * deny by name wins; an allowed CIDR; the name allowed for the port with addr handed out
+ * for it. */
+struct egress_verdict gw_decide_name(struct gw *g, const char *name, uint32_t addr, uint16_t port);
+
+#endif
