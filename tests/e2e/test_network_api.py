@@ -139,8 +139,12 @@ def test_netns_and_gateway_live_with_the_sandbox(own_daemon, napi):
     assert len(pids) == 1, pids
     own_daemon.restart()
     after = wait_for(lambda: gw_pids(sb["id"]))
-    assert after, "no gateway after the restart"
+    assert after == pids, f"the gateway was not adopted: {pids} -> {after}"
     assert os.path.exists(ns)
+    # A gateway that dies while its VM runs comes back (and gets the policy again).
+    os.kill(after[0], 9)
+    again = wait_for(lambda: [p for p in gw_pids(sb["id"]) if p != after[0]], 20)
+    assert again, "the gateway was not brought back"
     napi.remove_sandbox(sb["id"])
     assert not os.path.exists(ns)
     assert wait_for(lambda: not gw_pids(sb["id"]), 5), gw_pids(sb["id"])
