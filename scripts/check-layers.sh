@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # check-layers.sh -- the daemon's layering rule, checked on every build:
-#   src/daemon/vmm/   includes only itself and src/common (no daemon internals);
+#   src/daemon/vmm/   includes only itself, src/egress (link constants) and src/common (no daemon internals);
 #   src/daemon/model/ includes only itself and src/common;
 #   src/daemon/store/ includes only itself, model/ and src/common.
 # A quoted include is resolved the way the compiler would: the including file's own folder
@@ -25,7 +25,7 @@ check() { # folder, allowed folder prefixes...
         done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
     done
 }
-check vmm
+check vmm egress
 check model
 check store model
 exit $bad

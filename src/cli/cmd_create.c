@@ -9,6 +9,7 @@
 /* What the options ask for, before it becomes the request. */
 struct create_args {
 	json_t *body, *env, *meta;
+	json_t *network;        /* {"allow": [...], "deny": [...]} from --allow / --deny */
 	const char *template, *snapshot;
 	bool wait;
 };
@@ -42,6 +43,11 @@ static int option(struct ctl *c, const struct ctl_verb *v, int opt, struct creat
 	case 'w':
 		a->wait = true;
 		return -1;
+	case 'A':
+	case 'D':
+		/* The daemon checks each entry and names a bad one. */
+		return json_array_append_new(json_object_get(a->network, opt == 'A' ? "allow" : "deny"),
+					     json_string(optarg)) < 0 ? CTL_EXIT_FAIL : -1;
 	case 'e':
 	case 'M':
 		if (ctl_kv_add(opt == 'e' ? a->env : a->meta, optarg) < 0)
@@ -90,6 +96,8 @@ static int parse(struct ctl *c, int argc, char **argv, struct create_args *a)
 		{ "meta", required_argument, NULL, 'M' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "on-timeout", required_argument, NULL, 'o' },
+		{ "allow", required_argument, NULL, 'A' },
+		{ "deny", required_argument, NULL, 'D' },
 		{ "wait", no_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -111,18 +119,22 @@ static int parse(struct ctl *c, int argc, char **argv, struct create_args *a)
 		st = json_object_set_new(a->body, "template",
 					 json_string(a->template ? a->template : DEFAULT_TEMPLATE));
 	if (st < 0 || (json_object_size(a->env) && json_object_set(a->body, "env", a->env) < 0) ||
-	    (json_object_size(a->meta) && json_object_set(a->body, "metadata", a->meta) < 0))
+	    (json_object_size(a->meta) && json_object_set(a->body, "metadata", a->meta) < 0) ||
+	    ((json_array_size(json_object_get(a->network, "allow")) ||
+	      json_array_size(json_object_get(a->network, "deny"))) &&
+	     json_object_set(a->body, "network", a->network) < 0))
 		return CTL_EXIT_FAIL;
 	return -1;
 }
 
 static int run(struct ctl *c, int argc, char **argv)
 {
-	struct create_args a = { .body = json_object(), .env = json_object(), .meta = json_object() };
+	struct create_args a = { .body = json_object(), .env = json_object(), .meta = json_object(),
+				 .network = json_pack("{s:[],s:[]}", "allow", "deny") };
 	struct ctl_op o = { .method = "POST", .path = "/v1/sandboxes", .print = print_id };
 	int rc = CTL_EXIT_FAIL;
 
-	if (a.body && a.env && a.meta && (rc = parse(c, argc, argv, &a)) < 0) {
+	if (a.body && a.env && a.meta && a.network && (rc = parse(c, argc, argv, &a)) < 0) {
 		o.body = a.body;
 		o.wait = a.wait;
 		rc = ctl_op_run(c, &o);
@@ -130,13 +142,15 @@ static int run(struct ctl *c, int argc, char **argv)
 	json_decref(a.body);
 	json_decref(a.env);
 	json_decref(a.meta);
+	json_decref(a.network);
 	return rc;
 }
 
 const struct ctl_verb ctl_verb_create = {
 	.name = "create",
 	.usage = "[--template T | --snapshot S] [--vcpus N] [--memory MIB] [--env K=V]...\n"
-		 "                       [--meta K=V]... [--timeout S] [--on-timeout A] [--wait] [--json]",
+		 "                       [--meta K=V]... [--timeout S] [--on-timeout A] [--allow E]... [--deny E]...\n"
+		 "                       [--wait] [--json]",
 	.summary = "create a sandbox; prints its id",
 	.help = "Options:\n"
 		"  --template T     template name, name:tag, name@sha256:.. or sha256:..\n"
@@ -149,6 +163,9 @@ const struct ctl_verb ctl_verb_create = {
 		"  --meta K=V       metadata to find it by with `ls --meta` (repeatable)\n"
 		"  --timeout S      expire after S seconds (0: never)\n"
 		"  --on-timeout A   what expiry does: delete (default) or suspend\n"
+		"  --allow E        egress it may reach: a name, *.suffix or CIDR, optionally :port\n"
+		"                   (repeatable; none: the template's policy, else nothing)\n"
+		"  --deny E         egress it may never reach, over any --allow (repeatable)\n"
 		"  --wait           wait until it is running; exit 1 if it failed to start\n"
 		"  --json           print {\"sandbox\":..,\"operation\":..} instead of the id\n",
 	.run = run,

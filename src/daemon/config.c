@@ -45,6 +45,10 @@ static void usage(FILE *f)
 		"  --jail-uid-count N        how many such uids; the KVM probe runs as the next one (SPACE_JAIL_UID_COUNT, default 65536)\n"
 		"  --no-jail                 UNSAFE, for debugging only: QEMU runs as root with the daemon's\n"
 		"                            environment, no mount namespace, no seccomp (SPACE_NO_JAIL=1)\n"
+		"  --dns-upstream ADDR:PORT  the DNS server sandbox gateways resolve allowed names with\n"
+		"                            (SPACE_DNS_UPSTREAM; default: the host's /etc/resolv.conf)\n"
+		"  --egress-ca-file FILE     CA bundle gateways verify upstream TLS against when they inject\n"
+		"                            credentials (SPACE_EGRESS_CA_FILE; default: the system bundle)\n"
 		"  --version, --help\n");
 }
 
@@ -125,6 +129,10 @@ static void from_env(struct config *cfg)
 		cfg->jail_uid_base = (uint32_t)parse_int(v, "SPACE_JAIL_UID_BASE", 1000, 2100000000);
 	if ((v = getenv("SPACE_JAIL_UID_COUNT")) && *v)
 		cfg->jail_uid_count = (uint32_t)parse_int(v, "SPACE_JAIL_UID_COUNT", 1, 1 << 24);
+	if ((v = getenv("SPACE_DNS_UPSTREAM")) && *v)
+		set_str(cfg->dns_upstream, sizeof(cfg->dns_upstream), v, "SPACE_DNS_UPSTREAM");
+	if ((v = getenv("SPACE_EGRESS_CA_FILE")) && *v)
+		set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), v, "SPACE_EGRESS_CA_FILE");
 	if ((v = getenv("SPACE_POOL")) && *v)
 		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
 }
@@ -162,6 +170,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "no-jail", no_argument, NULL, 'J' },
 		{ "jail-uid-base", required_argument, NULL, 'U' },
 		{ "jail-uid-count", required_argument, NULL, 'N' },
+		{ "dns-upstream", required_argument, NULL, 1006 },
+		{ "egress-ca-file", required_argument, NULL, 1007 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -228,6 +238,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1003: cfg->output_min_free_mib = parse_int(optarg, "--output-min-free", 0, 1 << 30); break;
 		case 1004: cfg->max_sessions_per_sandbox = parse_int(optarg, "--max-sessions-per-sandbox", 1, 100000); break;
 		case 1005: cfg->max_sessions = parse_int(optarg, "--max-sessions", 1, 1000000); break;
+		case 1006: set_str(cfg->dns_upstream, sizeof(cfg->dns_upstream), optarg, "--dns-upstream"); break;
+		case 1007: set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), optarg, "--egress-ca-file"); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

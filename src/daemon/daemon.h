@@ -52,6 +52,9 @@ struct config {
 	bool jail;
 	uint32_t jail_uid_base;    /* per-VM uids: base .. base + count - 1 */
 	uint32_t jail_uid_count;
+	/* Egress gateways (docs/design/egress.md): passed to every space-gw. */
+	char dns_upstream[128];    /* --dns-upstream ADDR:PORT ("" = the host's resolv.conf) */
+	char egress_ca_file[PATH_MAX]; /* --egress-ca-file: upstream CA bundle ("" = the system's) */
 };
 
 /* Event priorities (libevent): client I/O and everything else at the

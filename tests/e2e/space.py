@@ -172,7 +172,7 @@ SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "templa
            "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str),
            "on_timeout": Enum("delete", "suspend"), "start_kind": Enum(*START_KINDS),
            "parent_id": Nullable(SB_ID), "snapshot": Nullable(SN_ID),
-           "suspended_bytes": Nullable(Int(0))}
+           "suspended_bytes": Nullable(Int(0)), "network": {}}
 OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": SB_ID, "state": Enum(*OP_STATES),
              "error": Nullable(str), "created_at": TIME, "updated_at": TIME,
              "result": Nullable({})}
@@ -886,6 +886,26 @@ def cgroup_leaves(scope):
     return leaves
 
 
+def gw_pids_under(netns_prefix):
+    """Live space-gw processes whose --netns starts with netns_prefix."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                if f.read().strip() != "space-gw":
+                    continue
+        except OSError:
+            continue
+        args = cmdline(int(d))
+        if "--netns" in args:
+            i = args.index("--netns")
+            if i + 1 < len(args) and args[i + 1].startswith(netns_prefix):
+                pids.append(int(d))
+    return pids
+
+
 def qemu_pid(sb_id):
     pids = qemu_pids(sb_id)
     assert len(pids) == 1, f"want one QEMU for {sb_id}, found {pids}"
@@ -1174,6 +1194,21 @@ class Daemon:
                 os.kill(pid, _signal.SIGKILL)
             except OSError:
                 pass
+        # Their egress gateways and network namespaces outlive it the same way.
+        prefix = f"/run/netns/space-{self.state_tag()}-"
+        for pid in gw_pids_under(prefix):
+            try:
+                os.kill(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+        for name in (os.listdir("/run/netns") if os.path.isdir("/run/netns") else []):
+            path = "/run/netns/" + name
+            if path.startswith(prefix):
+                subprocess.run(["umount", "-l", path], capture_output=True)
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         # Ready and fork snapshots live on tmpfs and outlive the daemon (a restart reuses
         # them); a test daemon's go with it, and so do its socket directories.
         shutil.rmtree(f"/dev/shm/space-{self.state_tag()}", ignore_errors=True)

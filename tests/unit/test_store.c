@@ -551,6 +551,49 @@ static bool pragma_is(struct store *st, const char *sql, const char *want)
 	       !strcmp((const char *)sqlite3_column_text(s, 0), want);
 }
 
+static int count_secret(const struct secret_rec *r, void *arg)
+{
+	(void)r;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* Secrets: created vs replaced, values only on request, ENOENT for unknown names; a
+ * sandbox's network policy round-trips. */
+static void test_secrets(struct store *st)
+{
+	struct secret_rec r, got;
+	struct sandbox_rec s, sg;
+	space_err err = { 0 };
+	bool created = false;
+	char *value = NULL;
+	int n = 0;
+
+	CHECK(store_secret_put(st, "tok", "v1", &r, &created, &err) == 0 && created, "a new secret: %s", err.msg);
+	CHECK(store_secret_put(st, "tok", "v2", &r, &created, &err) == 0 && !created &&
+		      r.updated_ms >= r.created_ms,
+	      "replacing it");
+	CHECK(store_secret_get(st, "tok", &got, &value, &err) == 0 && value && !strcmp(value, "v2") &&
+		      !strcmp(got.name, "tok"),
+	      "its value on request");
+	free(value);
+	CHECK(store_secret_get(st, "tok", &got, NULL, &err) == 0, "metadata alone");
+	store_secret_put(st, "a.b-c_d", "x", &r, &created, &err);
+	CHECK(store_secret_each(st, count_secret, &n, &err) == 0 && n == 2, "two listed");
+	CHECK(store_secret_delete(st, "tok", &err) == 0, "deleted");
+	CHECK(store_secret_delete(st, "tok", &err) < 0 && err.code == ENOENT, "ENOENT the second time");
+	CHECK(store_secret_get(st, "tok", &got, NULL, &err) < 0 && err.code == ENOENT, "gone");
+
+	CHECK(store_sandbox_get(st, SB1, &s, &err) == 0, "get sandbox 1");
+	json_decref(s.network);
+	s.network = json_pack("{s:[s],s:[],s:[]}", "allow", "pypi.org", "deny", "inject");
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && store_sandbox_get(st, SB1, &sg, &err) == 0 &&
+		      json_equal(sg.network, s.network),
+	      "a sandbox's network round-trips");
+	sandbox_rec_clear(&s);
+	sandbox_rec_clear(&sg);
+}
+
 static void test_reopen(void)
 {
 	struct store *st = NULL;
@@ -567,7 +610,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 3, "schema version 3");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 4, "schema version 4");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -723,7 +766,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 3, "now at version 3");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 4, "now at version 4");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
 		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0,
@@ -772,6 +815,7 @@ int main(void)
 	test_sessions(st);
 	test_each_writes(st);
 	test_kv(st);
+	test_secrets(st);
 	test_snapshots(st);
 	store_close(st);
 	test_reopen();

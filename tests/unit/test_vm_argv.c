@@ -99,9 +99,33 @@ static void test_tcg(void)
 	      "serial console on the socket passed as fd 5");
 	CHECK(has_pair(&a, "-device", "virtio-rng-device"), "virtio-rng");
 	CHECK(strv_find(&a, "-sandbox") < 0, "no -sandbox without the jail");
-	CHECK(strv_find(&a, "-netdev") < 0 && strv_find(&a, "-nic") < 0, "no network device yet");
+	CHECK(strv_find(&a, "-netdev") < 0 && strv_find(&a, "-nic") < 0, "no network device without net_ns");
 	CHECK(VM_FD_AGENT == 3 && VM_FD_QMP == 4 && VM_FD_CONSOLE == 5, "fd numbers as vm_launch passes them");
 	strv_free(&a);
+}
+
+/* A sandbox's VM: the TAP proc.c opened as fd 7, one virtio-net device with the
+ * guest's fixed MAC, after every other device (their virtio-mmio slots stay). */
+static void test_net_device(void)
+{
+	struct vm_spec s = base_spec();
+	struct strv a = { 0 };
+	space_err err = { 0 };
+
+	s.netns = true;
+	s.net_ns = "/run/netns/space-ab12-sb-0123456789abcdef";
+	CHECK(vm_argv_build(&s, "qemu", &a, &err) == 0, "argv with a network device: %s", err.msg);
+	CHECK(has_pair(&a, "-netdev", "tap,id=n0,fd=7"), "the TAP as fd 7");
+	CHECK(has_pair(&a, "-device", "virtio-net-device,netdev=n0,mac=52:54:00:a9:00:15"),
+	      "virtio-net with the guest's MAC");
+	CHECK(strv_find(&a, "-netdev") > strv_find(&a, "virtio-rng-device"), "net after the other devices");
+	CHECK(VM_FD_TAP > VM_FD_MEM, "the TAP's fd is above the passed ones");
+	strv_free(&a);
+	s.netns = false;
+	CHECK(vm_spec_check(&s, &err) < 0 && err.code == EINVAL, "a network device needs its own netns");
+	s.netns = true;
+	s.net_ns = "netns/x";
+	CHECK(vm_spec_check(&s, &err) < 0, "a relative netns path is refused");
 }
 
 static void test_from_snapshot(void)
@@ -333,6 +357,7 @@ static void test_qmp_classify(void)
 int main(void)
 {
 	RUN(test_tcg);
+	RUN(test_net_device);
 	RUN(test_from_snapshot);
 	RUN(test_kvm_and_options);
 	RUN(test_escaping);

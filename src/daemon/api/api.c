@@ -33,6 +33,12 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions", api_sessions_list },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions/{}", api_sessions_get },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions/{}/token", api_sessions_token },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/network", api_sandboxes_network },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/egress", api_sandboxes_egress },
+	{ EVHTTP_REQ_GET, "/v1/secrets", api_secrets_list },
+	{ EVHTTP_REQ_PUT, "/v1/secrets/{}", api_secrets_put },
+	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get },
+	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete },
 	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
 };
 

@@ -32,6 +32,14 @@ void api_snapshots_delete(struct http_req *r);
 /* api_templates.c */
 void api_templates_pool(struct http_req *r);
 void api_sandboxes_logs(struct http_req *r);
+/* api_network.c: a sandbox's egress policy and audit */
+void api_sandboxes_network(struct http_req *r);
+void api_sandboxes_egress(struct http_req *r);
+/* api_secrets.c */
+void api_secrets_put(struct http_req *r);
+void api_secrets_list(struct http_req *r);
+void api_secrets_get(struct http_req *r);
+void api_secrets_delete(struct http_req *r);
 /* api_operations.c */
 void api_operations_get(struct http_req *r);
 /* api_sessions.c */

@@ -49,7 +49,7 @@ json_t *template_to_json(const struct template_rec *t)
 
 json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 {
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:o}",
 			      "id", s->id,
 			      "state", sb_state_name(s->state),
 			      "template", s->template_ref,
@@ -70,7 +70,9 @@ json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 			      "parent_id", str_or_null(s->parent_id),
 			      "snapshot", str_or_null(s->source_snapshot),
 			      /* What a suspended sandbox costs: the disk its saved state takes. */
-			      "suspended_bytes", int_or_null(s->state == SB_SUSPENDED && saved_bytes >= 0, saved_bytes));
+			      "suspended_bytes", int_or_null(s->state == SB_SUSPENDED && saved_bytes >= 0, saved_bytes),
+			      /* Its egress policy: secret names, never values. */
+			      "network", obj_copy(s->network));
 	return j;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/req.h"
+#include "egress/policy.h"
 
 /* Refuses fields the request does not know (a typo must not pass silently). */
 static int only_fields(json_t *body, const char *const *known, space_err *err)
@@ -117,10 +118,42 @@ static int get_on_timeout(json_t *body, bool *set, enum on_timeout *out, space_e
 	return 0;
 }
 
+int req_network(const json_t *policy, json_t **out, space_err *err)
+{
+	struct egress_policy *p = NULL;
+	space_err e = { 0 };
+
+	*out = NULL;
+	if (!json_is_object(policy))
+		return err_set(err, EINVAL, "network must be an object {\"allow\": [...], \"deny\": [...], \"inject\": [...]}");
+	if (egress_policy_parse(policy, false, &p, &e) < 0)
+		return err_set(err, EINVAL, "network: %s", e.msg);
+	*out = egress_policy_json(p, false);
+	egress_policy_free(p);
+	return *out ? 0 : err_set(err, ENOMEM, "out of memory");
+}
+
+int req_secret(json_t *body, const char **value, size_t *len, space_err *err)
+{
+	static const char *const known[] = { "value", NULL };
+	json_t *v = json_object_get(body, "value");
+
+	if (only_fields(body, known, err) < 0)
+		return -1;
+	if (!json_is_string(v))
+		return err_set(err, EINVAL, "value is required: a string");
+	if (!egress_secret_value_valid(json_string_value(v), json_string_length(v)))
+		return err_set(err, EINVAL, "value must be 1 to %d bytes without CR, LF or NUL",
+			       EGRESS_SECRET_VALUE_MAX);
+	*value = json_string_value(v);
+	*len = json_string_length(v);
+	return 0;
+}
+
 int req_create(json_t *body, struct create_req *r, space_err *err)
 {
 	static const char *const known[] = { "template", "snapshot", "vcpus", "memory_mib", "env",
-					     "metadata", "timeout_s", "on_timeout", NULL };
+					     "metadata", "timeout_s", "on_timeout", "network", NULL };
 	long long vcpus = 0, mem = 0, timeout = 0;
 
 	memset(r, 0, sizeof(*r));
@@ -141,7 +174,9 @@ int req_create(json_t *body, struct create_req *r, space_err *err)
 	    get_int(body, "memory_mib", SPEC_MEMORY_MIN, SPEC_MEMORY_MAX, &mem, NULL, err) < 0 ||
 	    get_int(body, "timeout_s", 0, SPEC_TIMEOUT_MAX, &timeout, &r->timeout_set, err) < 0 ||
 	    get_on_timeout(body, &r->on_timeout_set, &r->on_timeout, err) < 0 ||
-	    get_env(body, "env", &r->env, err) < 0 || get_metadata(body, &r->metadata, err) < 0) {
+	    get_env(body, "env", &r->env, err) < 0 || get_metadata(body, &r->metadata, err) < 0 ||
+	    (json_object_get(body, "network") && !json_is_null(json_object_get(body, "network")) &&
+	     req_network(json_object_get(body, "network"), &r->network, err) < 0)) {
 		create_req_free(r);
 		return -1;
 	}

@@ -10,6 +10,11 @@
 /* Each returns 0, or -1 with EINVAL and a message naming the field. On
  * success the caller frees what the request owns (create_req_free,
  * exec_req_free); on failure nothing is left to free. */
+/* An egress policy (docs/design/egress.md) as clients send it: its normalised JSON (new
+ * reference), or -1 with EINVAL naming the bad entry ("network: allow[2]: ..."). */
+int req_network(const json_t *policy, json_t **out, space_err *err);
+/* PUT /v1/secrets/{name}: {"value": "..."}; *value points into body. */
+int req_secret(json_t *body, const char **value, size_t *len, space_err *err);
 int req_create(json_t *body, struct create_req *out, space_err *err);
 int req_exec(json_t *body, struct exec_req *out, space_err *err);
 int req_fork(json_t *body, int *count, space_err *err);

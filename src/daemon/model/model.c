@@ -203,8 +203,10 @@ void template_rec_clear(struct template_rec *t)
 		return;
 	json_decref(t->tags);
 	json_decref(t->env);
+	json_decref(t->network);
 	t->tags = NULL;
 	t->env = NULL;
+	t->network = NULL;
 }
 
 void sandbox_rec_clear(struct sandbox_rec *s)
@@ -213,8 +215,10 @@ void sandbox_rec_clear(struct sandbox_rec *s)
 		return;
 	json_decref(s->env);
 	json_decref(s->metadata);
+	json_decref(s->network);
 	s->env = NULL;
 	s->metadata = NULL;
+	s->network = NULL;
 }
 
 void op_rec_clear(struct op_rec *op)

@@ -95,6 +95,9 @@ struct template_rec {
 	json_t *env;        /* object: default environment */
 	int64_t created_ms;
 	int64_t image_bytes;
+	/* Schema v4: the default egress policy of its sandboxes (template.json's "network",
+	 * normalised, no values); {} = deny-all. */
+	json_t *network;
 };
 
 struct sandbox_rec {
@@ -123,6 +126,8 @@ struct sandbox_rec {
 	enum sb_state prev_state; /* where an action that fails returns to */
 	/* Jail (schema v3): the uid (and gid) its QEMU runs as, 0 if none. */
 	uint32_t jail_uid;
+	/* Egress (schema v4): its policy, normalised, secret names only; {} = deny-all. */
+	json_t *network;
 };
 
 struct op_rec {
@@ -152,6 +157,9 @@ struct snapshot_rec {
 	int64_t bytes;           /* disk or tmpfs space its files take */
 	int64_t created_ms;
 	char error[512];
+	/* Schema v4: its VM had the network device (docs/design/egress.md); a VM restored
+	 * from it must have it exactly when this is set. */
+	bool net;
 };
 
 struct session_rec {

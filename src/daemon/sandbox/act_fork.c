@@ -137,6 +137,8 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 	*r = parent->rec;
 	r->env = json_deep_copy(parent->rec.env);
 	r->metadata = json_deep_copy(parent->rec.metadata);
+	/* Forks inherit the policy; each gets its own netns, CA and gateway at launch. */
+	r->network = json_deep_copy(parent->rec.network);
 	id_new(r->id, "sb-");
 	snprintf(r->parent_id, sizeof(r->parent_id), "%s", parent->rec.id);
 	r->state = r->prev_state = SB_CREATING;

@@ -52,6 +52,11 @@ int create_prepare(struct spaced *d, const struct create_req *req, struct sandbo
 		json_decref(r->env);
 		r->env = env;
 	}
+	/* The request's egress policy, else its template's default (none: deny-all). */
+	r->network = req->network ? json_deep_copy(req->network)
+				  : json_deep_copy(json_is_object(sb->tmpl.network) ? sb->tmpl.network : json_object());
+	if (!r->network)
+		return err_set(err, ENOMEM, "out of memory");
 	r->timeout_s = req->timeout_set ? req->timeout_s : d->cfg.default_timeout_s;
 	r->on_timeout = req->on_timeout_set ? req->on_timeout : ON_TIMEOUT_DELETE;
 	r->state = SB_CREATING;
@@ -129,6 +134,12 @@ static void claim(struct sandbox *pooled, struct sandbox *want)
 	json_decref(r->metadata);
 	r->env = json_incref(want->rec.env);
 	r->metadata = json_incref(want->rec.metadata);
+	/* It waited in the pool denied everything; the create's policy takes over before the
+	 * client hears of it. A gateway that cannot take it keeps denying (the safe way). */
+	json_decref(r->network);
+	r->network = json_incref(want->rec.network);
+	if (egress_push(pooled, &err) < 0)
+		log_error("sandbox %s: %s", r->id, err.msg);
 	r->timeout_s = want->rec.timeout_s;
 	r->on_timeout = want->rec.on_timeout;
 	r->created_ms = now_ms();
@@ -183,6 +194,14 @@ int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_
 	if (create_prepare(d, req, sb, &from, err) < 0)
 		goto out;
 	sb->rec.role = role;
+	if (role != ROLE_USER) {
+		/* Pool and builder VMs reach nothing (a pool VM gets its policy when claimed). */
+		json_decref(sb->rec.network);
+		if (!(sb->rec.network = json_object())) {
+			err_set(err, ENOMEM, "out of memory");
+			goto out;
+		}
+	}
 	if (role == ROLE_USER && !from.id[0] &&
 	    (pooled = pool_claim(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib))) {
 		claim(pooled, sb);

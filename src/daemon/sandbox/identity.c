@@ -2,6 +2,7 @@
  * entropy (two clones of one snapshot must never share random state), its hostname, and the
  * network configuration hook */
 #include <openssl/rand.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,13 +25,20 @@ int identity_net_payload(struct proto_wr *net, const char *ca_pem)
 	return proto_net_encode(net, &n);
 }
 
-/* The guest's network configuration, appended to H_IDENTITY. Empty until the
- * egress gateway gives sandboxes a network: this is where it plugs in
- * (identity_net_payload with the sandbox's CA). */
+/* The guest's network configuration, appended to H_IDENTITY on every start, restore, clone
+ * and fork: its link, route and resolver, and this sandbox's CA (a fork child's or clone's
+ * own, replacing what its snapshot's guest trusted). A VM without the network device gets
+ * none (empty: the agent leaves the network alone). */
 static void identity_net(const struct sandbox *sb, struct proto_wr *net)
 {
-	(void)sb;
-	(void)net;
+	if (!sb->net_dev)
+		return;
+	char *ca = egress_ca_cert(sb);
+	if (!ca)
+		log_warn("sandbox %s: no egress CA to give its guest", sb->rec.id);
+	if (identity_net_payload(net, ca ? ca : "") < 0)
+		net->bad = true;
+	free(ca);
 }
 
 int identity_send(struct sandbox *sb, space_err *err)

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "net/net.h"
 #include "runtime.h"
 #include "store/store.h"
 
@@ -87,6 +88,18 @@ static void launch_now(evutil_socket_t fd, short what, void *arg)
 	if (sb->rec.jail_uid != old_uid)
 		sandbox_persist(sb);
 	sandbox_spec(sb, &spec, &b);
+	/* The device exactly when the snapshot's VM had it (a cold boot: when this daemon
+	 * gives VMs a network); netns, CA and gateway with its policy before the VM. */
+	char ns[PATH_MAX];
+	sb->net_dev = spec.netns && (sb->launch_snap[0] ? sb->launch_snap_net : egress_enabled(sb->d));
+	if (sb->net_dev) {
+		if (egress_up(sb, &err) < 0) {
+			bringup_end(sb, err.msg);
+			return;
+		}
+		net_ns_path(sb->d, sb->rec.id, ns);
+		spec.net_ns = ns;
+	}
 	if (sb->launch_snap[0]) {
 		snprintf(b.image, sizeof(b.image), "%s/mem", sb->launch_snap);
 		snprintf(b.state, sizeof(b.state), "%s/state", sb->launch_snap);
@@ -119,6 +132,7 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 	/* A suspend snapshot resumes its own sandbox only: its image needs
 	 * no sealed copy (memimg.c), the VM may have it read-write. */
 	sb->launch_snap_own = snap && snap->kind == SNAP_SUSPEND;
+	sb->launch_snap_net = snap && snap->net;
 	sb->identity_done = false;
 	sb->guest_ran = false;
 	sb->up_done = done;
@@ -162,6 +176,7 @@ static void vm_exited(struct vm *vm, const char *reason, void *arg)
 	vm_free(vm);
 	sb->vm = NULL;
 	sb->rec.pid = 0;
+	egress_down(sb);
 	agent_free(sb->agent);
 	sb->agent = NULL;
 	if (sb->rec.state == SB_DELETING) {

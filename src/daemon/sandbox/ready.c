@@ -107,6 +107,12 @@ static int drop_stale(const struct snapshot_rec *snap, void *arg)
 	struct template_rec t = { 0 };
 	space_err err = { 0 };
 
+	if (snap->net != egress_enabled(d)) {
+		log_info("ready snapshot %s: made %s the network device; rebuilding it", snap->id,
+			 snap->net ? "with" : "without");
+		snapshot_remove(d, snap);
+		return 0;
+	}
 	if (store_template_resolve(d->store, snap->template_digest, &t, &err) == 0 && json_array_size(t.tags)) {
 		template_rec_clear(&t);
 		return 0;

@@ -23,6 +23,7 @@ static int load_one(const struct sandbox_rec *r, void *arg)
 	sb->rec = *r;
 	sb->rec.env = json_incref(r->env);
 	sb->rec.metadata = json_incref(r->metadata);
+	sb->rec.network = json_incref(r->network);
 	/* Sandboxes of the first schema wrote an overlay in their own directory. */
 	if (!sb->rec.disk[0]) {
 		path_run_dir(d, r->id, sb->rec.disk);
@@ -210,5 +211,6 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 	for (sb = d->sandboxes; sb; sb = sb->next)
 		reconcile_one(sb);
 	clean_orphans(d);
+	egress_reconcile(d);
 	return 0;
 }

@@ -17,6 +17,7 @@
 
 struct agent;
 struct capture;
+struct gw;
 
 /* Called once when a VM being brought up is ready for commands (error NULL),
  * or why it is not. */
@@ -45,6 +46,13 @@ struct sandbox {
 	void (*warm_done)(struct sandbox *sb);
 	uint64_t out_kept;         /* output bytes its loaded sessions keep (sandbox_output_max_mib) */
 	uint64_t out_evicted;      /* ... and those of ended sessions whose objects were let go */
+	/* Egress (egress.c): its gateway while its VM lives (NULL: none now), the generation
+	 * of the last policy sent, and whether its VM has the network device. */
+	struct gw *gw;
+	uint64_t net_gen;
+	bool net_dev;
+	bool launch_snap_net;      /* the snapshot launched from had the network device */
+	int64_t gw_retry_ms;       /* a gateway that failed to start is tried again after this */
 	struct sandbox *next;
 };
 
@@ -140,6 +148,28 @@ int identity_send(struct sandbox *sb, space_err *err);
  * sandbox's CA certificate; NULL or "": none). Appends to net; -1 if the CA is over
  * PROTO_NET_MAX_CA or the writer failed. */
 int identity_net_payload(struct proto_wr *net, const char *ca_pem);
+
+/* egress.c: the sandbox's network (docs/design/egress.md) */
+/* Do this daemon's VMs get a network device (it runs as root)? */
+bool egress_enabled(const struct spaced *d);
+/* Before a launch with the device: netns, CA, gateway (adopted or started), policy sent. */
+int egress_up(struct sandbox *sb, space_err *err);
+/* Sends sb->rec.network (secret values resolved) to its gateway, if it has one; waits
+ * for the acknowledgement. */
+int egress_push(struct sandbox *sb, space_err *err);
+/* Its VM is gone: the gateway goes too (egress_up brings it back with the next VM). */
+void egress_down(struct sandbox *sb);
+/* Deletion: gateway, netns. (The CA and audit files go with its run_dir.) */
+void egress_remove(struct sandbox *sb);
+/* Periodic: a gateway that died while its VM runs is started again. */
+void egress_tick(struct spaced *d);
+/* Start-up, after the VMs were adopted: stale netns removed, gateways adopted or started. */
+void egress_reconcile(struct spaced *d);
+/* The sandbox's CA certificate (PEM, malloc'ed), NULL if it has none. */
+char *egress_ca_cert(const struct sandbox *sb);
+bool egress_policy_names_secret(const json_t *network, const char *name);
+/* A secret was set or deleted: every running gateway whose policy names it gets it again. */
+void egress_secret_changed(struct spaced *d, const char *name);
 
 /* lifecycle.c: the action table */
 struct lc_args {

@@ -5,6 +5,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "net/net.h"
 #include "runtime.h"
 #include "store/store.h"
 
@@ -93,6 +94,7 @@ void sandbox_free(struct sandbox *sb)
 		event_free(sb->launch_ev);
 	if (sb->vm)
 		vm_free(sb->vm);
+	gw_free(sb->gw); /* the process lives on, like QEMU */
 	agent_free(sb->agent);
 	if (sb->timer)
 		event_free(sb->timer);
@@ -108,6 +110,7 @@ void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct 
 	*out = sb->rec;
 	out->env = json_incref(sb->rec.env);
 	out->metadata = json_incref(sb->rec.metadata);
+	out->network = json_incref(sb->rec.network);
 	if (op)
 		op_copy(op, &sb->op);
 }
@@ -223,6 +226,8 @@ void sandbox_finish_delete(struct sandbox *sb)
 	space_err err = { 0 };
 
 	sandbox_spec(sb, &spec, &b);
+	/* The gateway's pid file is in its run_dir: first. */
+	egress_remove(sb);
 	vm_remove_confinement(&spec);
 	if (vm_remove_files(&spec, &err) < 0)
 		log_warn("sandbox %s: removing files: %s", sb->rec.id, err.msg);
@@ -347,6 +352,7 @@ void sandbox_tick(struct spaced *d)
 	ready_tick(d);
 	pools_tick(d);
 	reap_deleted(d);
+	egress_tick(d);
 	/* Unused disk layers go when nothing is half-made: a layer a capture
 	 * just created is referenced only once the capture records it. */
 	if (now - last_gc > 30000 && !any_action_in_flight(d)) {

@@ -38,6 +38,16 @@ int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct 
 		     struct op_rec *op, struct snapshot_rec *snap, space_err *err);
 int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_req *req,
 			struct sandbox_rec *sb, space_err *err);
+/* Egress (egress.c). Replaces a sandbox's policy (normalised, borrowed): stored, then sent
+ * to its gateway if its VM runs, returning once the gateway acknowledged it. EBUSY for a
+ * deleted, deleting or failed sandbox; a stopped or suspended one just keeps it. */
+int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struct sandbox_rec *out,
+			space_err *err);
+/* A secret was set or deleted: every running gateway whose policy names it gets it again. */
+void sandbox_secret_changed(struct spaced *d, const char *name);
+/* <run_dir>/egress: the gateway's audit log directory. */
+void path_egress_dir(struct spaced *d, const char *sb_id, char out[PATH_MAX]);
+
 /* A sandbox a client may see (warm-pool VMs and the daemon's own are not). */
 int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space_err *err);
 bool sandbox_visible(const struct sandbox_rec *r);

@@ -37,6 +37,7 @@ int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, co
 	s->memory_mib = sb->rec.memory_mib;
 	s->env = json_incref(sb->rec.env);
 	s->next_chan = sb->rec.next_chan;
+	s->net = sb->net_dev;
 	s->created_ms = now_ms();
 	path_snapshot_dir(d, kind, s->id, s->dir);
 	if (path_mkdirs(s->dir, err) < 0)
@@ -88,6 +89,7 @@ struct ready_find {
 	int vcpus, memory_mib;
 	struct snapshot_rec *out;
 	bool found;
+	bool net;
 };
 
 static int ready_one(const struct snapshot_rec *s, void *arg)
@@ -96,6 +98,11 @@ static int ready_one(const struct snapshot_rec *s, void *arg)
 
 	if (s->state != SNAPS_READY || strcmp(s->template_digest, f->digest) != 0 || s->vcpus != f->vcpus ||
 	    s->memory_mib != f->memory_mib)
+		return 0;
+	/* A clone gets the device its snapshot's VM had; every new sandbox must have the
+	 * network device when this daemon gives VMs one, so one made without it (before
+	 * schema v4) is never cloned: ready_tick replaces it. */
+	if (s->net != f->net)
 		return 0;
 	*f->out = *s;
 	f->out->env = json_incref(s->env);
@@ -106,7 +113,7 @@ static int ready_one(const struct snapshot_rec *s, void *arg)
 int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
 		       struct snapshot_rec *out)
 {
-	struct ready_find f = { digest, vcpus, memory_mib, out, false };
+	struct ready_find f = { digest, vcpus, memory_mib, out, false, egress_enabled(d) };
 	space_err err = { 0 };
 
 	if (store_snapshot_each(d->store, 1u << SNAP_READY, ready_one, &f, &err) < 0) {

@@ -220,6 +220,8 @@ void create_req_free(struct create_req *r)
 {
 	strmap_free(&r->env);
 	strmap_free(&r->metadata);
+	json_decref(r->network);
+	r->network = NULL;
 }
 
 void exec_req_free(struct exec_req *r)

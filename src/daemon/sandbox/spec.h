@@ -80,6 +80,7 @@ struct create_req {
 	int64_t timeout_s;        /* 0: never expires */
 	bool on_timeout_set;
 	enum on_timeout on_timeout;
+	json_t *network;          /* egress policy, normalised (no values); NULL: the template's */
 };
 
 struct exec_req {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egress/policy.h"
 #include "log.h"
 #include "runtime.h"
 #include "store/store.h"
@@ -332,6 +333,19 @@ static int import_one(struct spaced *d, const char *src, space_err *err)
 	v = json_object_get(cfg, "default_user");
 	snprintf(t.default_user, sizeof(t.default_user), "%s", json_is_string(v) ? json_string_value(v) : "root");
 	t.env = json_is_object(json_object_get(cfg, "env")) ? json_incref(json_object_get(cfg, "env")) : json_object();
+	/* Its sandboxes' default egress policy (none: deny-all), checked like a client's. */
+	v = json_object_get(cfg, "network");
+	if (v && !json_is_null(v)) {
+		struct egress_policy *pol = NULL;
+		space_err pe = { 0 };
+
+		if (egress_policy_parse(v, false, &pol, &pe) < 0) {
+			err_set(err, EINVAL, "%s: network: %s", path, pe.msg);
+			goto out;
+		}
+		t.network = egress_policy_json(pol, false);
+		egress_policy_free(pol);
+	}
 	snprintf(t.dir, sizeof(t.dir), "%s", dest);
 	snprintf(path, sizeof(path), "%s/rootfs.ext4", dest);
 	if (stat(path, &st) == 0) {

@@ -312,12 +312,25 @@ static const char schema_v2[] =
  * adoption after a restart can refuse a process of any other uid. */
 static const char schema_v3[] =
 	"ALTER TABLE sandboxes ADD COLUMN jail_uid INTEGER NOT NULL DEFAULT 0;";
+/* 4: egress (docs/design/egress.md). A sandbox keeps its policy (secret names only), a
+ * template its default one; snapshots say whether their VM had the network device (those
+ * from before never did: 0); secrets get a table of their own. */
+static const char schema_v4[] =
+	"ALTER TABLE sandboxes ADD COLUMN network TEXT;"
+	"ALTER TABLE templates ADD COLUMN network TEXT;"
+	"ALTER TABLE snapshots ADD COLUMN net INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE secrets ("
+	" name TEXT PRIMARY KEY,"
+	" value TEXT NOT NULL,"
+	" created_ms INTEGER NOT NULL,"
+	" updated_ms INTEGER NOT NULL);";
 /* clang-format on */
 
 static const struct migration migrations[] = {
 	{ .sql = schema_v1 },
 	{ .sql = schema_v2 },
 	{ .sql = schema_v3 },
+	{ .sql = schema_v4 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -77,6 +77,22 @@ int store_snapshot_each(struct store *st, unsigned kinds, int (*fn)(const struct
 			void *arg, space_err *err);
 int store_snapshot_delete(struct store *st, const char *id, space_err *err);
 
+/* Egress secrets (schema v4): values the gateways inject, never shown. put: insert or
+ * replace the value (*created true when the name was new); the record's times are set by
+ * the store. get: the metadata only unless value != NULL (then *value is malloc'ed: clear
+ * and free it). delete: ENOENT if unknown. each: names and times, by name. */
+struct secret_rec {
+	char name[72];
+	int64_t created_ms, updated_ms;
+};
+int store_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
+		     bool *created, space_err *err);
+int store_secret_get(struct store *st, const char *name, struct secret_rec *out, char **value,
+		     space_err *err);
+int store_secret_delete(struct store *st, const char *name, space_err *err);
+int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, void *), void *arg,
+		      space_err *err);
+
 /* Small key/value table for host facts (accelerator probe result, api key).
  * kv_get: ENOENT for an unknown key, E2BIG if the value and its NUL do not fit
  * in outlen. */

@@ -11,7 +11,7 @@
 	"id, state, template_ref, template_digest, vcpus, memory_mib, env, metadata,"   \
 	" timeout_s, created_ms, updated_ms, expires_ms, pid, pid_start, next_chan, error," \
 	" disk, parent_id, snapshot_id, source_snapshot, start_kind, on_timeout, role, prev_state," \
-	" jail_uid"
+	" jail_uid, network"
 
 /* A name column parsed with parse(); unknown names are EIO. */
 #define COL_ENUM(st_, i, parse, out)                                     \
@@ -51,7 +51,8 @@ static int read_sandbox(sqlite3_stmt *s, void *rec, space_err *err, const char *
 	COL_ENUM(s, 23, sb_state_parse, r->prev_state);
 	r->jail_uid = (uint32_t)sqlite3_column_int64(s, 24);
 	if (store_col_json(s, 6, false, &r->env, err, ctx) < 0 ||
-	    store_col_json(s, 7, false, &r->metadata, err, ctx) < 0) {
+	    store_col_json(s, 7, false, &r->metadata, err, ctx) < 0 ||
+	    store_col_json(s, 25, false, &r->network, err, ctx) < 0) {
 		sandbox_rec_clear(r);
 		return -1;
 	}
@@ -76,7 +77,7 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	if (store_prepare(st, &s,
 			  "INSERT INTO sandboxes (" SB_COLS
 			  ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,"
-			  " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)"
+			  " ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)"
 			  " ON CONFLICT (id) DO UPDATE SET state = excluded.state,"
 			  " template_ref = excluded.template_ref,"
 			  " template_digest = excluded.template_digest, vcpus = excluded.vcpus,"
@@ -90,7 +91,7 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 			  " source_snapshot = excluded.source_snapshot,"
 			  " start_kind = excluded.start_kind, on_timeout = excluded.on_timeout,"
 			  " role = excluded.role, prev_state = excluded.prev_state,"
-			  " jail_uid = excluded.jail_uid",
+			  " jail_uid = excluded.jail_uid, network = excluded.network",
 			  err, ctx) < 0)
 		return -1;
 	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, sb_state_name(r->state)) ||
@@ -107,7 +108,7 @@ int store_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *
 	    store_bind_text(s, 22, on_timeout_name(r->on_timeout)) ||
 	    store_bind_text(s, 23, sb_role_name(r->role)) ||
 	    store_bind_text(s, 24, sb_state_name(r->prev_state)) ||
-	    sqlite3_bind_int64(s, 25, (int64_t)r->jail_uid))
+	    sqlite3_bind_int64(s, 25, (int64_t)r->jail_uid) || store_bind_json(s, 26, r->network))
 		return store_fail(st, err, ctx);
 	return store_step_done(st, s, err, ctx);
 }

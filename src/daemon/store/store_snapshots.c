@@ -7,7 +7,7 @@
 
 #define SNAP_COLS                                                                         \
 	"id, kind, state, name, sandbox_id, template_ref, template_digest, vcpus, memory_mib," \
-	" env, next_chan, dir, disk, bytes, created_ms, error"
+	" env, next_chan, dir, disk, bytes, created_ms, error, net"
 
 static int read_snapshot(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
@@ -33,6 +33,7 @@ static int read_snapshot(sqlite3_stmt *s, void *rec, space_err *err, const char 
 	r->bytes = sqlite3_column_int64(s, 13);
 	r->created_ms = sqlite3_column_int64(s, 14);
 	store_col_str(s, 15, r->error, sizeof(r->error));
+	r->net = sqlite3_column_int(s, 16) != 0;
 	return store_col_json(s, 9, false, &r->env, err, ctx);
 }
 
@@ -52,7 +53,7 @@ int store_snapshot_put(struct store *st, const struct snapshot_rec *r, space_err
 			       (int)r->state);
 	if (store_prepare(st, &s,
 			  "INSERT INTO snapshots (" SNAP_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
-			  " ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)"
+			  " ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
 			  " ON CONFLICT (id) DO UPDATE SET kind = excluded.kind,"
 			  " state = excluded.state, name = excluded.name,"
 			  " sandbox_id = excluded.sandbox_id, template_ref = excluded.template_ref,"
@@ -60,7 +61,7 @@ int store_snapshot_put(struct store *st, const struct snapshot_rec *r, space_err
 			  " memory_mib = excluded.memory_mib, env = excluded.env,"
 			  " next_chan = excluded.next_chan, dir = excluded.dir, disk = excluded.disk,"
 			  " bytes = excluded.bytes, created_ms = excluded.created_ms,"
-			  " error = excluded.error",
+			  " error = excluded.error, net = excluded.net",
 			  err, ctx) < 0)
 		return -1;
 	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, snap_kind_name(r->kind)) ||
@@ -70,7 +71,8 @@ int store_snapshot_put(struct store *st, const struct snapshot_rec *r, space_err
 	    sqlite3_bind_int(s, 9, r->memory_mib) || store_bind_json(s, 10, r->env) ||
 	    sqlite3_bind_int64(s, 11, r->next_chan) || store_bind_text(s, 12, r->dir) ||
 	    store_bind_text(s, 13, r->disk) || sqlite3_bind_int64(s, 14, r->bytes) ||
-	    sqlite3_bind_int64(s, 15, r->created_ms) || store_bind_text(s, 16, r->error))
+	    sqlite3_bind_int64(s, 15, r->created_ms) || store_bind_text(s, 16, r->error) ||
+	    sqlite3_bind_int(s, 17, r->net))
 		return store_fail(st, err, ctx);
 	if (sqlite3_step(s) != SQLITE_DONE) {
 		if ((sqlite3_extended_errcode(st->db) & 0xff) == SQLITE_CONSTRAINT)

@@ -48,7 +48,7 @@ static bool is_tag(const char *s)
 	       is_word(colon + 1, strlen(colon + 1), TAG_MAX_LEN);
 }
 
-#define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes"
+#define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes, network"
 
 static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
@@ -63,7 +63,13 @@ static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char 
 	store_col_str(s, 5, t->default_user, sizeof(t->default_user));
 	t->created_ms = sqlite3_column_int64(s, 7);
 	t->image_bytes = sqlite3_column_int64(s, 8);
-	return store_col_json(s, 6, false, &t->env, err, ctx);
+	if (store_col_json(s, 6, false, &t->env, err, ctx) < 0)
+		return -1;
+	if (store_col_json(s, 9, false, &t->network, err, ctx) < 0) {
+		template_rec_clear(t);
+		return -1;
+	}
+	return 0;
 }
 
 static void clear_template(void *rec)
@@ -141,12 +147,12 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 
 	if (store_prepare(st, &s,
 			  "INSERT INTO templates (" TPL_COLS ")"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
 			  " ON CONFLICT (digest) DO UPDATE SET name = excluded.name,"
 			  " dir = excluded.dir, vcpus = excluded.vcpus,"
 			  " memory_mib = excluded.memory_mib, default_user = excluded.default_user,"
 			  " env = excluded.env, created_ms = excluded.created_ms,"
-			  " image_bytes = excluded.image_bytes",
+			  " image_bytes = excluded.image_bytes, network = excluded.network",
 			  err, ctx) < 0 ||
 	    store_prepare(st, &tag,
 			  "INSERT INTO template_tags (tag, digest) VALUES (?1, ?2)"
@@ -157,7 +163,7 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 	    store_bind_text(s, 3, t->dir) || sqlite3_bind_int(s, 4, t->vcpus) ||
 	    sqlite3_bind_int(s, 5, t->memory_mib) || store_bind_text(s, 6, t->default_user) ||
 	    store_bind_json(s, 7, t->env) || sqlite3_bind_int64(s, 8, t->created_ms) ||
-	    sqlite3_bind_int64(s, 9, t->image_bytes))
+	    sqlite3_bind_int64(s, 9, t->image_bytes) || store_bind_json(s, 10, t->network))
 		return store_fail(st, err, ctx);
 
 	/* One transaction: no reader sees the template without its tags, and a

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/if_tun.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -194,6 +195,35 @@ static int lo_up(void)
 	return ioctl(s, SIOCSIFFLAGS, &ifr);
 }
 
+/* setns into o->netns_path, TUNSETIFF o->tap_name on a fresh /dev/net/tun
+ * descriptor, moved to o->tap_fd (left open across exec). Fails the child with
+ * the step on error. errfd is not o->tap_fd (the caller moved it). */
+static void open_tap(const struct spawn_opts *o, int errfd)
+{
+	struct ifreq ifr = { 0 };
+	int ns = open(o->netns_path, O_RDONLY | O_CLOEXEC);
+
+	if (ns < 0)
+		child_fail(errfd, errno, "open the sandbox netns");
+	if (setns(ns, CLONE_NEWNET) < 0)
+		child_fail(errfd, errno, "setns into the sandbox netns");
+	close(ns);
+	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (tun < 0)
+		child_fail(errfd, errno, "open /dev/net/tun");
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", o->tap_name ? o->tap_name : "tap0");
+	if (ioctl(tun, TUNSETIFF, &ifr) < 0)
+		child_fail(errfd, errno, "TUNSETIFF on the sandbox's TAP");
+	if (tun != o->tap_fd) {
+		if (dup2(tun, o->tap_fd) < 0)
+			child_fail(errfd, errno, "move the TAP's descriptor");
+		close(tun);
+	} else if (fcntl(tun, F_SETFD, 0) < 0) {
+		child_fail(errfd, errno, "keep the TAP open across exec");
+	}
+}
+
 static int join_cgroup(const char *dir)
 {
 	char path[PATH_MAX], pid[24];
@@ -238,6 +268,12 @@ static int close_in_children = -1;
 void proc_close_in_children(int fd)
 {
 	close_in_children = fd;
+}
+
+void proc_child_started(void)
+{
+	if (close_in_children >= 0)
+		close(close_in_children);
 }
 
 static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
@@ -308,7 +344,15 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 		if (putenv(*e) < 0)
 			child_fail(errfd, errno, "putenv");
 
-	/* Namespaces need privileges, so before dropping them. */
+	/* Namespaces need privileges, so before dropping them. The TAP is
+	 * opened inside the sandbox's netns (a TAP belongs to the netns it
+	 * was attached in); then we leave it for an empty one of our own, so
+	 * the descriptor is all the program keeps of it. */
+	if (o->netns && o->netns_path) {
+		if (errfd == o->tap_fd && (errfd = fcntl(errfd, F_DUPFD_CLOEXEC, 64 + 8)) < 0)
+			_exit(127);
+		open_tap(o, errfd);
+	}
 	if (o->netns) {
 		if (unshare(CLONE_NEWNET) < 0)
 			child_fail(errfd, errno,

@@ -38,6 +38,13 @@ struct spawn_opts {
 	bool new_session;    /* setsid(): no controlling terminal, own process group */
 	int nice;            /* added to the child's nice value (0: unchanged) */
 	bool netns;          /* unshare(CLONE_NEWNET) and bring lo up */
+	/* Before that unshare: setns into this named netns, open its TAP
+	 * (tap_name, IFF_TAP|IFF_NO_PI) and keep it as descriptor tap_fd, so the
+	 * program holds the TAP and no socket of that netns (docs/design/egress.md).
+	 * NULL: none. Needs netns. */
+	const char *netns_path;
+	const char *tap_name;
+	int tap_fd;
 	/* Confinement, applied in this order right before exec (see proc.c):
 	 * join each cgroup (write our pid to <dir>/cgroup.procs); enter the
 	 * jail at jail_root (jail_enter); drop to uid/gid with no capabilities
@@ -63,6 +70,8 @@ struct spawn_opts {
  * state-dir lock: a flock is held until every copy of it is closed, and a child killed in its
  * set-up, or slow in it, would otherwise keep a restarted daemon out). */
 void proc_close_in_children(int fd);
+/* For a child forked outside proc_spawn (net/netns.c): closes that descriptor. */
+void proc_child_started(void);
 int proc_spawn(const struct spawn_opts *o, pid_t *pid, int *pidfd, space_err *err);
 /* fork, without waiting for the exec: *statusfd (close-on-exec,
  * non-blocking) gets the child's report if a step fails before exec; read it

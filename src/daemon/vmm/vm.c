@@ -19,6 +19,7 @@
 #include "log.h"
 #include "memimg.h"
 #include "proc.h"
+#include "egress/rules.h"
 #include "vm_argv.h"
 #include "vm_internal.h"
 
@@ -488,6 +489,9 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		 * stops and streams them must not wait behind a busy vCPU. */
 		.nice = VM_NICE,
 		.netns = spec->netns,
+		.netns_path = spec->net_ns,
+		.tap_name = EGRESS_TAP_NAME,
+		.tap_fd = VM_FD_TAP,
 		.cgroup_dirs = p.cgroups,
 		.ncgroups = p.cg.n,
 		.jail_root = spec->jail ? spec->jail_dir : NULL,

@@ -38,6 +38,11 @@ struct vm_spec {
 	int tb_size_mib;         /* TCG translation cache size */
 	const char *cmdline_extra; /* appended to the kernel command line, may be NULL */
 	bool netns;              /* start QEMU in a new network namespace */
+	/* The sandbox's named netns (docs/design/egress.md): QEMU gets its TAP
+	 * as a descriptor and a virtio-net device on it. NULL: no network
+	 * device (the KVM probe). Needs netns. A VM restored from a snapshot
+	 * must have the device exactly when the snapshot's VM had it. */
+	const char *net_ns;
 	/* Confinement (docs/design/jail.md). jail: QEMU runs as run_uid/run_gid
 	 * (non-zero, one per VM) in a mount namespace rooted at jail_dir
 	 * (a path only root can reach; vm_launch mounts it), with an empty

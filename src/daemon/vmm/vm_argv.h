@@ -21,6 +21,9 @@ enum vm_file { VM_AGENT_SOCK, VM_QMP_SOCK, VM_CONSOLE_SOCK, VM_CONSOLE_LOG, VM_Q
 #define VM_FD_CONSOLE 5
 /* A jailed VM's memory image: the sealed memfd, mapped by /proc/self/fd/6. */
 #define VM_FD_MEM 6
+/* The TAP of the sandbox's netns (proc.c opens it in the child). Above the
+ * passed sockets and the memfd. */
+#define VM_FD_TAP 7
 /* migrate-incoming / migrate take their descriptor by this getfd name. */
 #define VM_FD_MIGRATION "space-migration"
 int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX]);

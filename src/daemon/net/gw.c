@@ -1,0 +1,491 @@
+/* gw.c -- a sandbox's egress gateway process (space-gw): started or adopted, watched, given
+ * its policy over the control socket, stopped (docs/design/egress.md) */
+#include "net.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "log.h"
+#include "vmm/proc.h"
+#include "vmm/vm.h"
+
+#define GW_NAME "space-gw"
+/* What a push waits for the gateway's answer; a gateway just spawned gets longer (it opens
+ * its sockets and reads the CA bundle first). */
+#define GW_PUSH_TIMEOUT_MS 2000
+#define GW_FIRST_PUSH_TIMEOUT_MS 5000
+/* A reply line longer than this is not a gateway's. */
+#define GW_REPLY_MAX 4096
+
+struct gw {
+	struct spaced *d;
+	char id[ID_LEN];
+	char run_dir[PATH_MAX];
+	char sock[PATH_MAX];
+	pid_t pid;
+	uint64_t start;
+	int pidfd;
+	bool child;       /* ours to reap (spawned by this daemon) */
+	bool pushed;      /* has had a push answered */
+	struct event *exit_ev;
+	gw_exit_cb exited;
+	void *arg;
+};
+
+const char *gw_binary(void)
+{
+	static char path[PATH_MAX];
+	const char *e = getenv("SPACE_GW");
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+	if (path[0])
+		return path;
+	/* Installed side by side: build/bin/spaced and build/bin/space-gw (the sanitized
+	 * build/san/bin/spaced runs build/san/bin/space-gw). */
+	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+	if (n <= 0 || (size_t)n + sizeof(GW_NAME) >= sizeof(path)) {
+		snprintf(path, sizeof(path), GW_NAME);
+		return path;
+	}
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0), GW_NAME);
+	return path;
+}
+
+static void pid_file(const char *run_dir, char out[PATH_MAX])
+{
+	snprintf(out, PATH_MAX, "%s/gw.pid", run_dir);
+}
+
+static bool comm_is_gw(pid_t pid)
+{
+	char path[64], comm[32] = "";
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, comm, sizeof(comm) - 1);
+	comm[n > 0 ? n : 0] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	return strcmp(comm, GW_NAME) == 0;
+}
+
+/* The gateway gw.pid names, if it still is the one of sandbox id: its pidfd (opened first,
+ * then checked, so the pid cannot be reused under us), else -1. */
+static int find_live(const char *run_dir, const char *id, pid_t *pid, uint64_t *start)
+{
+	char path[PATH_MAX], buf[64] = "";
+	unsigned long long st = 0;
+	int p = 0;
+
+	pid_file(run_dir, path);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	if (sscanf(buf, "%d %llu", &p, &st) != 2 || p <= 1)
+		return -1;
+	int pidfd = proc_pidfd_open(p);
+	if (pidfd < 0)
+		return -1;
+	if (proc_start_time(p) != st || !comm_is_gw(p) || !proc_cmdline_has(p, "--sandbox", id)) {
+		close(pidfd);
+		return -1;
+	}
+	*pid = p;
+	*start = st;
+	return pidfd;
+}
+
+static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
+{
+	struct gw *g = arg;
+	char why[96] = "it ended";
+	int status;
+
+	(void)fd;
+	(void)what;
+	if (g->child && waitpid(g->pid, &status, WNOHANG) == g->pid)
+		proc_status_text(status, why, sizeof(why));
+	log_warn("sandbox %s: gateway pid %d is gone (%s)", g->id, (int)g->pid, why);
+	event_del(g->exit_ev);
+	if (g->exited)
+		g->exited(g, why, g->arg); /* may free g */
+}
+
+static struct gw *gw_new(struct spaced *d, const struct gw_spec *spec)
+{
+	struct gw *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return NULL;
+	g->d = d;
+	g->pidfd = -1;
+	snprintf(g->id, sizeof(g->id), "%s", spec->id);
+	snprintf(g->run_dir, sizeof(g->run_dir), "%s", spec->run_dir);
+	snprintf(g->sock, sizeof(g->sock), "%s/gw.sock", spec->sock_dir);
+	return g;
+}
+
+static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid, space_err *err)
+{
+	struct stat st;
+
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		return err_sys(err, errno, "creating %s", path);
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return err_set(err, EEXIST, "%s is not a directory", path);
+	if ((st.st_uid != uid || st.st_gid != gid) && lchown(path, uid, gid) < 0)
+		return err_sys(err, errno, "chown %s", path);
+	if ((st.st_mode & 07777) != mode && chmod(path, mode) < 0)
+		return err_sys(err, errno, "chmod %s", path);
+	return 0;
+}
+
+static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
+{
+	char audit[PATH_MAX], log_path[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8], line[64];
+	struct strv a = { 0 };
+	int lfd_raw;
+
+	if (mkdir(spec->sock_dir, 0700) < 0 && errno != EEXIST)
+		return err_sys(err, errno, "creating %s", spec->sock_dir);
+	snprintf(audit, sizeof(audit), "%s/egress", spec->run_dir);
+	if (mkdir_owned(audit, 0700, spec->uid, spec->gid, err) < 0)
+		return -1;
+	if (unix_listen(g->sock, &lfd_raw, err) < 0)
+		return -1;
+	_cleanup_close_ int lfd = lfd_raw;
+	snprintf(log_path, sizeof(log_path), "%s/gw.log", spec->run_dir);
+	_cleanup_close_ int log_fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (log_fd < 0)
+		return err_sys(err, errno, "open %s", log_path);
+	dprintf(log_fd, "--- space-gw for %s starting\n", spec->id);
+
+	strv_add(&a, gw_binary());
+	strv_add(&a, "--sandbox");
+	strv_add(&a, spec->id);
+	strv_add(&a, "--netns");
+	strv_add(&a, spec->netns);
+	strv_add(&a, "--control-fd");
+	strv_add(&a, "3");
+	strv_add(&a, "--audit-dir");
+	strv_add(&a, audit);
+	if (spec->uid) {
+		strv_add(&a, "--uid");
+		strv_addf(&a, "%u", (unsigned)spec->uid);
+		strv_add(&a, "--gid");
+		strv_addf(&a, "%u", (unsigned)spec->gid);
+	}
+	if (g->d->cfg.dns_upstream[0]) {
+		strv_add(&a, "--dns-upstream");
+		strv_add(&a, g->d->cfg.dns_upstream);
+	}
+	if (g->d->cfg.egress_ca_file[0]) {
+		strv_add(&a, "--upstream-ca");
+		strv_add(&a, g->d->cfg.egress_ca_file);
+	}
+	if (a.failed) {
+		strv_free(&a);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	struct spawn_opts o = {
+		.argv = a.v,
+		.stdout_fd = log_fd,
+		.stderr_fd = log_fd,
+		.pass_fds = &lfd,
+		.npass = 1,
+		/* Like QEMU: its own session, so it outlives the daemon and a Ctrl-C. */
+		.new_session = true,
+	};
+	int rc = proc_spawn(&o, &g->pid, &g->pidfd, err);
+	strv_free(&a);
+	if (rc < 0)
+		return err_wrap(err, "starting the gateway");
+	g->child = true;
+	g->start = proc_start_time(g->pid);
+	/* Written whole or not at all: a restart reads it to adopt the process. */
+	pid_file(spec->run_dir, path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	int n = snprintf(line, sizeof(line), "%d %llu\n", (int)g->pid, (unsigned long long)g->start);
+	_cleanup_close_ int pf = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (pf < 0 || write(pf, line, (size_t)n) != n || rename(tmp, path) < 0) {
+		int e = errno;
+		proc_kill_reap(g->pid, g->pidfd);
+		close(g->pidfd);
+		g->pidfd = -1;
+		unlink(tmp);
+		return err_sys(err, e, "writing %s", path);
+	}
+	log_info("sandbox %s: gateway pid %d started%s", spec->id, (int)g->pid, spec->uid ? "" : " (as root)");
+	return 0;
+}
+
+int gw_start(struct spaced *d, const struct gw_spec *spec, gw_exit_cb exited, void *arg, struct gw **out,
+	     space_err *err)
+{
+	struct gw *g = gw_new(d, spec);
+
+	if (!g)
+		return err_set(err, ENOMEM, "out of memory");
+	g->exited = exited;
+	g->arg = arg;
+	g->pidfd = find_live(spec->run_dir, spec->id, &g->pid, &g->start);
+	if (g->pidfd >= 0) {
+		log_info("sandbox %s: adopted gateway pid %d", spec->id, (int)g->pid);
+	} else if (spawn(g, spec, err) < 0) {
+		free(g);
+		return -1;
+	}
+	g->exit_ev = event_new(d->base, g->pidfd, EV_READ, on_exit_ev, g);
+	if (!g->exit_ev || event_add(g->exit_ev, NULL) < 0) {
+		gw_stop(g);
+		return err_set(err, ENOMEM, "watching the gateway: out of memory");
+	}
+	*out = g;
+	return 0;
+}
+
+int gw_pid(const struct gw *g)
+{
+	return g ? (int)g->pid : 0;
+}
+
+/* Blocking, bounded: the gateway answers a local socket in well under a millisecond
+ * unless it is wedged, and the caller must know the policy took before it answers. */
+static int exchange(int fd, const char *req, size_t len, char *reply, size_t cap, int timeout_ms,
+		    space_err *err)
+{
+	int64_t deadline = mono_ms() + timeout_ms;
+	size_t off = 0, got = 0;
+
+	while (off < len || !memchr(reply, '\n', got)) {
+		int left = (int)(deadline - mono_ms());
+		if (left <= 0)
+			return err_set(err, ETIMEDOUT, "the gateway did not answer within %d ms", timeout_ms);
+		struct pollfd p = { .fd = fd, .events = off < len ? POLLOUT : POLLIN };
+		if (poll(&p, 1, left) < 0) {
+			if (errno == EINTR)
+				continue;
+			return err_sys(err, errno, "poll");
+		}
+		if (off < len && (p.revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t n = send(fd, req + off, len - off, MSG_NOSIGNAL);
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return err_sys(err, errno, "sending to the gateway");
+			if (n > 0)
+				off += (size_t)n;
+		} else if (off == len && (p.revents & (POLLIN | POLLERR | POLLHUP))) {
+			if (got + 1 >= cap)
+				return err_set(err, EPROTO, "the gateway's answer is too long");
+			ssize_t n = recv(fd, reply + got, cap - 1 - got, 0);
+			if (n == 0)
+				return err_set(err, ECONNRESET, "the gateway closed the connection without answering");
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return err_sys(err, errno, "reading the gateway's answer");
+			if (n > 0)
+				got += (size_t)n;
+			reply[got] = '\0';
+		}
+	}
+	return 0;
+}
+
+int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
+	    space_err *err)
+{
+	char reply[GW_REPLY_MAX];
+	json_error_t jerr;
+	int fd_raw;
+
+	memset(reply, 0, sizeof(reply));
+	json_t *msg = json_pack("{s:s,s:I,s:O,s:{s:s,s:s}}", "op", "policy", "generation", (json_int_t)generation,
+				"policy", policy, "ca", "cert", ca_cert ? ca_cert : "", "key", ca_key ? ca_key : "");
+	if (!msg)
+		return err_set(err, ENOMEM, "building the gateway's policy: out of memory");
+	char *text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	if (!text)
+		return err_set(err, ENOMEM, "building the gateway's policy: out of memory");
+	size_t len = strlen(text);
+	int rc = -1;
+	if (unix_connect(g->sock, &fd_raw, err) == 0) {
+		_cleanup_close_ int fd = fd_raw;
+		char *line = malloc(len + 2);
+		if (!line) {
+			rc = err_set(err, ENOMEM, "out of memory");
+		} else {
+			memcpy(line, text, len);
+			line[len] = '\n';
+			rc = exchange(fd, line, len + 1, reply, sizeof(reply),
+				      g->pushed ? GW_PUSH_TIMEOUT_MS : GW_FIRST_PUSH_TIMEOUT_MS, err);
+			/* The line holds secret values and the CA key. */
+			explicit_bzero(line, len + 1);
+			free(line);
+		}
+	}
+	explicit_bzero(text, len);
+	free(text);
+	if (rc < 0)
+		return err_wrap(err, "pushing the policy to the gateway of %s", g->id);
+	reply[strcspn(reply, "\n")] = '\0';
+	json_t *ans = json_loads(reply, 0, &jerr);
+	json_t *ok = json_object_get(ans, "ok");
+	if (!json_is_true(ok)) {
+		const char *why = json_string_value(json_object_get(ans, "error"));
+		rc = err_set(err, EIO, "the gateway of %s refused the policy: %.200s", g->id,
+			     why ? why : ans ? "no reason given" : "unparsable answer");
+	} else if (json_integer_value(json_object_get(ans, "generation")) != (json_int_t)generation) {
+		rc = err_set(err, EIO, "the gateway of %s acknowledged another generation", g->id);
+	} else {
+		g->pushed = true;
+		rc = 0;
+	}
+	json_decref(ans);
+	return rc;
+}
+
+/* Bounded wait for a pidfd to become readable (the process ended). */
+static bool wait_gone(int pidfd, int ms)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int64_t deadline = mono_ms() + ms;
+
+	for (;;) {
+		int left = (int)(deadline - mono_ms());
+		if (left < 0)
+			left = 0;
+		int r = poll(&p, 1, left);
+		if (r > 0)
+			return true;
+		if (r == 0 || errno != EINTR)
+			return false;
+	}
+}
+
+static void kill_pidfd(pid_t pid, int pidfd, bool child, const char *id)
+{
+	int status;
+
+	proc_pidfd_signal(pidfd, SIGTERM);
+	/* It exits on SIGTERM at once; a wedged one gets SIGKILL. */
+	if (!wait_gone(pidfd, 300)) {
+		proc_pidfd_signal(pidfd, SIGKILL);
+		if (!wait_gone(pidfd, 2000))
+			log_warn("sandbox %s: gateway pid %d did not end within 2 s of SIGKILL", id, (int)pid);
+	}
+	if (child)
+		waitpid(pid, &status, WNOHANG);
+}
+
+void gw_stop(struct gw *g)
+{
+	char path[PATH_MAX];
+
+	if (!g)
+		return;
+	if (g->exit_ev)
+		event_free(g->exit_ev);
+	if (g->pidfd >= 0) {
+		kill_pidfd(g->pid, g->pidfd, g->child, g->id);
+		close(g->pidfd);
+		log_info("sandbox %s: gateway pid %d stopped", g->id, (int)g->pid);
+	}
+	pid_file(g->run_dir, path);
+	unlink(path);
+	unlink(g->sock);
+	free(g);
+}
+
+void gw_free(struct gw *g)
+{
+	if (!g)
+		return;
+	if (g->exit_ev)
+		event_free(g->exit_ev);
+	if (g->pidfd >= 0)
+		close(g->pidfd);
+	free(g);
+}
+
+void gw_kill_stale(const char *run_dir, const char *sb_id)
+{
+	char path[PATH_MAX];
+	pid_t pid;
+	uint64_t start;
+	int pidfd = find_live(run_dir, sb_id, &pid, &start);
+
+	if (pidfd >= 0) {
+		kill_pidfd(pid, pidfd, false, sb_id);
+		close(pidfd);
+		log_info("sandbox %s: stopped its unwatched gateway pid %d", sb_id, (int)pid);
+	}
+	pid_file(run_dir, path);
+	unlink(path);
+}
+
+/* The value after `flag` in a NUL-separated command line, or NULL. */
+static const char *arg_after(const char *buf, size_t len, const char *flag)
+{
+	for (size_t i = 0; i < len;) {
+		const char *a = buf + i;
+		size_t n = strnlen(a, len - i);
+		if (n == len - i)
+			return NULL; /* the last argument, cut off */
+		i += n + 1;
+		if (strcmp(a, flag) == 0 && i < len && strnlen(buf + i, len - i) < len - i)
+			return buf + i;
+	}
+	return NULL;
+}
+
+int gw_sweep(const char *ns_prefix, bool (*keep)(const char *sb_id, void *arg), void *arg)
+{
+	_cleanup_closedir_ DIR *proc = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	if (!proc)
+		return 0;
+	while ((e = readdir(proc))) {
+		char path[64], buf[4096];
+		pid_t pid = (pid_t)atoi(e->d_name);
+
+		if (pid <= 1 || !comm_is_gw(pid))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t len = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+		if (len <= 0)
+			continue;
+		const char *ns = arg_after(buf, (size_t)len, "--netns");
+		const char *id = arg_after(buf, (size_t)len, "--sandbox");
+		if (!ns || !id || strncmp(ns, ns_prefix, strlen(ns_prefix)) != 0 || keep(id, arg))
+			continue;
+		int pidfd = proc_pidfd_open(pid);
+		if (pidfd < 0)
+			continue;
+		/* The pid is pinned now: is it still a gateway? */
+		if (comm_is_gw(pid)) {
+			kill_pidfd(pid, pidfd, false, id);
+			log_info("sandbox %s: stopped its gateway pid %d (no VM of it runs)", id, (int)pid);
+			n++;
+		}
+		close(pidfd);
+	}
+	return n;
+}

@@ -1,0 +1,81 @@
+/* net.h -- a sandbox's network (docs/design/egress.md): its named netns with the TAP and the
+ * ruleset (netns.c), and its egress gateway process, space-gw (gw.c). Knows paths and
+ * processes, not sandboxes: the sandbox core (sandbox/egress.c) decides when. */
+#ifndef SPACE_NET_H
+#define SPACE_NET_H
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon.h"
+#include "err.h"
+
+/* ---- netns.c ---- */
+
+/* /run/netns/space-<state_tag>-<sb_id> */
+void net_ns_path(const struct spaced *d, const char *sb_id, char out[PATH_MAX]);
+/* Makes the sandbox's netns unless it exists (a netns mount there): lo up, the persistent
+ * TAP tap0 with 169.254.0.22/30 up, the ruleset loaded with nft. Blocks for the few tens
+ * of ms that takes (a child does it, nft included). On failure nothing is left behind and
+ * err names the step. */
+int net_ns_ensure(struct spaced *d, const char *sb_id, space_err *err);
+/* Detaches and unlinks it (the netns and its TAP go with the last process in it). ENOENT
+ * is not an error. */
+int net_ns_remove(struct spaced *d, const char *sb_id, space_err *err);
+/* Start-up: removes every /run/netns/space-<tag>-* whose sandbox `keep` does not name;
+ * returns how many. */
+int net_ns_sweep(struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg);
+
+/* ---- gw.c ---- */
+
+struct gw;
+/* Called from the loop when a gateway this daemon watches is gone (not after gw_stop). */
+typedef void (*gw_exit_cb)(struct gw *g, const char *why, void *arg);
+
+struct gw_spec {
+	const char *id;         /* sandbox id */
+	const char *run_dir;    /* gw.pid, gw.log, egress/ (the audit dir) */
+	const char *sock_dir;   /* gw.sock */
+	const char *netns;      /* net_ns_path */
+	uid_t uid;              /* what it drops to after opening its sockets (0: stays root) */
+	gid_t gid;
+};
+
+/* space-gw: $SPACE_GW, else next to the running binary. */
+const char *gw_binary(void);
+/* Adopts the sandbox's live gateway (gw.pid: pid and start time, /proc/PID/comm "space-gw",
+ * its command line naming the sandbox), else starts one (setsid, outliving the daemon)
+ * and writes gw.pid. Watches it: exited() if it dies. */
+int gw_start(struct spaced *d, const struct gw_spec *spec, gw_exit_cb exited, void *arg, struct gw **out,
+	     space_err *err);
+/* Sends the policy (with inject values) and the sandbox's CA, and waits (at most 2 s) for
+ * the gateway's acknowledgement: from then on new connections see it. */
+int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
+	    space_err *err);
+int gw_pid(const struct gw *g);
+/* SIGTERM, then SIGKILL after a moment; frees g. */
+void gw_stop(struct gw *g);
+/* Stops watching and frees; the process lives on (daemon shutdown). */
+void gw_free(struct gw *g);
+/* A gateway no daemon watches (its sandbox is going): killed by its gw.pid, if that still
+ * names it. */
+void gw_kill_stale(const char *run_dir, const char *sb_id);
+
+/* Start-up: every space-gw whose --netns lies under ns_prefix (this daemon's) and whose
+ * sandbox `keep` does not name is killed; returns how many. */
+int gw_sweep(const char *ns_prefix, bool (*keep)(const char *sb_id, void *arg), void *arg);
+
+/* ---- audit.c ---- */
+
+#define NET_AUDIT_LINE_MAX 4096
+#define NET_AUDIT_LIMIT_MAX 10000
+/* The gateway's audit records in dir (audit.log.1, then audit.log: oldest first), the last
+ * `limit` of them. The files are the gateway's, so hostile: only regular files owned by
+ * the directory's owner, read from their last few MiB, lines that are not a JSON object
+ * or longer than NET_AUDIT_LINE_MAX skipped. No files: an empty array. */
+int net_audit_read(const char *dir, size_t limit, json_t **out, space_err *err);
+
+#endif

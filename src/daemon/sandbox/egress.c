@@ -1,0 +1,378 @@
+/* egress.c -- when a sandbox's network exists: its netns, CA and gateway made before each
+ * launch, the policy (secret values resolved) pushed to the gateway, the gateway watched and
+ * brought back, all of it removed with the sandbox (docs/design/egress.md) */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cleanup.h"
+#include "egress/ca.h"
+#include "egress/policy.h"
+#include "log.h"
+#include "net/net.h"
+#include "runtime.h"
+#include "store/store.h"
+#include "vmm/proc.h"
+
+/* A CA file (the key is 0600 root; it never enters a VM) is at most this big. */
+#define CA_FILE_MAX (64 * 1024)
+
+bool egress_enabled(const struct spaced *d)
+{
+	(void)d;
+	/* Namespaces, TAPs and nftables need root, like the VMs' own netns (sandbox_spec). */
+	return geteuid() == 0;
+}
+
+static void ca_paths(const struct sandbox *sb, char crt[PATH_MAX], char key[PATH_MAX])
+{
+	char dir[PATH_MAX];
+
+	path_run_dir(sb->d, sb->rec.id, dir);
+	snprintf(crt, PATH_MAX, "%s/egress-ca.crt", dir);
+	snprintf(key, PATH_MAX, "%s/egress-ca.key", dir);
+}
+
+static int write_file(const char *path, const char *text, space_err *err)
+{
+	char tmp[PATH_MAX + 8];
+	size_t len = strlen(text);
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return err_sys(err, errno, "creating %s", tmp);
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+		unlink(tmp);
+		return err_sys(err, e, "writing %s", path);
+	}
+	return 0;
+}
+
+/* The whole file, NUL-terminated, malloc'ed; NULL with errno. */
+static char *read_small(const char *path)
+{
+	struct stat st;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return NULL;
+	if (!S_ISREG(st.st_mode) || st.st_size > CA_FILE_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return NULL;
+	ssize_t n = read(fd, buf, (size_t)st.st_size);
+	if (n != st.st_size) {
+		free(buf);
+		errno = EIO;
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+char *egress_ca_cert(const struct sandbox *sb)
+{
+	char crt[PATH_MAX], key[PATH_MAX];
+
+	ca_paths(sb, crt, key);
+	return read_small(crt);
+}
+
+/* The sandbox's own CA, made the first time its network is. A fork child has its own
+ * run_dir, so its own CA. */
+static int ca_ensure(struct sandbox *sb, space_err *err)
+{
+	char crt[PATH_MAX], key[PATH_MAX], cn[96], dir[PATH_MAX];
+	char *cert = NULL, *pkey = NULL;
+
+	ca_paths(sb, crt, key);
+	if (access(crt, R_OK) == 0 && access(key, R_OK) == 0)
+		return 0;
+	path_run_dir(sb->d, sb->rec.id, dir);
+	if (path_mkdirs(dir, err) < 0)
+		return -1;
+	snprintf(cn, sizeof(cn), "SPACE sandbox %s egress CA", sb->rec.id);
+	if (egress_ca_generate(cn, &cert, &pkey, err) < 0)
+		return err_wrap(err, "generating the sandbox's CA");
+	int rc = write_file(key, pkey, err);
+	if (rc == 0)
+		rc = write_file(crt, cert, err);
+	explicit_bzero(pkey, strlen(pkey));
+	free(pkey);
+	free(cert);
+	return rc;
+}
+
+/* The policy as the gateway gets it: each inject rule's "value" = prefix + the secret's
+ * value, resolved now; a secret that does not exist adds no value (the gateway then
+ * injects nothing and audits secret-missing). */
+static json_t *resolve(struct spaced *d, const json_t *network, space_err *err)
+{
+	json_t *p = json_deep_copy(json_is_object(network) ? network : json_object());
+	json_t *inject = json_object_get(p, "inject"), *rule;
+	size_t i;
+
+	if (!p)
+		return err_set(err, ENOMEM, "out of memory"), NULL;
+	json_array_foreach(inject, i, rule) {
+		const char *name = json_string_value(json_object_get(rule, "secret"));
+		const char *prefix = json_string_value(json_object_get(rule, "prefix"));
+		struct secret_rec meta;
+		char *value = NULL;
+		space_err e = { 0 };
+
+		if (!name || store_secret_get(d->store, name, &meta, &value, &e) < 0) {
+			if (e.code && e.code != ENOENT) {
+				json_decref(p);
+				return err_set(err, e.code, "%s", e.msg), NULL;
+			}
+			continue;
+		}
+		char *full = NULL;
+		if (asprintf(&full, "%s%s", prefix ? prefix : "", value) < 0)
+			full = NULL;
+		explicit_bzero(value, strlen(value));
+		free(value);
+		if (!full || json_object_set_new(rule, "value", json_string(full)) < 0) {
+			free(full);
+			json_decref(p);
+			return err_set(err, ENOMEM, "out of memory"), NULL;
+		}
+		explicit_bzero(full, strlen(full));
+		free(full);
+	}
+	return p;
+}
+
+/* json_decref that first clears the strings secret values were copied into. */
+static void drop_resolved(json_t *p)
+{
+	json_t *rule;
+	size_t i;
+
+	json_array_foreach(json_object_get(p, "inject"), i, rule) {
+		json_t *v = json_object_get(rule, "value");
+		if (json_is_string(v))
+			explicit_bzero((char *)json_string_value(v), json_string_length(v));
+	}
+	json_decref(p);
+}
+
+int egress_push(struct sandbox *sb, space_err *err)
+{
+	char crt[PATH_MAX], key[PATH_MAX];
+
+	if (!sb->gw)
+		return 0; /* pushed when its gateway starts */
+	ca_paths(sb, crt, key);
+	_cleanup_free_ char *cert = read_small(crt);
+	char *pkey = read_small(key);
+	if (!cert || !pkey) {
+		free(pkey);
+		return err_sys(err, errno, "reading the CA of %s", sb->rec.id);
+	}
+	json_t *policy = resolve(sb->d, sb->rec.network, err);
+	int rc = policy ? gw_push(sb->gw, ++sb->net_gen, policy, cert, pkey, err) : -1;
+	drop_resolved(policy);
+	explicit_bzero(pkey, strlen(pkey));
+	free(pkey);
+	return rc;
+}
+
+static void gw_exited(struct gw *g, const char *why, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	(void)why;
+	if (sb->gw == g) {
+		gw_free(g);
+		sb->gw = NULL;
+	}
+	/* Brought back by the next tick if the VM still runs (egress_tick). */
+}
+
+static int gw_up(struct sandbox *sb, space_err *err)
+{
+	char run_dir[PATH_MAX], sock_dir[PATH_MAX], ns[PATH_MAX];
+	struct spaced *d = sb->d;
+
+	if (sb->gw)
+		return 0;
+	path_run_dir(d, sb->rec.id, run_dir);
+	path_sock_dir(d, sb->rec.id, sock_dir);
+	net_ns_path(d, sb->rec.id, ns);
+	/* Its own uid, one no QEMU ever gets: the jail range shifted by its size. */
+	uid_t uid = sb->rec.jail_uid ? sb->rec.jail_uid + d->cfg.jail_uid_count : 0;
+	struct gw_spec spec = { .id = sb->rec.id, .run_dir = run_dir, .sock_dir = sock_dir, .netns = ns,
+				.uid = uid, .gid = uid };
+	if (path_mkdirs(run_dir, err) < 0 || path_mkdirs(sock_dir, err) < 0)
+		return -1;
+	if (gw_start(d, &spec, gw_exited, sb, &sb->gw, err) < 0)
+		return -1;
+	if (egress_push(sb, err) < 0) {
+		gw_stop(sb->gw);
+		sb->gw = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* A gateway that will not start does not stop the VM: without it the ruleset sends every
+ * guest connection to a port nobody listens on, so the sandbox reaches nothing (fails
+ * closed), and egress_tick keeps trying. The netns and TAP are the VM's, so they must be. */
+#define GW_RETRY_MS 10000
+
+int egress_up(struct sandbox *sb, space_err *err)
+{
+	space_err e = { 0 };
+
+	if (net_ns_ensure(sb->d, sb->rec.id, err) < 0 || ca_ensure(sb, err) < 0)
+		return err_wrap(err, "the sandbox's network");
+	if (gw_up(sb, &e) < 0) {
+		sb->gw_retry_ms = now_ms() + GW_RETRY_MS;
+		log_warn("sandbox %s: its gateway: %s (its guest reaches nothing until one runs; retrying)",
+			 sb->rec.id, e.msg);
+	}
+	return 0;
+}
+
+void egress_down(struct sandbox *sb)
+{
+	gw_stop(sb->gw);
+	sb->gw = NULL;
+}
+
+void egress_remove(struct sandbox *sb)
+{
+	char run_dir[PATH_MAX];
+	space_err err = { 0 };
+
+	egress_down(sb);
+	path_run_dir(sb->d, sb->rec.id, run_dir);
+	gw_kill_stale(run_dir, sb->rec.id);
+	if (net_ns_remove(sb->d, sb->rec.id, &err) < 0)
+		log_warn("sandbox %s: %s", sb->rec.id, err.msg);
+}
+
+void egress_tick(struct spaced *d)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		space_err err = { 0 };
+
+		if (!sb->vm || !sb->net_dev || sb->gw || !sb_state_has_vm(sb->rec.state) ||
+		    sb->rec.state == SB_DELETING || now_ms() < sb->gw_retry_ms)
+			continue;
+		if (gw_up(sb, &err) < 0) {
+			sb->gw_retry_ms = now_ms() + GW_RETRY_MS;
+			log_warn("sandbox %s: bringing its gateway back: %s", sb->rec.id, err.msg);
+		}
+	}
+}
+
+bool egress_policy_names_secret(const json_t *network, const char *name)
+{
+	json_t *rule;
+	size_t i;
+
+	json_array_foreach(json_object_get(network, "inject"), i, rule) {
+		const char *s = json_string_value(json_object_get(rule, "secret"));
+		if (s && strcmp(s, name) == 0)
+			return true;
+	}
+	return false;
+}
+
+void egress_secret_changed(struct spaced *d, const char *name)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		space_err err = { 0 };
+
+		if (!sb->gw || !egress_policy_names_secret(sb->rec.network, name))
+			continue;
+		if (egress_push(sb, &err) < 0)
+			log_warn("sandbox %s: re-sending its policy after secret %s changed: %s", sb->rec.id, name,
+				 err.msg);
+	}
+}
+
+static bool keep_ns(const char *id, void *arg)
+{
+	return sandbox_find(arg, id) != NULL;
+}
+
+/* A gateway lives while its sandbox's VM does. */
+static bool keep_gw(const char *id, void *arg)
+{
+	struct sandbox *sb = sandbox_find(arg, id);
+
+	return sb && sb->vm && sb->rec.state != SB_DELETING;
+}
+
+void egress_reconcile(struct spaced *d)
+{
+	char prefix[PATH_MAX];
+	int n = net_ns_sweep(d, keep_ns, d);
+
+	if (n)
+		log_info("removed %d network namespace(s) of sandboxes that no longer exist", n);
+	/* "/run/netns/space-<tag>-": net_ns_path with an empty id. */
+	net_ns_path(d, "", prefix);
+	n = gw_sweep(prefix, keep_gw, d);
+	if (n)
+		log_info("stopped %d gateway(s) of sandboxes without a VM", n);
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		space_err err = { 0 };
+
+		if (!sb->vm)
+			continue;
+		/* Whether the adopted QEMU has the device: its command line says. */
+		sb->net_dev = proc_cmdline_has(vm_pid(sb->vm), "-netdev", "tap");
+		if (!sb->net_dev || sb->rec.state == SB_DELETING)
+			continue;
+		if (egress_up(sb, &err) < 0)
+			log_warn("sandbox %s: %s", sb->rec.id, err.msg);
+	}
+}
+
+int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struct sandbox_rec *out,
+			space_err *err)
+{
+	struct sandbox_rec rec = { 0 };
+
+	if (sandbox_get(d, id, &rec, err) < 0)
+		return -1;
+	enum sb_state st = rec.state;
+	sandbox_rec_clear(&rec);
+	struct sandbox *sb = sandbox_find(d, id);
+	if (!sb || st == SB_DELETING || st == SB_DELETED || st == SB_FAILED)
+		return err_set(err, EBUSY, "sandbox %s is %s; its network can no longer change", id,
+			       sb_state_name(st));
+	json_decref(sb->rec.network);
+	sb->rec.network = json_incref(network);
+	sandbox_persist(sb);
+	if (egress_push(sb, err) < 0)
+		return -1;
+	sandbox_copy_out(sb, out, NULL);
+	return 0;
+}
+
+void sandbox_secret_changed(struct spaced *d, const char *name)
+{
+	egress_secret_changed(d, name);
+}
+
+void path_egress_dir(struct spaced *d, const char *sb_id, char out[PATH_MAX])
+{
+	char dir[PATH_MAX];
+
+	path_run_dir(d, sb_id, dir);
+	snprintf(out, PATH_MAX, "%s/egress", dir);
+}

@@ -1,0 +1,150 @@
+"""The egress API without the gateway's logic (docs/design/egress.md): policies validated on
+create with the bad entry named, shown and replaced; secrets stored and never shown; a running
+sandbox has its netns and its space-gw, both gone after delete and back after a restart.
+Its own daemon: the restart test must not disturb the others."""
+
+import os
+import time
+
+import pytest
+
+import space
+
+POLICY = {"allow": ["pypi.org", "*.githubusercontent.com", "203.0.113.0/24", "api.example.com:443"],
+          "deny": ["evil.example.com"],
+          "inject": [{"host": "api.example.com", "header": "Authorization", "secret": "tok",
+                      "prefix": "Bearer "}]}
+SECRET = {"name": str, "created_at": space.TIME, "updated_at": space.TIME}
+
+
+def netns_path(daemon, sb_id):
+    return f"/run/netns/space-{daemon.state_tag()}-{sb_id}"
+
+
+def gw_pids(sb_id):
+    """Live space-gw processes whose command line names the sandbox."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "space-gw" and sb_id in space.cmdline(int(d)):
+            pids.append(int(d))
+    return pids
+
+
+def wait_for(pred, timeout=15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    return pred()
+
+
+@pytest.fixture(scope="module")
+def napi(own_daemon):
+    return own_daemon.api
+
+
+def test_create_refuses_a_bad_policy_naming_the_entry(napi):
+    for bad, where in ((["ok.example", "bad host!"], "allow[1]"), (["10.0.0.0/33"], "allow[0]")):
+        r = napi.expect_error("POST", "/v1/sandboxes", 400,
+                              {"template": "minimal", "network": {"allow": bad}})
+        assert where in r["message"], r
+    r = napi.expect_error("POST", "/v1/sandboxes", 400,
+                          {"template": "minimal", "network": {"allow": [], "bogus": 1}})
+    r = napi.expect_error("POST", "/v1/sandboxes", 400, {"template": "minimal", "network": ["x"]})
+    # values may not come from clients
+    r = napi.expect_error("POST", "/v1/sandboxes", 400, {"template": "minimal", "network": {
+        "inject": [{"host": "a.example", "header": "X-K", "secret": "s", "value": "v"}]}})
+    assert "inject[0]" in r["message"], r
+
+
+def test_policy_shown_replaced_and_deny_all_by_default(own_daemon, napi):
+    plain = napi.new_sandbox("minimal")
+    assert plain["network"].get("allow", []) == [] and plain["network"].get("inject", []) == [], plain
+    sb = napi.new_sandbox("minimal", network=POLICY)
+    try:
+        got = napi.sandbox(sb["id"])["network"]
+        assert got["allow"] == POLICY["allow"] and got["deny"] == POLICY["deny"], got
+        assert got["inject"][0]["secret"] == "tok" and "value" not in got["inject"][0], got
+        new = {"allow": ["Example.COM."]}
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", new)
+        assert r.status == 200, r
+        assert r.json["allow"] == ["example.com"], r.json
+        assert napi.sandbox(sb["id"])["network"]["allow"] == ["example.com"]
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["*"]})
+        assert r.status == 400 and "allow[0]" in r.json["error"]["message"], r.json
+        napi.expect_error("PUT", "/v1/sandboxes/sb-0000000000000000/network", 404, {"allow": []})
+    finally:
+        napi.remove_sandbox(plain["id"])
+        napi.remove_sandbox(sb["id"])
+    napi.expect_error("PUT", f"/v1/sandboxes/{sb['id']}/network", 409, {"allow": []})
+
+
+def test_secrets_never_show_their_value(own_daemon, napi):
+    value = "s3cr3t-VALUE-never-shown"
+    r = napi.raw("PUT", "/v1/secrets/tok", {"value": value})
+    assert r.status == 201, r
+    space.check(r.json, SECRET)
+    r2 = napi.raw("PUT", "/v1/secrets/tok", {"value": value + "2"})
+    assert r2.status == 200 and r2.json["created_at"] == r.json["created_at"], r2
+    texts = [r.body, r2.body, napi.raw("GET", "/v1/secrets").body, napi.raw("GET", "/v1/secrets/tok").body]
+    lst = napi.raw("GET", "/v1/secrets").json["secrets"]
+    assert [s["name"] for s in lst] == ["tok"], lst
+    for t in texts:
+        assert value.encode() not in t, t
+    assert value not in own_daemon.log_text()
+    napi.expect_error("GET", "/v1/secrets/nope", 404)
+    napi.expect_error("DELETE", "/v1/secrets/nope", 404)
+    napi.expect_error("PUT", "/v1/secrets/bad%20name", 400, {"value": "x"})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": "a\nb"})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": ""})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"valu": "x"})
+    r = napi.raw("DELETE", "/v1/secrets/tok")
+    assert r.status == 204, r
+    napi.expect_error("GET", "/v1/secrets/tok", 404)
+
+
+def test_egress_records_empty_and_limits(napi):
+    sb = napi.new_sandbox("minimal")
+    try:
+        r = napi.raw("GET", f"/v1/sandboxes/{sb['id']}/egress")
+        assert r.status == 200 and isinstance(r.json["records"], list), r
+        napi.expect_error("GET", f"/v1/sandboxes/{sb['id']}/egress?limit=0", 400)
+        napi.expect_error("GET", f"/v1/sandboxes/{sb['id']}/egress?limit=10001", 400)
+        napi.expect_error("GET", "/v1/sandboxes/sb-0000000000000000/egress", 404)
+    finally:
+        napi.remove_sandbox(sb["id"])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox networks need root")
+def test_netns_and_gateway_live_with_the_sandbox(own_daemon, napi):
+    sb = napi.new_sandbox("minimal", network={"allow": ["pypi.org"]})
+    ns = netns_path(own_daemon, sb["id"])
+    assert os.path.exists(ns), ns
+    qemu = space.cmdline(space.qemu_pid(sb["id"]))
+    assert "-netdev" in qemu and any(a.startswith("virtio-net-device") for a in qemu), qemu
+    if not os.path.exists(os.path.join(os.path.dirname(own_daemon.argv()[0]), "space-gw")):
+        napi.remove_sandbox(sb["id"])
+        assert not os.path.exists(ns)
+        pytest.skip("no space-gw built yet")
+    pids = wait_for(lambda: gw_pids(sb["id"]))
+    assert len(pids) == 1, pids
+    own_daemon.restart()
+    after = wait_for(lambda: gw_pids(sb["id"]))
+    assert after == pids, f"the gateway was not adopted: {pids} -> {after}"
+    assert os.path.exists(ns)
+    # A gateway that dies while its VM runs comes back (and gets the policy again).
+    os.kill(after[0], 9)
+    again = wait_for(lambda: [p for p in gw_pids(sb["id"]) if p != after[0]], 20)
+    assert again, "the gateway was not brought back"
+    napi.remove_sandbox(sb["id"])
+    assert not os.path.exists(ns)
+    assert wait_for(lambda: not gw_pids(sb["id"]), 5), gw_pids(sb["id"])
