@@ -11,6 +11,11 @@
 #define EGRESS_GW_ADDR 0xa9fe0016u      /* 169.254.0.22 */
 #define EGRESS_PREFIX_LEN 30
 #define EGRESS_GUEST_MAC "52:54:00:a9:00:15"
+/* The TAP's own (the gateway side's) MAC: the same in every sandbox, so a guest cloned, forked
+ * or restored into a new namespace finds the gateway where its ARP cache says (a TAP's MAC is
+ * random otherwise: a fork child's frames went to the parent's TAP address and were dropped
+ * until the guest's ARP entry expired). */
+#define EGRESS_GW_MAC { 0x52, 0x54, 0x00, 0xa9, 0x00, 0x16 }
 #define EGRESS_DNS_PORT 53
 #define EGRESS_PROXY_PORT 15001
 

@@ -23,13 +23,25 @@ static int open_log(struct gw_audit *a)
 	a->fd = openat(a->dirfd, "audit.log", O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (a->fd < 0)
 		return -1;
+	/* Opened as root at start: made the gateway's, like the files it makes once it runs as
+	 * its own uid (rotation), so the whole log belongs to one uid. */
+	if (a->uid != (uid_t)-1 && geteuid() == 0 && fchown(a->fd, a->uid, a->gid) < 0) {
+		int e = errno;
+		close(a->fd);
+		a->fd = -1;
+		errno = e;
+		return -1;
+	}
 	a->size = fstat(a->fd, &st) == 0 ? st.st_size : 0;
 	return 0;
 }
 
-int gw_audit_open(struct gw_audit *a, const char *dir, const char *sandbox, space_err *err)
+int gw_audit_open(struct gw_audit *a, const char *dir, const char *sandbox, uid_t uid, gid_t gid,
+		  space_err *err)
 {
 	a->sandbox = sandbox;
+	a->uid = uid;
+	a->gid = gid;
 	a->fd = -1;
 	a->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (a->dirfd < 0)

@@ -38,6 +38,8 @@ struct gw_audit {
 	int dirfd, fd;
 	off_t size;
 	const char *sandbox;
+	uid_t uid;   /* the log is this uid's (-1: left as made), so that the gateway can */
+	gid_t gid;   /* rotate it after dropping privileges and the daemon can tell it is its */
 };
 
 struct gw_conn;
@@ -139,7 +141,8 @@ struct gw_audit_rec {
 	const char *const *injected;    /* header names only, n_injected of them */
 	int n_injected;
 };
-int gw_audit_open(struct gw_audit *a, const char *dir, const char *sandbox, space_err *err);
+int gw_audit_open(struct gw_audit *a, const char *dir, const char *sandbox, uid_t uid, gid_t gid,
+		  space_err *err);
 void gw_audit_close(struct gw_audit *a);
 void gw_audit(struct gw *g, const struct gw_audit_rec *r);
 

@@ -211,7 +211,7 @@ static int setup(struct gw *g, const struct args *a, space_err *err)
 	if (!g->tls)
 		return err_set(err, e2.code, "upstream TLS: %s", e2.msg);
 	host_addrs(g);
-	if (gw_audit_open(&g->audit, a->audit_dir, a->sandbox, err) < 0 ||
+	if (gw_audit_open(&g->audit, a->audit_dir, a->sandbox, (uid_t)a->uid, (gid_t)a->gid, err) < 0 ||
 	    gw_dns_start(g, a->dns_upstream, err) < 0 || gw_control_start(g, a->control_fd, err) < 0)
 		return -1;
 	g->sigterm = evsignal_new(g->base, SIGTERM, on_signal, g);

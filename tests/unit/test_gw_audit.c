@@ -84,7 +84,7 @@ int main(void)
 
 	if (!mkdtemp(dir))
 		SKIP_ALL("mkdtemp");
-	if (!CHECK(gw_audit_open(&g.audit, dir, "sb-test", &err) == 0, "open: %s", err.msg))
+	if (!CHECK(gw_audit_open(&g.audit, dir, "sb-test", (uid_t)-1, (gid_t)-1, &err) == 0, "open: %s", err.msg))
 		return DONE();
 	h_g = &g;
 	RUN(fields);

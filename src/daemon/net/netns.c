@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -87,6 +88,17 @@ static int if_set_addr(int s, const char *name, unsigned long req, uint32_t addr
 	return ioctl(s, req, &ifr);
 }
 
+static int if_set_mac(int s, const char *name)
+{
+	static const unsigned char mac[6] = EGRESS_GW_MAC;
+	struct ifreq ifr = { 0 };
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, mac, sizeof(mac));
+	return ioctl(s, SIOCSIFHWADDR, &ifr);
+}
+
 /* nft -f - with the ruleset on its stdin, from inside the netns (a netns is inherited). */
 static void load_ruleset(int errfd)
 {
@@ -160,6 +172,8 @@ static __attribute__((noreturn)) void child(const char *target, int errfd)
 	if (ioctl(tun, TUNSETPERSIST, 1) < 0)
 		fail(errfd, errno, "make the TAP persistent");
 	close(tun);
+	if (if_set_mac(s, EGRESS_TAP_NAME) < 0)
+		fail(errfd, errno, "set the TAP's MAC address");
 	if (if_set_addr(s, EGRESS_TAP_NAME, SIOCSIFADDR, EGRESS_GW_ADDR) < 0 ||
 	    if_set_addr(s, EGRESS_TAP_NAME, SIOCSIFNETMASK, ~0u << (32 - EGRESS_PREFIX_LEN)) < 0)
 		fail(errfd, errno, "set the TAP's address");
