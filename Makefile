@@ -167,8 +167,8 @@ $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
 # component the harness drives; fuzz_ldflags are the harness's own link options.
-# fuzz_lib names the component archives (the gateway's harnesses, gw_*, also need egress).
-fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,$(if $(filter gw_%,$(1)),gateway egress,daemon)))
+# fuzz_lib names the component archives (the daemon and the gateway link src/egress too).
+fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,$(if $(filter gw_%,$(1)),gateway egress,daemon egress)))
 fuzz_archives = $(patsubst %,$(2)/lib%.a,$(call fuzz_lib,$(1))) $(2)/libcommon.a
 # (the guest agent's harness must not fork commands or power off: see fuzz_agent_guest.c)
 FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff -Wl,--wrap=epoll_ctl

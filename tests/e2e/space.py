@@ -951,11 +951,13 @@ def check_binary(path):
     """The daemon binary must exist and be newer than every daemon source file: a stale
     build would test yesterday's code."""
     target = "san-bins" if path == SAN_SPACED else "bins"
-    # spaced runs the space-memcvt beside it (vm_argv.c). The converter links only part of
+    # spaced runs the space-memcvt and space-gw beside it. The converter links only part of
     # src/common, and make relinks it only when that part changes, so only its own folder
     # is compared.
-    for p, tops in ((path, ("src/daemon", "src/common")),
-                    (os.path.join(os.path.dirname(path), "space-memcvt"), ("src/memcvt",))):
+    for p, tops in ((path, ("src/daemon", "src/common", "src/egress")),
+                    (os.path.join(os.path.dirname(path), "space-memcvt"), ("src/memcvt",)),
+                    (os.path.join(os.path.dirname(path), "space-gw"),
+                     ("src/gateway", "src/egress", "src/common"))):
         assert os.access(p, os.X_OK), f"{p} is not built (run make {target})"
         assert os.stat(p).st_mtime >= _newest_source_mtime(tops), \
             f"{p} is older than the daemon's sources (run make {target})"

@@ -380,6 +380,11 @@ json_t *http_parse_json_object(const char *buf, size_t len, space_err *err)
 		return json_object();
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
 	if (!j) {
+		/* jansson quotes the text near the error ("... near 'sk-live-'"): left out, so
+		 * that an answer never carries a piece of a body that may hold a secret. */
+		char *near = strstr(je.text, " near ");
+		if (near)
+			*near = '\0';
 		err_set(err, EINVAL, "malformed JSON at line %d col %d: %s", je.line, je.column, je.text);
 		return NULL;
 	}
