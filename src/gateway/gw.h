@@ -157,6 +157,13 @@ const char *gw_handout_name_for_port(struct gw *g, uint32_t addr, uint16_t port)
 int gw_handout_count(struct gw *g);
 
 /* control.c */
+/* mkns.c: `--make-netns PATH [--ca-cert F --ca-key F --ca-name CN]` (egress/mkns.h); exits
+ * 0, or 1 with the failure on fd 3. */
+struct gw_mkns {
+	const char *path, *ca_cert, *ca_key, *ca_name;
+};
+__attribute__((noreturn)) void gw_make_netns(const struct gw_mkns *m);
+
 int gw_control_start(struct gw *g, int fd, space_err *err);
 void gw_control_stop(struct gw *g);
 

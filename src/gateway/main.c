@@ -25,8 +25,12 @@
 
 #define GW_NOFILE_MIN 4096
 
+/* The niceness of a starting gateway (and of --make-netns). */
+#define GW_START_NICE 10
+
 struct args {
 	const char *sandbox, *netns, *audit_dir, *dns_upstream, *upstream_ca;
+	struct gw_mkns mkns;
 	int control_fd;
 	long uid, gid;
 	int max_conns;
@@ -38,7 +42,9 @@ static void usage(void)
 	fprintf(stderr, "usage: space-gw --sandbox ID --netns PATH --control-fd N --audit-dir DIR\n"
 			"                [--dns-upstream ADDR:PORT] [--upstream-ca FILE] [--uid UID --gid GID]\n"
 			"                [--max-conns N]\n"
-			"       space-gw --print-ruleset\n");
+			"       space-gw --print-ruleset\n"
+			"       space-gw --make-netns PATH [--ca-cert FILE --ca-key FILE [--ca-name CN]]\n"
+			"                (a failure is reported on fd 3)\n");
 }
 
 static bool parse_long(const char *s, long min, long max, long *out)
@@ -60,7 +66,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sandbox", 1, 0, 's' }, { "netns", 1, 0, 'n' }, { "control-fd", 1, 0, 'c' },
 		{ "audit-dir", 1, 0, 'a' }, { "dns-upstream", 1, 0, 'd' }, { "upstream-ca", 1, 0, 'C' },
 		{ "uid", 1, 0, 'u' }, { "gid", 1, 0, 'g' }, { "max-conns", 1, 0, 'm' },
-		{ "print-ruleset", 0, 0, 'p' }, { 0, 0, 0, 0 },
+		{ "print-ruleset", 0, 0, 'p' }, { "make-netns", 1, 0, 'M' },
+		{ "ca-cert", 1, 0, 'K' }, { "ca-key", 1, 0, 'k' }, { "ca-name", 1, 0, 'N' }, { 0, 0, 0, 0 },
 	};
 	long v;
 	int o;
@@ -74,6 +81,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'd': a->dns_upstream = optarg; break;
 		case 'C': a->upstream_ca = optarg; break;
 		case 'p': a->print_ruleset = true; break;
+		case 'M': a->mkns.path = optarg; break;
+		case 'K': a->mkns.ca_cert = optarg; break;
+		case 'k': a->mkns.ca_key = optarg; break;
+		case 'N': a->mkns.ca_name = optarg; break;
 		case 'c': if (!parse_long(optarg, 0, 65535, &v)) return -1; a->control_fd = (int)v; break;
 		case 'u': if (!parse_long(optarg, 0, 0x7fffffff, &a->uid)) return -1; break;
 		case 'g': if (!parse_long(optarg, 0, 0x7fffffff, &a->gid)) return -1; break;
@@ -81,8 +92,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 		default: return -1;
 		}
 	}
-	if (optind != argc || (!a->print_ruleset && (!a->sandbox || !a->netns || a->control_fd < 0 ||
-						    !a->audit_dir)) || ((a->uid < 0) != (a->gid < 0)))
+	if (!a->mkns.ca_cert != !a->mkns.ca_key)
+		return -1;
+	if (optind != argc || (!a->print_ruleset && !a->mkns.path &&
+				(!a->sandbox || !a->netns || a->control_fd < 0 || !a->audit_dir)) ||
+	    ((a->uid < 0) != (a->gid < 0)))
 		return -1;
 	return 0;
 }
@@ -218,6 +232,8 @@ static int setup(struct gw *g, const struct args *a, space_err *err)
 	g->sigint = evsignal_new(g->base, SIGINT, on_signal, g);
 	if (!g->sigterm || !g->sigint || event_add(g->sigterm, NULL) < 0 || event_add(g->sigint, NULL) < 0)
 		return err_set(err, EIO, "signal events");
+	if (geteuid() == 0 && setpriority(PRIO_PROCESS, 0, 0) < 0)
+		log_warn("setpriority: %s", strerror(errno));
 	return drop_privileges(a, err);
 }
 
@@ -254,6 +270,14 @@ int main(int argc, char **argv)
 		fputs(egress_ruleset(), stdout);
 		return 0;
 	}
+	/* Starting up (a netns, a CA, the sockets, the CA bundle) happens while the daemon
+	 * brings the VM up on the same cores: at a lower priority, so that a burst of creates
+	 * does not slow the daemon's loop. A gateway then serves at the normal priority
+	 * (restored while still root, below). */
+	if (setpriority(PRIO_PROCESS, 0, GW_START_NICE) < 0)
+		log_warn("setpriority: %s", strerror(errno));
+	if (a.mkns.path)
+		gw_make_netns(&a.mkns); /* does not return */
 	signal(SIGPIPE, SIG_IGN);
 	log_set_prefix("space-gw");
 	g = calloc(1, sizeof(*g));

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,35 @@ struct gw {
 	struct event *exit_ev;
 	gw_exit_cb exited;
 	void *arg;
+	struct push_op *op; /* a push waiting for its answer from the loop (at most one) */
 };
+
+/* An asynchronous push: the line goes out and the answer comes in from the loop. */
+struct push_op {
+	struct gw *g;
+	int fd;
+	struct event *ev;
+	char *line;       /* holds secret values and the CA key: cleared before it is freed */
+	size_t len, off;
+	char reply[GW_REPLY_MAX];
+	size_t got;
+	uint64_t generation;
+	gw_push_cb cb;
+	void *arg;
+};
+
+static void op_free(struct push_op *op)
+{
+	if (op->ev)
+		event_free(op->ev);
+	if (op->fd >= 0)
+		close(op->fd);
+	if (op->line) {
+		explicit_bzero(op->line, op->len);
+		free(op->line);
+	}
+	free(op);
+}
 
 const char *gw_binary(void)
 {
@@ -156,6 +185,53 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid, spac
 	return 0;
 }
 
+/* posix_spawn, not fork: the child shares our memory until it execs (vfork), so starting
+ * a gateway costs no copy of the daemon's page tables (a fork of a large daemon takes tens
+ * of ms of the loop, and every create starts one). The control socket becomes fd 3, the log
+ * stdout and stderr; its own session, like QEMU, so it outlives the daemon and a Ctrl-C;
+ * signals at their defaults. */
+static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pidfd, space_err *err)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none, all;
+	int rc;
+
+	/* adddup2 onto itself would leave close-on-exec set: the socket goes above 3 first. */
+	_cleanup_close_ int ctl = fcntl(lfd, F_DUPFD_CLOEXEC, 10);
+	if (ctl < 0)
+		return err_sys(err, errno, "dup");
+	sigemptyset(&none);
+	sigfillset(&all);
+	if (posix_spawn_file_actions_init(&fa) != 0)
+		return err_set(err, ENOMEM, "out of memory");
+	if (posix_spawnattr_init(&at) != 0) {
+		posix_spawn_file_actions_destroy(&fa);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
+	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
+	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, ctl, 3);
+	rc = rc ? rc : posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
+							POSIX_SPAWN_SETSIGDEF);
+	rc = rc ? rc : posix_spawnattr_setsigmask(&at, &none);
+	rc = rc ? rc : posix_spawnattr_setsigdefault(&at, &all);
+	rc = rc ? rc : posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (rc != 0)
+		return err_sys(err, rc, "spawning %s", argv[0]);
+	*pidfd = proc_pidfd_open(*pid);
+	if (*pidfd < 0) {
+		int e = errno;
+		kill(*pid, SIGKILL);
+		waitpid(*pid, NULL, 0);
+		return err_sys(err, e, "pidfd_open");
+	}
+	return 0;
+}
+
 static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 {
 	char audit[PATH_MAX], log_path[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8], line[64];
@@ -203,16 +279,7 @@ static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 		strv_free(&a);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	struct spawn_opts o = {
-		.argv = a.v,
-		.stdout_fd = log_fd,
-		.stderr_fd = log_fd,
-		.pass_fds = &lfd,
-		.npass = 1,
-		/* Like QEMU: its own session, so it outlives the daemon and a Ctrl-C. */
-		.new_session = true,
-	};
-	int rc = proc_spawn(&o, &g->pid, &g->pidfd, err);
+	int rc = spawn_gw(a.v, lfd, log_fd, &g->pid, &g->pidfd, err);
 	strv_free(&a);
 	if (rc < 0)
 		return err_wrap(err, "starting the gateway");
@@ -305,43 +372,42 @@ static int exchange(int fd, const char *req, size_t len, char *reply, size_t cap
 	return 0;
 }
 
-int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
-	    space_err *err)
+/* The request line: the policy (with inject values) and the CA, newline-terminated. NULL
+ * on failure. The caller clears it before freeing it. */
+static char *push_line(uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
+		       size_t *len, space_err *err)
 {
-	char reply[GW_REPLY_MAX];
-	json_error_t jerr;
-	int fd_raw;
-
-	memset(reply, 0, sizeof(reply));
 	json_t *msg = json_pack("{s:s,s:I,s:O,s:{s:s,s:s}}", "op", "policy", "generation", (json_int_t)generation,
 				"policy", policy, "ca", "cert", ca_cert ? ca_cert : "", "key", ca_key ? ca_key : "");
-	if (!msg)
-		return err_set(err, ENOMEM, "building the gateway's policy: out of memory");
+	if (!msg) {
+		err_set(err, ENOMEM, "building the gateway's policy: out of memory");
+		return NULL;
+	}
 	char *text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
-	if (!text)
-		return err_set(err, ENOMEM, "building the gateway's policy: out of memory");
-	size_t len = strlen(text);
-	int rc = -1;
-	if (unix_connect(g->sock, &fd_raw, err) == 0) {
-		_cleanup_close_ int fd = fd_raw;
-		char *line = malloc(len + 2);
-		if (!line) {
-			rc = err_set(err, ENOMEM, "out of memory");
-		} else {
-			memcpy(line, text, len);
-			line[len] = '\n';
-			rc = exchange(fd, line, len + 1, reply, sizeof(reply),
-				      g->pushed ? GW_PUSH_TIMEOUT_MS : GW_FIRST_PUSH_TIMEOUT_MS, err);
-			/* The line holds secret values and the CA key. */
-			explicit_bzero(line, len + 1);
-			free(line);
-		}
+	if (!text) {
+		err_set(err, ENOMEM, "building the gateway's policy: out of memory");
+		return NULL;
 	}
-	explicit_bzero(text, len);
-	free(text);
-	if (rc < 0)
-		return err_wrap(err, "pushing the policy to the gateway of %s", g->id);
+	*len = strlen(text);
+	char *line = realloc(text, *len + 2);
+	if (!line) {
+		explicit_bzero(text, *len);
+		free(text);
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	line[(*len)++] = '\n';
+	line[*len] = '\0';
+	return line;
+}
+
+/* Is this answer the acknowledgement of `generation`? */
+static int check_reply(struct gw *g, char *reply, uint64_t generation, space_err *err)
+{
+	json_error_t jerr;
+	int rc;
+
 	reply[strcspn(reply, "\n")] = '\0';
 	json_t *ans = json_loads(reply, 0, &jerr);
 	json_t *ok = json_object_get(ans, "ok");
@@ -357,6 +423,152 @@ int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char 
 	}
 	json_decref(ans);
 	return rc;
+}
+
+int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
+	    space_err *err)
+{
+	char reply[GW_REPLY_MAX];
+	size_t len;
+	int fd_raw, rc = -1;
+
+	memset(reply, 0, sizeof(reply));
+	char *line = push_line(generation, policy, ca_cert, ca_key, &len, err);
+	if (!line)
+		return -1;
+	if (unix_connect(g->sock, &fd_raw, err) == 0) {
+		_cleanup_close_ int fd = fd_raw;
+		rc = exchange(fd, line, len, reply, sizeof(reply),
+			      g->pushed ? GW_PUSH_TIMEOUT_MS : GW_FIRST_PUSH_TIMEOUT_MS, err);
+	}
+	explicit_bzero(line, len);
+	free(line);
+	if (rc < 0)
+		return err_wrap(err, "pushing the policy to the gateway of %s", g->id);
+	return check_reply(g, reply, generation, err);
+}
+
+static void push_finish(struct push_op *op, space_err *err)
+{
+	struct gw *g = op->g;
+	gw_push_cb cb = op->cb;
+	void *arg = op->arg;
+
+	if (!err->code)
+		check_reply(g, op->reply, op->generation, err);
+	else
+		err_wrap(err, "pushing the policy to the gateway of %s", g->id);
+	g->op = NULL;
+	op_free(op);
+	cb(g, err->code ? err : NULL, arg); /* last: it may stop (free) g */
+}
+
+static void on_push_io(evutil_socket_t fd, short what, void *arg)
+{
+	struct push_op *op = arg;
+	space_err err = { 0 };
+
+	if (what & EV_TIMEOUT) {
+		err_set(&err, ETIMEDOUT, "the gateway did not answer within %d ms", GW_FIRST_PUSH_TIMEOUT_MS);
+		push_finish(op, &err);
+		return;
+	}
+	if (op->off < op->len) {
+		ssize_t n = send(fd, op->line + op->off, op->len - op->off, MSG_NOSIGNAL);
+		if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			err_sys(&err, errno, "sending to the gateway");
+			push_finish(op, &err);
+		} else if (n > 0 && (op->off += (size_t)n) == op->len) {
+			struct timeval tv = { GW_FIRST_PUSH_TIMEOUT_MS / 1000, 0 };
+			/* All out: only the answer is waited for now (a write event would spin). */
+			event_del(op->ev);
+			event_assign(op->ev, op->g->d->base, fd, EV_READ | EV_PERSIST, on_push_io, op);
+			event_add(op->ev, &tv);
+		}
+		return; /* the answer is read once everything went out */
+	}
+	if (op->got + 1 >= sizeof(op->reply)) {
+		err_set(&err, EPROTO, "the gateway's answer is too long");
+		push_finish(op, &err);
+		return;
+	}
+	ssize_t n = recv(fd, op->reply + op->got, sizeof(op->reply) - 1 - op->got, 0);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		if (n == 0)
+			err_set(&err, ECONNRESET, "the gateway closed the connection without answering");
+		else
+			err_sys(&err, errno, "reading the gateway's answer");
+		push_finish(op, &err);
+		return;
+	}
+	if (n > 0) {
+		op->got += (size_t)n;
+		op->reply[op->got] = '\0';
+		if (memchr(op->reply, '\n', op->got))
+			push_finish(op, &err);
+	}
+}
+
+int gw_push_async(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert,
+		  const char *ca_key, gw_push_cb cb, void *arg, space_err *err)
+{
+	struct timeval tv = { GW_FIRST_PUSH_TIMEOUT_MS / 1000, (GW_FIRST_PUSH_TIMEOUT_MS % 1000) * 1000 };
+	struct push_op *op;
+	int fd;
+
+	if (g->op)
+		return err_set(err, EBUSY, "a push to the gateway of %s is under way", g->id);
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return err_set(err, ENOMEM, "out of memory");
+	op->g = g;
+	op->fd = -1;
+	op->generation = generation;
+	op->cb = cb;
+	op->arg = arg;
+	op->line = push_line(generation, policy, ca_cert, ca_key, &op->len, err);
+	if (!op->line || unix_connect(g->sock, &fd, err) < 0) {
+		op_free(op);
+		return err_wrap(err, "pushing the policy to the gateway of %s", g->id);
+	}
+	op->fd = fd;
+	/* The daemon made the listening socket, so the connect is queued even before the
+	 * gateway runs; the line goes out and the answer comes back from the loop (the
+	 * socket is small: the whole line fits its buffer, a persistent write event would
+	 * only spin while waiting for the answer). */
+	int fl = fcntl(fd, F_GETFL);
+	op->ev = fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? NULL
+		 : event_new(g->d->base, fd, EV_READ | EV_PERSIST, on_push_io, op);
+	if (!op->ev || event_add(op->ev, &tv) < 0) {
+		op_free(op);
+		return err_set(err, ENOMEM, "watching the gateway's answer: out of memory");
+	}
+	while (op->off < op->len) {
+		ssize_t n = send(fd, op->line + op->off, op->len - op->off, MSG_NOSIGNAL);
+		if (n > 0) {
+			op->off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		/* Full (a policy near the size limit): the rest goes out when it drains. */
+		if (n < 0 && errno == EAGAIN) {
+			event_del(op->ev);
+			event_assign(op->ev, g->d->base, fd, EV_READ | EV_WRITE | EV_PERSIST, on_push_io, op);
+			event_add(op->ev, &tv);
+			break;
+		}
+		int e = errno;
+		op_free(op);
+		return err_sys(err, e, "sending to the gateway of %s", g->id);
+	}
+	g->op = op;
+	return 0;
+}
+
+bool gw_push_pending(const struct gw *g)
+{
+	return g && g->op;
 }
 
 /* Bounded wait for a pidfd to become readable (the process ended). */
@@ -398,6 +610,8 @@ void gw_stop(struct gw *g)
 
 	if (!g)
 		return;
+	if (g->op)
+		op_free(g->op); /* its callback is not called */
 	if (g->exit_ev)
 		event_free(g->exit_ev);
 	if (g->pidfd >= 0) {
@@ -415,6 +629,8 @@ void gw_free(struct gw *g)
 {
 	if (!g)
 		return;
+	if (g->op)
+		op_free(g->op);
 	if (g->exit_ev)
 		event_free(g->exit_ev);
 	if (g->pidfd >= 0)

@@ -18,10 +18,21 @@
 /* /run/netns/space-<state_tag>-<sb_id> */
 void net_ns_path(const struct spaced *d, const char *sb_id, char out[PATH_MAX]);
 /* Makes the sandbox's netns unless it exists (a netns mount there): lo up, the persistent
- * TAP tap0 with 169.254.0.22/30 up, the ruleset loaded with nft. Blocks for the few tens
- * of ms that takes (a child does it, nft included). On failure nothing is left behind and
- * err names the step. */
-int net_ns_ensure(struct spaced *d, const char *sb_id, space_err *err);
+ * TAP tap0 with 169.254.0.22/30 and its fixed MAC up, the ruleset loaded with nft.
+ * `space-gw --make-netns` does it (a few tens of ms, nft included) while the loop goes on: returns 1 if the netns
+ * is there already (cb is not called), 0 when the child runs (cb(NULL or why, arg) comes
+ * from the loop; *op until then, for net_ns_cancel), -1 if it could not start. On failure
+ * nothing is left behind and the error names the step. */
+struct net_ns_op;
+typedef void (*net_ns_cb)(const space_err *err, void *arg);
+/* The helper also makes the sandbox's CA at these paths if cert does not exist (NULL: no). */
+struct net_ns_ca {
+	const char *cert, *key, *name;
+};
+int net_ns_begin(struct spaced *d, const char *sb_id, const struct net_ns_ca *ca, net_ns_cb cb, void *arg,
+		 struct net_ns_op **op, space_err *err);
+/* Stops a netns being made (its child killed, the path removed); cb is not called. */
+void net_ns_cancel(struct net_ns_op *op);
 /* Detaches and unlinks it (the netns and its TAP go with the last process in it). ENOENT
  * is not an error. */
 int net_ns_remove(struct spaced *d, const char *sb_id, space_err *err);
@@ -55,6 +66,14 @@ int gw_start(struct spaced *d, const struct gw_spec *spec, gw_exit_cb exited, vo
  * the gateway's acknowledgement: from then on new connections see it. */
 int gw_push(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert, const char *ca_key,
 	    space_err *err);
+/* The same from the loop, for a gateway just spawned (which answers once it has started,
+ * tens of ms later): returns at once; cb(g, NULL or why, arg) when the gateway has
+ * acknowledged, failed or not answered within 5 s. At most one at a time; gw_stop and
+ * gw_free cancel it (cb is not called). */
+typedef void (*gw_push_cb)(struct gw *g, const space_err *err, void *arg);
+int gw_push_async(struct gw *g, uint64_t generation, const json_t *policy, const char *ca_cert,
+		  const char *ca_key, gw_push_cb cb, void *arg, space_err *err);
+bool gw_push_pending(const struct gw *g);
 int gw_pid(const struct gw *g);
 /* SIGTERM, then SIGKILL after a moment; frees g. */
 void gw_stop(struct gw *g);

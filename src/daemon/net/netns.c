@@ -4,6 +4,7 @@
 #include "net.h"
 
 #include <dirent.h>
+#include <event2/event.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
 #include <net/if.h>
@@ -11,6 +12,7 @@
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +25,12 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egress/mkns.h"
 #include "egress/rules.h"
 #include "log.h"
 #include "vmm/proc.h"
 
 #define NETNS_DIR "/run/netns"
-#define NFT_BINARY "/usr/sbin/nft"
 #ifndef NSFS_MAGIC
 #define NSFS_MAGIC 0x6e736673
 #endif
@@ -48,202 +50,171 @@ static bool is_netns(const char *path)
 	return statfs(path, &sf) == 0 && sf.f_type == NSFS_MAGIC;
 }
 
-/* ---- the child: everything happens inside the new netns ---- */
-
-struct ns_fail {
-	int err;
-	char step[160];
-};
-
-static __attribute__((noreturn)) void fail(int fd, int e, const char *step)
-{
-	struct ns_fail f = { .err = e };
-	ssize_t r;
-
-	snprintf(f.step, sizeof(f.step), "%s", step);
-	do
-		r = write(fd, &f, sizeof(f));
-	while (r < 0 && errno == EINTR);
-	_exit(1);
-}
-
-static int if_flags_up(int s, const char *name)
-{
-	struct ifreq ifr = { 0 };
-
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-		return -1;
-	ifr.ifr_flags |= IFF_UP;
-	return ioctl(s, SIOCSIFFLAGS, &ifr);
-}
-
-static int if_set_addr(int s, const char *name, unsigned long req, uint32_t addr)
-{
-	struct ifreq ifr = { 0 };
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(addr) };
-
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
-	return ioctl(s, req, &ifr);
-}
-
-static int if_set_mac(int s, const char *name)
-{
-	static const unsigned char mac[6] = EGRESS_GW_MAC;
-	struct ifreq ifr = { 0 };
-
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
-	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
-	memcpy(ifr.ifr_hwaddr.sa_data, mac, sizeof(mac));
-	return ioctl(s, SIOCSIFHWADDR, &ifr);
-}
-
-/* nft -f - with the ruleset on its stdin, from inside the netns (a netns is inherited). */
-static void load_ruleset(int errfd)
-{
-	const char *rules = egress_ruleset();
-	int in[2], out[2];
-	char msg[120] = "", step[160];
-	int status;
-
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-		fail(errfd, errno, "pipe for nft");
-	pid_t pid = fork();
-	if (pid < 0)
-		fail(errfd, errno, "fork nft");
-	if (pid == 0) {
-		char *const argv[] = { "nft", "-f", "-", NULL };
-		char *const env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
-
-		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0)
-			_exit(126);
-		execve(NFT_BINARY, argv, env);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	size_t len = strlen(rules), off = 0;
-	while (off < len) {
-		ssize_t n = write(in[1], rules + off, len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	close(in[1]);
-	ssize_t n = read(out[0], msg, sizeof(msg) - 1);
-	msg[n > 0 ? n : 0] = '\0';
-	for (char *p = msg; *p; p++)
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && off == len)
-		return;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
-		fail(errfd, ENOENT, "exec " NFT_BINARY " (is nftables installed?)");
-	snprintf(step, sizeof(step), "loading the ruleset with nft (status 0x%x): %s", status, msg);
-	fail(errfd, EIO, step);
-}
-
-static __attribute__((noreturn)) void child(const char *target, int errfd)
-{
-	struct ifreq ifr = { 0 };
-
-	proc_child_started();
-	if (unshare(CLONE_NEWNET) < 0)
-		fail(errfd, errno, "unshare(CLONE_NEWNET)");
-	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (s < 0)
-		fail(errfd, errno, "socket");
-	if (if_flags_up(s, "lo") < 0)
-		fail(errfd, errno, "bring up lo");
-	/* Persistent: it outlives this child and every QEMU that attaches to it, and goes
-	 * with the netns. */
-	int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-	if (tun < 0)
-		fail(errfd, errno, "open /dev/net/tun");
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), EGRESS_TAP_NAME);
-	if (ioctl(tun, TUNSETIFF, &ifr) < 0)
-		fail(errfd, errno, "create the TAP " EGRESS_TAP_NAME);
-	if (ioctl(tun, TUNSETPERSIST, 1) < 0)
-		fail(errfd, errno, "make the TAP persistent");
-	close(tun);
-	if (if_set_mac(s, EGRESS_TAP_NAME) < 0)
-		fail(errfd, errno, "set the TAP's MAC address");
-	if (if_set_addr(s, EGRESS_TAP_NAME, SIOCSIFADDR, EGRESS_GW_ADDR) < 0 ||
-	    if_set_addr(s, EGRESS_TAP_NAME, SIOCSIFNETMASK, ~0u << (32 - EGRESS_PREFIX_LEN)) < 0)
-		fail(errfd, errno, "set the TAP's address");
-	if (if_flags_up(s, EGRESS_TAP_NAME) < 0)
-		fail(errfd, errno, "bring up the TAP");
-	load_ruleset(errfd);
-	/* Last: from here the netns lives on without us. */
-	if (mount("/proc/self/ns/net", target, NULL, MS_BIND, NULL) < 0)
-		fail(errfd, errno, "bind-mount the netns");
-	_exit(0);
-}
-
 /* ---- the daemon's side ---- */
 
-int net_ns_ensure(struct spaced *d, const char *sb_id, space_err *err)
-{
+/* A netns being made: the child that makes it, watched from the loop. */
+struct net_ns_op {
+	pid_t pid;
+	int pidfd, rfd;
+	struct event *ev;
 	char path[PATH_MAX];
-	struct ns_fail f;
-	int pipefd[2], status;
+	char id[64];
+	net_ns_cb cb;
+	void *arg;
+};
 
-	net_ns_path(d, sb_id, path);
-	if (is_netns(path))
+static void op_free(struct net_ns_op *op)
+{
+	if (op->ev)
+		event_free(op->ev);
+	if (op->pidfd >= 0)
+		close(op->pidfd);
+	if (op->rfd >= 0)
+		close(op->rfd);
+	free(op);
+}
+
+/* The child's verdict: what it wrote on the pipe (the step that failed) and how it ended.
+ * A failure leaves nothing behind (nothing was mounted: that is the child's last step). */
+static int ns_result(struct net_ns_op *op, int status, space_err *err)
+{
+	struct egress_mkns_fail f;
+	ssize_t r = read(op->rfd, &f, sizeof(f));
+
+	if (r != (ssize_t)sizeof(f) && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		log_info("sandbox %s: network namespace %s made", op->id, op->path);
 		return 0;
+	}
+	umount2(op->path, MNT_DETACH);
+	unlink(op->path);
+	if (r != (ssize_t)sizeof(f))
+		return err_set(err, EIO, "making the netns of %s: the child ended (0x%x)", op->id, status);
+	f.step[sizeof(f.step) - 1] = '\0';
+	return err_sys(err, f.err, "making the netns of %s: %s", op->id, f.step);
+}
+
+static void on_child(evutil_socket_t fd, short what, void *arg)
+{
+	struct net_ns_op *op = arg;
+	space_err err = { 0 };
+	int status = 0;
+
+	(void)fd;
+	if (what & EV_TIMEOUT) {
+		proc_kill_reap(op->pid, op->pidfd);
+		umount2(op->path, MNT_DETACH);
+		unlink(op->path);
+		err_set(&err, ETIMEDOUT, "making the netns of %s took over %d ms", op->id, NETNS_TIMEOUT_MS);
+	} else {
+		while (waitpid(op->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		ns_result(op, status, &err);
+	}
+	net_ns_cb cb = op->cb;
+	void *cb_arg = op->arg;
+	op_free(op);
+	cb(err.code ? &err : NULL, cb_arg); /* last: it may free what owned op */
+}
+
+/* Everything up to the spawn of `space-gw --make-netns` (posix_spawn: no copy of the
+ * daemon's page tables on the loop); the helper is running when this returns 0. */
+static int ns_spawn(struct net_ns_op *op, const struct net_ns_ca *ca, space_err *err)
+{
+	posix_spawn_file_actions_t fa;
+	int pipefd[2], rc;
+
 	if (mkdir(NETNS_DIR, 0755) < 0 && errno != EEXIST)
 		return err_sys(err, errno, "creating " NETNS_DIR);
 	/* A plain file here is what a crashed attempt or a host reboot left: start over. */
-	if (unlink(path) < 0 && errno != ENOENT)
-		return err_sys(err, errno, "removing a stale %s", path);
-	int fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
+	if (unlink(op->path) < 0 && errno != ENOENT)
+		return err_sys(err, errno, "removing a stale %s", op->path);
+	int fd = open(op->path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
 	if (fd < 0)
-		return err_sys(err, errno, "creating %s", path);
+		return err_sys(err, errno, "creating %s", op->path);
 	close(fd);
+	/* The write end above 3, so that adddup2 onto 3 clears its close-on-exec. */
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		unlink(path);
+		unlink(op->path);
 		return err_sys(err, errno, "pipe");
 	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		int e = errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		unlink(path);
-		return err_sys(err, e, "fork");
-	}
-	if (pid == 0) {
-		close(pipefd[0]);
-		child(path, pipefd[1]);
-	}
+	int wfd = fcntl(pipefd[1], F_DUPFD_CLOEXEC, 10);
 	close(pipefd[1]);
-	_cleanup_close_ int rfd = pipefd[0];
-	_cleanup_close_ int pidfd = proc_pidfd_open(pid);
-	if (proc_wait_child(pid, pidfd, NETNS_TIMEOUT_MS, &status) < 0) {
-		proc_kill_reap(pid, pidfd);
-		umount2(path, MNT_DETACH);
-		unlink(path);
-		return err_set(err, ETIMEDOUT, "making the netns of %s took over %d ms", sb_id, NETNS_TIMEOUT_MS);
+	char *argv[10] = { (char *)gw_binary(), "--make-netns", op->path, NULL };
+	if (ca && ca->cert) {
+		argv[3] = "--ca-cert";
+		argv[4] = (char *)ca->cert;
+		argv[5] = "--ca-key";
+		argv[6] = (char *)ca->key;
+		argv[7] = "--ca-name";
+		argv[8] = (char *)ca->name;
+		argv[9] = NULL;
 	}
-	ssize_t r = read(rfd, &f, sizeof(f));
-	if (r == (ssize_t)sizeof(f) || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-		/* Nothing was mounted (that is the last step): the netns, its TAP and
-		 * ruleset went with the child. */
-		umount2(path, MNT_DETACH);
-		unlink(path);
-		if (r != (ssize_t)sizeof(f))
-			return err_set(err, EIO, "making the netns of %s: the child ended (0x%x)", sb_id, status);
-		f.step[sizeof(f.step) - 1] = '\0';
-		return err_sys(err, f.err, "making the netns of %s: %s", sb_id, f.step);
+	char *const env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL };
+	rc = wfd < 0 ? errno : posix_spawn_file_actions_init(&fa);
+	if (rc == 0) {
+		rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+		rc = rc ? rc : posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+		rc = rc ? rc : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+		rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, wfd, EGRESS_MKNS_FD);
+		/* Its environment is ours under a test's sanitizer settings, else just a PATH. */
+		rc = rc ? rc : posix_spawn(&op->pid, argv[0], &fa, NULL, argv, getenv("ASAN_OPTIONS") ? environ : env);
+		posix_spawn_file_actions_destroy(&fa);
 	}
-	log_info("sandbox %s: network namespace %s made", sb_id, path);
+	if (wfd >= 0)
+		close(wfd);
+	if (rc != 0) {
+		close(pipefd[0]);
+		unlink(op->path);
+		return err_sys(err, rc, "spawning %s --make-netns", argv[0]);
+	}
+	op->rfd = pipefd[0];
+	op->pidfd = proc_pidfd_open(op->pid);
 	return 0;
+}
+
+int net_ns_begin(struct spaced *d, const char *sb_id, const struct net_ns_ca *ca, net_ns_cb cb, void *arg,
+		 struct net_ns_op **out, space_err *err)
+{
+	struct timeval tv = { NETNS_TIMEOUT_MS / 1000, (NETNS_TIMEOUT_MS % 1000) * 1000 };
+	struct net_ns_op *op;
+
+	*out = NULL;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return err_set(err, ENOMEM, "out of memory");
+	op->pidfd = op->rfd = -1;
+	op->cb = cb;
+	op->arg = arg;
+	net_ns_path(d, sb_id, op->path);
+	snprintf(op->id, sizeof(op->id), "%s", sb_id);
+	if (is_netns(op->path)) {
+		free(op);
+		return 1;
+	}
+	if (ns_spawn(op, ca, err) < 0) {
+		free(op);
+		return -1;
+	}
+	op->ev = op->pidfd >= 0 ? event_new(d->base, op->pidfd, EV_READ, on_child, op) : NULL;
+	/* Bulk work, one per turn of the loop (main.c): a burst of creates whose netns are
+	 * ready at once must not hold up the requests that came in meanwhile. */
+	if (!op->ev || event_priority_set(op->ev, SPACED_PRIO_BULK) < 0 || event_add(op->ev, &tv) < 0) {
+		net_ns_cancel(op);
+		return err_set(err, ENOMEM, "watching the netns child: out of memory");
+	}
+	*out = op;
+	return 0;
+}
+
+void net_ns_cancel(struct net_ns_op *op)
+{
+	if (!op)
+		return;
+	if (op->pid > 0)
+		proc_kill_reap(op->pid, op->pidfd);
+	umount2(op->path, MNT_DETACH);
+	unlink(op->path);
+	op_free(op);
 }
 
 static int remove_path(const char *path, space_err *err)

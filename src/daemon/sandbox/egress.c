@@ -20,6 +20,12 @@
 /* A CA file (the key is 0600 root; it never enters a VM) is at most this big. */
 #define CA_FILE_MAX (64 * 1024)
 
+/* A gateway that will not start does not stop the VM: without it the ruleset sends every
+ * guest connection to a port nobody listens on, so the sandbox reaches nothing (fails
+ * closed), and egress_tick keeps trying after this long. The netns and TAP are the VM's,
+ * so they must be. */
+#define GW_RETRY_MS 10000
+
 bool egress_enabled(const struct spaced *d)
 {
 	(void)d;
@@ -45,7 +51,9 @@ static int write_file(const char *path, const char *text, space_err *err)
 	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return err_sys(err, errno, "creating %s", tmp);
-	if (write(fd, text, len) != (ssize_t)len || fsync(fd) < 0 || rename(tmp, path) < 0) {
+	/* No fsync: this runs on the loop during creates, and a CA lost to a crash is made
+	 * again and sent to the guest with its next identity (every launch sends one). */
+	if (write(fd, text, len) != (ssize_t)len || rename(tmp, path) < 0) {
 		int e = errno;
 		unlink(tmp);
 		return err_sys(err, e, "writing %s", path);
@@ -166,12 +174,14 @@ static void drop_resolved(json_t *p)
 	json_decref(p);
 }
 
-int egress_push(struct sandbox *sb, space_err *err)
+static void first_push_done(struct gw *g, const space_err *err, void *arg);
+
+/* The policy and the CA of the sandbox, resolved for its gateway: sync (a gateway that
+ * runs answers in well under a millisecond) or, for one just spawned, from the loop. */
+static int push(struct sandbox *sb, bool async, space_err *err)
 {
 	char crt[PATH_MAX], key[PATH_MAX];
 
-	if (!sb->gw)
-		return 0; /* pushed when its gateway starts */
 	ca_paths(sb, crt, key);
 	_cleanup_free_ char *cert = read_small(crt);
 	char *pkey = read_small(key);
@@ -180,11 +190,54 @@ int egress_push(struct sandbox *sb, space_err *err)
 		return err_sys(err, errno, "reading the CA of %s", sb->rec.id);
 	}
 	json_t *policy = resolve(sb->d, sb->rec.network, err);
-	int rc = policy ? gw_push(sb->gw, ++sb->net_gen, policy, cert, pkey, err) : -1;
+	int rc = !policy ? -1
+		 : async ? gw_push_async(sb->gw, ++sb->net_gen, policy, cert, pkey, first_push_done, sb, err)
+			 : gw_push(sb->gw, ++sb->net_gen, policy, cert, pkey, err);
 	drop_resolved(policy);
 	explicit_bzero(pkey, strlen(pkey));
 	free(pkey);
 	return rc;
+}
+
+int egress_push(struct sandbox *sb, space_err *err)
+{
+	if (!sb->gw)
+		return 0; /* pushed when its gateway starts */
+	if (gw_push_pending(sb->gw)) {
+		sb->net_repush = true; /* its first push ends first, then this one goes */
+		return 0;
+	}
+	return push(sb, false, err);
+}
+
+/* The gateway of a VM being brought up answered its first push (or did not): the bring-up
+ * may end. A gateway that failed is stopped and tried again later (the guest reaches
+ * nothing meanwhile: the ruleset sends it to a port nobody listens on). */
+static void first_push_done(struct gw *g, const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+	space_err e = { 0 };
+
+	(void)g;
+	if (!err && sb->net_repush) {
+		sb->net_repush = false;
+		if (push(sb, true, &e) == 0)
+			return; /* still pending: this comes back */
+		err = &e;
+	}
+	sb->net_pending = false;
+	sb->net_repush = false;
+	if (err) {
+		log_warn("sandbox %s: its gateway: %s (its guest reaches nothing until one runs; retrying)",
+			 sb->rec.id, err->msg);
+		gw_stop(sb->gw);
+		sb->gw = NULL;
+		sb->gw_retry_ms = now_ms() + GW_RETRY_MS;
+	}
+	if (sb->net_waiting) {
+		sb->net_waiting = false;
+		sandbox_network_ready(sb);
+	}
 }
 
 static void gw_exited(struct gw *g, const char *why, void *arg)
@@ -217,37 +270,76 @@ static int gw_up(struct sandbox *sb, space_err *err)
 		return -1;
 	if (gw_start(d, &spec, gw_exited, sb, &sb->gw, err) < 0)
 		return -1;
-	if (egress_push(sb, err) < 0) {
+	/* A gateway just spawned answers once it has started: the push goes from the loop,
+	 * and the bring-up waits for it (sandbox_identity_applied). */
+	if (push(sb, true, err) < 0) {
 		gw_stop(sb->gw);
 		sb->gw = NULL;
 		return -1;
 	}
+	sb->net_pending = true;
 	return 0;
 }
 
-/* A gateway that will not start does not stop the VM: without it the ruleset sends every
- * guest connection to a port nobody listens on, so the sandbox reaches nothing (fails
- * closed), and egress_tick keeps trying. The netns and TAP are the VM's, so they must be. */
-#define GW_RETRY_MS 10000
+static void ns_made(const space_err *err, void *arg)
+{
+	struct sandbox *sb = arg;
+	space_err e = { 0 };
 
-int egress_up(struct sandbox *sb, space_err *err)
+	sb->net_op = NULL;
+	if (err)
+		e = *err;
+	else
+		ca_ensure(sb, &e);
+	if (e.code)
+		err_wrap(&e, "the sandbox's network");
+	sb->net_ready(sb, e.code ? &e : NULL);
+}
+
+int egress_prepare(struct sandbox *sb, egress_ready_cb ready, space_err *err)
+{
+	net_ns_cancel(sb->net_op);
+	sb->net_op = NULL;
+	sb->net_ready = ready;
+	char crt[PATH_MAX], key[PATH_MAX], cn[96], dir[PATH_MAX];
+	path_run_dir(sb->d, sb->rec.id, dir);
+	if (path_mkdirs(dir, err) < 0)
+		return err_wrap(err, "the sandbox's network");
+	ca_paths(sb, crt, key);
+	snprintf(cn, sizeof(cn), "SPACE sandbox %s egress CA", sb->rec.id);
+	struct net_ns_ca ca = { crt, key, cn };
+	int r = net_ns_begin(sb->d, sb->rec.id, &ca, ns_made, sb, &sb->net_op, err);
+	if (r < 0 || (r == 1 && ca_ensure(sb, err) < 0))
+		return err_wrap(err, "the sandbox's network");
+	return r;
+}
+
+void egress_gateway_up(struct sandbox *sb)
 {
 	space_err e = { 0 };
 
-	if (net_ns_ensure(sb->d, sb->rec.id, err) < 0 || ca_ensure(sb, err) < 0)
-		return err_wrap(err, "the sandbox's network");
 	if (gw_up(sb, &e) < 0) {
 		sb->gw_retry_ms = now_ms() + GW_RETRY_MS;
 		log_warn("sandbox %s: its gateway: %s (its guest reaches nothing until one runs; retrying)",
 			 sb->rec.id, e.msg);
 	}
-	return 0;
+}
+
+bool egress_wait_ready(struct sandbox *sb)
+{
+	if (!sb->net_pending)
+		return false;
+	sb->net_waiting = true;
+	return true;
 }
 
 void egress_down(struct sandbox *sb)
 {
+	net_ns_cancel(sb->net_op);
+	sb->net_op = NULL;
 	gw_stop(sb->gw);
 	sb->gw = NULL;
+	sb->net_pending = sb->net_waiting = sb->net_repush = false;
 }
 
 void egress_remove(struct sandbox *sb)
@@ -316,6 +408,15 @@ static bool keep_gw(const char *id, void *arg)
 	return sb && sb->vm && sb->rec.state != SB_DELETING;
 }
 
+/* An adopted VM's netns had to be made again (it should not: the VM runs in it). */
+static void reconciled_net(struct sandbox *sb, const space_err *err)
+{
+	if (err)
+		log_warn("sandbox %s: %s", sb->rec.id, err->msg);
+	else if (sb->vm)
+		egress_gateway_up(sb);
+}
+
 void egress_reconcile(struct spaced *d)
 {
 	char prefix[PATH_MAX];
@@ -337,8 +438,11 @@ void egress_reconcile(struct spaced *d)
 		sb->net_dev = proc_cmdline_has(vm_pid(sb->vm), "-netdev", "tap");
 		if (!sb->net_dev || sb->rec.state == SB_DELETING)
 			continue;
-		if (egress_up(sb, &err) < 0)
+		int r = egress_prepare(sb, reconciled_net, &err);
+		if (r < 0)
 			log_warn("sandbox %s: %s", sb->rec.id, err.msg);
+		else if (r == 1)
+			egress_gateway_up(sb);
 	}
 }
 

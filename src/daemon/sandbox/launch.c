@@ -64,20 +64,41 @@ static void attach_agent(struct sandbox *sb)
 	}
 }
 
+static void launch_vm(struct sandbox *sb);
+
+/* The netns and CA of this launch are there (or not): the gateway starts now, QEMU on the
+ * next bulk turn of the loop (each spawn is a slice of the loop's time). */
+static void net_prepared(struct sandbox *sb, const space_err *err)
+{
+	if (!sb->up_done || sb->vm)
+		return; /* deleted (or failed) while it waited */
+	if (err) {
+		bringup_end(sb, err->msg);
+		return;
+	}
+	/* Its first policy is answered before the bring-up ends (sandbox_identity_applied). */
+	egress_gateway_up(sb);
+	sb->vm_next = true;
+	event_active(sb->launch_ev, EV_TIMEOUT, 0);
+}
+
 /* The deferred half of sandbox_launch: QEMU is spawned from its own turn of
  * the loop (a low-priority event, one per turn), so a burst of creates never
  * holds up a request that came in meanwhile. */
 static void launch_now(evutil_socket_t fd, short what, void *arg)
 {
 	struct sandbox *sb = arg;
-	struct vm_spec spec;
-	struct spec_bufs b;
 	space_err err = { 0 };
 
 	(void)fd;
 	(void)what;
 	if (!sb->up_done || sb->vm)
 		return; /* deleted (or failed) while it waited */
+	if (sb->vm_next) {
+		sb->vm_next = false;
+		launch_vm(sb);
+		return;
+	}
 	uint32_t old_uid = sb->rec.jail_uid;
 	if (sandbox_jail_uid(sb, &err) < 0) {
 		bringup_end(sb, err.msg);
@@ -87,16 +108,31 @@ static void launch_now(evutil_socket_t fd, short what, void *arg)
 	 * id (its pid not yet written) still knows which uid it must have. */
 	if (sb->rec.jail_uid != old_uid)
 		sandbox_persist(sb);
-	sandbox_spec(sb, &spec, &b);
 	/* The device exactly when the snapshot's VM had it (a cold boot: when this daemon
-	 * gives VMs a network); netns, CA and gateway with its policy before the VM. */
-	char ns[PATH_MAX];
-	sb->net_dev = spec.netns && (sb->launch_snap[0] ? sb->launch_snap_net : egress_enabled(sb->d));
+	 * gives VMs a network); its netns and CA before the VM, made by a child meanwhile. */
+	sb->net_dev = geteuid() == 0 && (sb->launch_snap[0] ? sb->launch_snap_net : egress_enabled(sb->d));
 	if (sb->net_dev) {
-		if (egress_up(sb, &err) < 0) {
+		int r = egress_prepare(sb, net_prepared, &err);
+		if (r < 0) {
 			bringup_end(sb, err.msg);
 			return;
 		}
+		if (r == 1)
+			net_prepared(sb, NULL);
+		return; /* net_prepared goes on */
+	}
+	launch_vm(sb);
+}
+
+static void launch_vm(struct sandbox *sb)
+{
+	struct vm_spec spec;
+	struct spec_bufs b;
+	space_err err = { 0 };
+	char ns[PATH_MAX];
+
+	sandbox_spec(sb, &spec, &b);
+	if (sb->net_dev) {
 		net_ns_path(sb->d, sb->rec.id, ns);
 		spec.net_ns = ns;
 	}
@@ -135,6 +171,7 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 	sb->launch_snap_net = snap && snap->net;
 	sb->identity_done = false;
 	sb->guest_ran = false;
+	sb->vm_next = false;
 	sb->up_done = done;
 	event_active(sb->launch_ev, EV_TIMEOUT, 0);
 	/* The deadline counts from now: the wait for a turn is part of it. */
@@ -238,7 +275,17 @@ void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error)
 	if (sb->identity_done)
 		return;
 	sb->identity_done = true;
+	/* Ready once its gateway has its policy too: a client's first connection must not
+	 * race the policy (it would be refused). */
+	if (egress_wait_ready(sb))
+		return;
 	bringup_end(sb, NULL);
+}
+
+void sandbox_network_ready(struct sandbox *sb)
+{
+	if (sb->up_done && sb->identity_done)
+		bringup_end(sb, NULL);
 }
 
 void sandbox_agent_lost(struct sandbox *sb, const char *why)

@@ -18,6 +18,10 @@
 struct agent;
 struct capture;
 struct gw;
+struct net_ns_op;
+
+/* The sandbox's netns and CA are ready for its VM (err NULL), or why not (egress.c). */
+typedef void (*egress_ready_cb)(struct sandbox *sb, const space_err *err);
 
 /* Called once when a VM being brought up is ready for commands (error NULL),
  * or why it is not. */
@@ -53,6 +57,12 @@ struct sandbox {
 	bool net_dev;
 	bool launch_snap_net;      /* the snapshot launched from had the network device */
 	int64_t gw_retry_ms;       /* a gateway that failed to start is tried again after this */
+	struct net_ns_op *net_op;  /* its netns being made (launch waits for it) */
+	egress_ready_cb net_ready; /* ... and what then goes on */
+	bool net_pending;          /* the first policy push to a new gateway is under way */
+	bool net_waiting;          /* ... and the bring-up waits for it to end */
+	bool net_repush;           /* the policy changed meanwhile: push again once it ends */
+	bool vm_next;              /* launch: the network is ready, QEMU starts on the next turn */
 	struct sandbox *next;
 };
 
@@ -125,6 +135,8 @@ extern const struct vm_events sandbox_vm_events;
 void sandbox_agent_ready(struct sandbox *sb);
 /* The agent applied (or tried) the identity it was sent. */
 void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error);
+/* The first policy push of its new gateway ended: a bring-up that waited for it ends. */
+void sandbox_network_ready(struct sandbox *sb);
 /* The agent connection dropped while QEMU lives on (reconnect later). */
 void sandbox_agent_lost(struct sandbox *sb, const char *why);
 /* Sends the guest its wall clock (after vCPUs were stopped for a while). */
@@ -152,12 +164,21 @@ int identity_net_payload(struct proto_wr *net, const char *ca_pem);
 /* egress.c: the sandbox's network (docs/design/egress.md) */
 /* Do this daemon's VMs get a network device (it runs as root)? */
 bool egress_enabled(const struct spaced *d);
-/* Before a launch with the device: netns, CA, gateway (adopted or started), policy sent. */
-int egress_up(struct sandbox *sb, space_err *err);
+/* Before a launch with the device, step 1: the netns (made by a child while the loop goes
+ * on) and the CA. Returns 1 if both are there now, 0 if ready(sb, NULL or why) comes from
+ * the loop later, -1 on failure. */
+int egress_prepare(struct sandbox *sb, egress_ready_cb ready, space_err *err);
+/* Step 2: the gateway, adopted or started, and its first policy push under way (from the
+ * loop). One that will not start is logged and tried again later: the guest reaches
+ * nothing meanwhile. */
+void egress_gateway_up(struct sandbox *sb);
+/* The bring-up is about to end: true if it must wait for the first push to be answered
+ * (then sandbox_network_ready() ends it). */
+bool egress_wait_ready(struct sandbox *sb);
 /* Sends sb->rec.network (secret values resolved) to its gateway, if it has one; waits
- * for the acknowledgement. */
+ * for the acknowledgement (a first push still under way is followed by this one). */
 int egress_push(struct sandbox *sb, space_err *err);
-/* Its VM is gone: the gateway goes too (egress_up brings it back with the next VM). */
+/* Its VM is gone: the gateway goes too (the next launch brings it back). */
 void egress_down(struct sandbox *sb);
 /* Deletion: gateway, netns. (The CA and audit files go with its run_dir.) */
 void egress_remove(struct sandbox *sb);

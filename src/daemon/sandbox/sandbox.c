@@ -94,6 +94,7 @@ void sandbox_free(struct sandbox *sb)
 		event_free(sb->launch_ev);
 	if (sb->vm)
 		vm_free(sb->vm);
+	net_ns_cancel(sb->net_op);
 	gw_free(sb->gw); /* the process lives on, like QEMU */
 	agent_free(sb->agent);
 	if (sb->timer)
