@@ -148,3 +148,41 @@ def test_netns_and_gateway_live_with_the_sandbox(own_daemon, napi):
     napi.remove_sandbox(sb["id"])
     assert not os.path.exists(ns)
     assert wait_for(lambda: not gw_pids(sb["id"]), 5), gw_pids(sb["id"])
+
+
+def test_a_gateway_holds_none_of_the_daemons_descriptors(own_daemon, napi):
+    """A gateway started while other sandboxes run inherits none of the daemon's
+    descriptors: an agent connection it kept would keep that VM's one-client port from
+    accepting the next daemon (its sandbox would hang after a restart), the state dir's
+    lock would keep the next daemon from starting."""
+    first = napi.new_sandbox("minimal", timeout_s=600)
+    second = napi.new_sandbox("minimal", timeout_s=600)
+    try:
+        pid = wait_for(lambda: gw_pids(second["id"]))[0]
+        fds = {}
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                pass
+        state = os.path.realpath(own_daemon.state_dir)
+        own = os.path.join(state, "sandboxes", second["id"])
+        for fd, target in fds.items():
+            # Its own audit dir and log, nothing else of the state dir (no lock, no database).
+            assert not target.startswith(state) or target in (own + "/egress", own + "/gw.log") or \
+                target.startswith(own + "/egress/"), (fd, target)
+        # 0-3 are its own (null, log, log, control socket); every socket past them it made
+        # itself after dropping privileges or in the sandbox's netns: none is a unix socket
+        # connected to an agent (those are the daemon's, and the daemon keeps them).
+        agent_socks = {l.split()[-1] for l in open("/proc/net/unix").read().splitlines()[1:]
+                       if l.split()[-1].endswith("agent.sock")}
+        assert agent_socks, "no agent sockets seen"
+        assert all(not t.endswith("agent.sock") for t in fds.values()), fds
+        # The first sandbox still answers through its agent after a restart.
+        own_daemon.restart()
+        r = napi.run(first["id"], ["echo", "still-here"], timeout=60)
+        assert bytes(r.stdout) == b"still-here\n", r
+    finally:
+        for sb in (first, second):
+            if napi.sandbox(sb["id"])["state"] != "deleted":
+                napi.remove_sandbox(sb["id"])

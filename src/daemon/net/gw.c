@@ -213,6 +213,10 @@ static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pi
 	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
 	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
 	rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, ctl, 3);
+	/* Nothing else of ours: many of the daemon's descriptors are not close-on-exec (an
+	 * agent connection a gateway kept open would keep QEMU's one-client port from ever
+	 * accepting the next daemon's; the state dir's lock would keep it from starting). */
+	rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, 4);
 	rc = rc ? rc : posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK |
 							POSIX_SPAWN_SETSIGDEF);
 	rc = rc ? rc : posix_spawnattr_setsigmask(&at, &none);

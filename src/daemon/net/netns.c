@@ -156,6 +156,8 @@ static int ns_spawn(struct net_ns_op *op, const struct net_ns_ca *ca, space_err 
 		rc = rc ? rc : posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
 		rc = rc ? rc : posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 		rc = rc ? rc : posix_spawn_file_actions_adddup2(&fa, wfd, EGRESS_MKNS_FD);
+		/* None of the daemon's other descriptors (see gw.c: spawn_gw). */
+		rc = rc ? rc : posix_spawn_file_actions_addclosefrom_np(&fa, EGRESS_MKNS_FD + 1);
 		/* Its environment is ours under a test's sanitizer settings, else just a PATH. */
 		rc = rc ? rc : posix_spawn(&op->pid, argv[0], &fa, NULL, argv, getenv("ASAN_OPTIONS") ? environ : env);
 		posix_spawn_file_actions_destroy(&fa);

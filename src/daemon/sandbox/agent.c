@@ -527,13 +527,14 @@ static void agent_connect(struct agent *a)
 	}
 }
 
-struct agent *agent_new(struct sandbox *sb, const char *sock_path)
+static struct agent *agent_make(struct sandbox *sb, const char *sock_path, bool was_ready)
 {
 	struct agent *a = calloc(1, sizeof(*a));
 
 	if (!a)
 		return NULL;
 	a->sb = sb;
+	a->was_ready = was_ready;
 	if (strlen(sock_path) >= sizeof(a->path)) {
 		free(a);
 		return NULL;
@@ -554,6 +555,16 @@ struct agent *agent_new(struct sandbox *sb, const char *sock_path)
 	}
 	agent_connect(a);
 	return a;
+}
+
+struct agent *agent_new(struct sandbox *sb, const char *sock_path)
+{
+	return agent_make(sb, sock_path, false);
+}
+
+struct agent *agent_adopt(struct sandbox *sb, const char *sock_path)
+{
+	return agent_make(sb, sock_path, true);
 }
 
 void agent_free(struct agent *a)

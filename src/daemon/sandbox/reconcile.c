@@ -187,7 +187,7 @@ static void reconcile_one(struct sandbox *sb)
 	 * was applied before; a reconnect needs none. */
 	if (st != SB_CREATING && st != SB_RESTORING) {
 		sb->identity_done = true;
-		sb->agent = agent_new(sb, vm_agent_path(sb->vm));
+		sb->agent = agent_adopt(sb, vm_agent_path(sb->vm));
 		if (!sb->agent) {
 			sandbox_fail(sb, "cannot set up the agent channel");
 			return;

@@ -318,6 +318,11 @@ void sessions_flush_acks(struct sandbox *sb);
 
 /* agent.c: host end of the framed channel to space-agent */
 struct agent *agent_new(struct sandbox *sb, const char *sock_path);
+/* The same for the VM of a sandbox adopted after a restart: its guest ran and talked to the
+ * previous daemon, so bytes of that connection may still sit in its port; a connection
+ * that gets no A_HELLO within AGENT_HELLO_TIMEOUT_S is made again (else the guest's agent,
+ * discarding up to the next H_HELLO, would wait for ever). */
+struct agent *agent_adopt(struct sandbox *sb, const char *sock_path);
 void agent_free(struct agent *a);
 bool agent_ready(const struct agent *a);
 int agent_send(struct agent *a, uint16_t type, uint32_t chan, const void *payload, size_t len);
