@@ -4,8 +4,8 @@
 #   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
-#   make bench  build, install the benchmarks' packages, run bench/bench.py then
-#               bench/lifecycle.py (BENCH=lifecycle or BENCH=bench runs one)
+#   make bench  build, install the benchmarks' packages, run bench/bench.py,
+#               bench/lifecycle.py and bench/egress.py (BENCH=egress runs one)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
 CC ?= gcc
