@@ -886,9 +886,9 @@ def cgroup_leaves(scope):
     return leaves
 
 
-def gw_pids_under(netns_prefix):
-    """Live space-gw processes whose --netns starts with netns_prefix."""
-    pids = []
+def gw_procs():
+    """(pid, argv) of every live space-gw."""
+    out = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -898,12 +898,20 @@ def gw_pids_under(netns_prefix):
                     continue
         except OSError:
             continue
-        args = cmdline(int(d))
-        if "--netns" in args:
-            i = args.index("--netns")
-            if i + 1 < len(args) and args[i + 1].startswith(netns_prefix):
-                pids.append(int(d))
-    return pids
+        out.append((int(d), cmdline(int(d))))
+    return out
+
+
+def gw_pids_under(netns_prefix):
+    """Live space-gw processes whose --netns starts with netns_prefix."""
+    return [pid for pid, args in gw_procs()
+            if "--netns" in args and args.index("--netns") + 1 < len(args)
+            and args[args.index("--netns") + 1].startswith(netns_prefix)]
+
+
+def gw_pids(sb_id):
+    """Live space-gw processes whose command line names the sandbox."""
+    return [pid for pid, args in gw_procs() if sb_id in args]
 
 
 def qemu_pid(sb_id):

@@ -73,24 +73,8 @@ static void op_free(struct push_op *op)
 const char *gw_binary(void)
 {
 	static char path[PATH_MAX];
-	const char *e = getenv("SPACE_GW");
-	ssize_t n;
 
-	if (e && *e)
-		return e;
-	if (path[0])
-		return path;
-	/* Installed side by side: build/bin/spaced and build/bin/space-gw (the sanitized
-	 * build/san/bin/spaced runs build/san/bin/space-gw). */
-	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-	if (n <= 0 || (size_t)n + sizeof(GW_NAME) >= sizeof(path)) {
-		snprintf(path, sizeof(path), GW_NAME);
-		return path;
-	}
-	path[n] = '\0';
-	char *slash = strrchr(path, '/');
-	snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0), GW_NAME);
-	return path;
+	return proc_sibling_binary("SPACE_GW", GW_NAME, path);
 }
 
 static void pid_file(const char *run_dir, char out[PATH_MAX])

@@ -670,3 +670,24 @@ void file_last_line(const char *path, char *buf, size_t len)
 		o += (size_t)w < len - o ? (size_t)w : len - o - 1;
 	}
 }
+
+const char *proc_sibling_binary(const char *env, const char *name, char path[PATH_MAX])
+{
+	const char *e = getenv(env);
+	ssize_t n;
+
+	if (e && *e)
+		return e;
+	if (path[0])
+		return path;
+	n = readlink("/proc/self/exe", path, PATH_MAX - 1);
+	if (n <= 0 || (size_t)n + strlen(name) + 1 >= PATH_MAX) {
+		snprintf(path, PATH_MAX, "%s", name);
+		return path;
+	}
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	char *at = slash ? slash + 1 : path;
+	snprintf(at, PATH_MAX - (size_t)(at - path), "%s", name);
+	return path;
+}

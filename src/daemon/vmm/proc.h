@@ -2,6 +2,7 @@
 #ifndef SPACE_PROC_H
 #define SPACE_PROC_H
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -124,5 +125,11 @@ int64_t mono_ms(void);
 /* What a log file says since its last "--- " header line, lines joined with
  * " / " (for "qemu said: ..." in errors); "" if nothing. */
 void file_last_line(const char *path, char *buf, size_t len);
+
+/* A helper binary installed beside the running one (build/bin/spaced and build/bin/<name>;
+ * the sanitized build/san/bin/spaced runs the sanitized helpers): $env if set, else the
+ * running binary's directory + name, resolved once into path (static storage the caller
+ * owns, empty at first). */
+const char *proc_sibling_binary(const char *env, const char *name, char path[PATH_MAX]);
 
 #endif

@@ -1,4 +1,5 @@
 /* vm_argv.c -- builds the qemu-system-x86_64 -M microvm command line from a vm_spec */
+#include "proc.h"
 #include "vm_argv.h"
 
 #include <stdio.h>
@@ -30,23 +31,8 @@ const char *vm_qemu_img_binary(void)
 const char *vm_memcvt_binary(void)
 {
 	static char path[PATH_MAX];
-	const char *e = getenv("SPACE_MEMCVT");
-	ssize_t n;
 
-	if (e && *e)
-		return e;
-	if (path[0])
-		return path;
-	/* Installed side by side: build/bin/spaced and build/bin/space-memcvt. */
-	n = readlink("/proc/self/exe", path, sizeof(path) - 1);
-	if (n <= 0 || (size_t)n + sizeof("space-memcvt") >= sizeof(path)) {
-		snprintf(path, sizeof(path), "space-memcvt");
-		return path;
-	}
-	path[n] = '\0';
-	char *slash = strrchr(path, '/');
-	snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0), "space-memcvt");
-	return path;
+	return proc_sibling_binary("SPACE_MEMCVT", "space-memcvt", path);
 }
 
 int vm_file_path(const struct vm_spec *spec, enum vm_file f, char out[PATH_MAX])
