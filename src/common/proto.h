@@ -45,6 +45,8 @@ enum proto_type {
 	H_SHUTDOWN = 9,    /* u32 mode (PROTO_SHUTDOWN_*) */
 	H_PING = 10,       /* u64 cookie */
 	H_IDENTITY = 11,   /* see struct proto_identity */
+	H_OPEN = 12,       /* u32 kind (enum proto_kind), then that kind's payload: opens a channel */
+	H_RESIZE = 13,     /* u16 rows, u16 cols: a PTY channel's window size */
 
 	/* agent -> host */
 	A_HELLO = 101,     /* u32 version, u32 nchan, nchan x (u32 chan, u32 state, u64 stdin_offset) */
@@ -59,6 +61,19 @@ enum proto_type {
 };
 
 enum proto_stream { PROTO_STDOUT = 1, PROTO_STDERR = 2 };
+
+/* Channel kinds (H_OPEN). Every kind is a child of the agent with the offset/ACK windows of a
+ * process channel: output is A_DATA, input H_STDIN, the end A_EXIT (docs/design/channels.md).
+ *   PROC:  payload = an H_EXEC payload (H_EXEC is H_OPEN of this kind).
+ *   PTY:   u16 rows, u16 cols, then an H_EXEC payload; the process runs on a pseudo-terminal,
+ *          whose output is stream 1 (stdout).
+ *   FILE:  an H_EXEC payload whose argv is a file operation (argv[0] = "read", "write", "list",
+ *          "stat", "mkdir", "remove", "rename", "tar-out", "tar-in"), run by the agent itself
+ *          as the requested user; env is ignored.
+ *   WATCH: an H_EXEC payload whose argv is "watch PATH [-r]": filesystem events as JSON lines. */
+enum proto_kind { PROTO_KIND_PROC = 1, PROTO_KIND_PTY = 2, PROTO_KIND_FILE = 3, PROTO_KIND_WATCH = 4 };
+#define PROTO_KIND_MAX 4
+#define PROTO_PTY_MAX_DIM 1000 /* rows and cols are 1..this */
 
 /* Channel states in A_HELLO. */
 enum proto_chan_state { PROTO_CHAN_RUNNING = 1, PROTO_CHAN_EXITED = 2 };
