@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "api/files.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -40,6 +41,8 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get },
 	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete },
 	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/tokens", api_tokens_create },
+	FILES_ROUTES,
 };
 
 /* Every control-plane request carries the API key, unknown routes included,
