@@ -55,19 +55,6 @@ void files_errno_http(int e, int *status, const char **code);
  * RFC 9110 allows); -1 when malformed (pure; unit-tested). */
 int files_parse_range(const char *h, uint64_t *off, uint64_t *len);
 
-/* The same routes on both planes. */
-#define FILES_ROUTES                                                                   \
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },                  \
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },                 \
-	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },             \
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat },             \
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list },             \
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir },          \
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename },        \
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },           \
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },           \
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch }
-
 /* The routes, for the control plane (API key) and the data plane (a files token). */
 void api_files_read(struct http_req *r);
 void api_files_write(struct http_req *r);
