@@ -69,7 +69,6 @@ struct agent_proc {
 	 * instead of closing, and H_RESIZE applies. */
 	bool pty;
 	bool eof_sent;        /* pty: that EOF character has been written */
-	const char *kind;     /* the kind's name (kinds.c), for logs */
 
 	/* What the host must still be told (regenerated after a reconnect). */
 	bool started_sent, exit_sent;

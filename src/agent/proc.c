@@ -243,7 +243,6 @@ int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s)
 	int st[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 };
 	int pty[2] = { -1, -1 }; /* master, slave */
 	struct agent_proc *p;
-	const char *what = "exec";
 	pid_t pid;
 	int e;
 
@@ -251,14 +250,13 @@ int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s)
 	if (!p || pipe2(st, O_CLOEXEC) < 0)
 		goto fail;
 	if (s->pty) {
-		what = "pty";
-		if (open_pty(s->rows, s->cols, &pty[0], &pty[1]) < 0)
-			goto fail;
-		/* The stdin side: the same terminal under a second fd, for epoll. */
-		in[1] = fcntl(pty[0], F_DUPFD_CLOEXEC, 3);
-		if (in[1] < 0)
-			goto fail;
-		what = "exec";
+		/* The stdin side is the same terminal under a second fd, for epoll. */
+		if (open_pty(s->rows, s->cols, &pty[0], &pty[1]) < 0 ||
+		    (in[1] = fcntl(pty[0], F_DUPFD_CLOEXEC, 3)) < 0) {
+			e = errno;
+			agent_send_error(a, id, e, "pty: %s", strerror(e));
+			goto cleanup;
+		}
 	} else {
 		if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
 		    (s->stdin_pipe && pipe2(in, O_CLOEXEC) < 0))
@@ -296,7 +294,6 @@ int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s)
 	p->state = P_STARTING;
 	p->pid = pid;
 	p->pty = s->pty;
-	p->kind = s->kind;
 	snprintf(p->argv0, sizeof(p->argv0), "%s", x->argv[0]);
 	watch_init(&p->w_status, W_STATUS, p, st[0]);
 	watch_init(&p->w_out, W_STDOUT, p, out[0]);
@@ -322,7 +319,8 @@ int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s)
 
 fail:
 	e = errno;
-	agent_send_error(a, id, e, "%s %s: %s", what, x->argv[0], strerror(e));
+	agent_send_error(a, id, e, "exec %s: %s", x->argv[0], strerror(e));
+cleanup:
 	close_pair(st);
 	close_pair(out);
 	close_pair(err);
