@@ -23,7 +23,8 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 
 COMMON_SRC := $(wildcard src/common/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
-AGENT_SRC  := $(wildcard src/agent/*.c)
+# The agent and its file operations (src/agent/fs/, behind src/agent/fsops.h).
+AGENT_SRC  := $(wildcard src/agent/*.c src/agent/fs/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 MEMCVT_SRC := $(wildcard src/memcvt/*.c)
 # What the daemon and the gateway share about egress (policy, ruleset, CA): docs/design/egress.md.
