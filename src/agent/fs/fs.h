@@ -141,6 +141,8 @@ int fs_mkdir_p(struct fs_fail *f, const char *path, mode_t mode, bool *created);
 
 int fs_op_read(struct fs_out *o, const struct fs_args *a, struct fs_fail *f);
 int fs_op_write(struct fs_out *o, const struct fs_args *a, struct fs_fail *f);
+/* Tests: make `write` use a named temporary file from the start (as without O_TMPFILE). */
+extern bool fs_write_force_named;
 int fs_op_list(struct fs_out *o, const struct fs_args *a, struct fs_fail *f);
 int fs_op_stat(struct fs_out *o, const struct fs_args *a, struct fs_fail *f);
 int fs_op_mkdir(struct fs_out *o, const struct fs_args *a, struct fs_fail *f);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -48,17 +49,21 @@ ssize_t fs_dir_names(int dfd, char ***names)
 			return -1;
 		if (r == 0)
 			break;
-		while (off + sizeof(struct dirent64_hdr) <= (size_t)r) {
+		while (off + offsetof(struct dirent64_hdr, d_name) < (size_t)r) {
 			const struct dirent64_hdr *d = (const void *)(dbuf + off);
 			size_t nl;
 
-			if (d->d_reclen < sizeof(*d) || off + d->d_reclen > (size_t)r) {
+			size_t nmax;
+
+			if (d->d_reclen <= offsetof(struct dirent64_hdr, d_name) ||
+			    off + d->d_reclen > (size_t)r) {
 				errno = EIO;
 				return -1;
 			}
 			off += d->d_reclen;
-			nl = strnlen(d->d_name, d->d_reclen - sizeof(*d));
-			if (nl == d->d_reclen - sizeof(*d)) {
+			nmax = d->d_reclen - offsetof(struct dirent64_hdr, d_name);
+			nl = strnlen(d->d_name, nmax);
+			if (nl == nmax) {
 				errno = EIO; /* no terminating NUL inside the record */
 				return -1;
 			}

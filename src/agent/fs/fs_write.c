@@ -34,6 +34,8 @@
 
 #define TMP_SUFFIX ".space-XXXXXX"
 
+bool fs_write_force_named;
+
 static const int cleanup_sigs[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM };
 
 /* The named temporary file, for the signal handler (armed only while it exists). */
@@ -302,7 +304,7 @@ int fs_op_write(struct fs_out *o, const struct fs_args *a, struct fs_fail *f)
 		mode = old.st_mode & 07777;
 
 	install_handlers();
-	fd = tmp_create_unnamed(dirfd);
+	fd = fs_write_force_named ? -1 : tmp_create_unnamed(dirfd);
 	unnamed = fd >= 0;
 	if (fd < 0)
 		fd = tmp_create_named(dirfd, base);
