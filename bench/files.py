@@ -183,7 +183,7 @@ class StdinConn:
                 return
             if r.status == 503:
                 self.retries += 1
-                time.sleep(0.005)
+                time.sleep(0.002)  # no Retry-After to go by: poll, finely enough not to idle the pipe
                 continue
             raise AssertionError(f"stdin: {r.status} {body[:300]!r}")
 
