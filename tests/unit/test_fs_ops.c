@@ -182,6 +182,10 @@ static void write_parents_and_errors(void)
 	FSRUN(&r, "x", 1, "write", "/");
 	EXPECT(fs_failed_with(&r, EISDIR, "EISDIR"));
 	fsrun_free(&r);
+	FSRUN(&r, "x", 1, "write", (char *)P("p1/notyet/"));
+	EXPECT(fs_failed_with(&r, EISDIR, "EISDIR"));
+	fsrun_free(&r);
+	EXPECT(access(P("p1/notyet"), F_OK) < 0);
 	EXPECT_EQ(temp_files(P("p1")), 0);
 }
 

@@ -42,15 +42,20 @@ struct dirent64_rec {
 /* Remove one name in cur: 0 done, 1 it is a non-empty directory (go in), -1 error. */
 static int rm_one(int cur, const char *name)
 {
+	int e;
+
 	if (unlinkat(cur, name, 0) == 0 || errno == ENOENT)
 		return 0;
+	/* Linux answers EISDIR for a directory (POSIX allows EPERM). */
 	if (errno != EISDIR && errno != EPERM)
 		return -1;
+	e = errno;
 	if (unlinkat(cur, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
 		return 0;
 	if (errno == ENOTEMPTY || errno == EEXIST)
 		return 1;
-	/* EPERM from unlink was not about a directory after all: report the first error. */
+	if (errno == ENOTDIR)
+		errno = e; /* the EPERM was about a file after all: report that */
 	return -1;
 }
 

@@ -458,7 +458,7 @@ static int in_dir(struct tin *t, const struct tar_entry *e, struct fs_fail *f)
 		}
 	}
 	d = (struct deferred_dir){ NULL, e->mode, e->mtime, e->mtime_nsec, e->uid, e->gid };
-	if (t->defer_bytes + nl + 1 > TAR_DEFER_MAX_BYTES) {
+	if (t->defer_bytes + sizeof(d) + nl + 1 > TAR_DEFER_MAX_BYTES) {
 		d.name = t->clean;
 		dir_attrs(t, &d); /* too many to remember: now */
 		return 0;
@@ -476,7 +476,7 @@ static int in_dir(struct tin *t, const struct tar_entry *e, struct fs_fail *f)
 	if (!d.name)
 		return fs_fail(f, ENOMEM, t->dir, "tar-in: out of memory");
 	t->defer[t->ndefer++] = d;
-	t->defer_bytes += nl + 1;
+	t->defer_bytes += sizeof(d) + nl + 1;
 	return 0;
 }
 

@@ -12,8 +12,8 @@
  * can be reported twice, never missed).  A directory renamed inside the tree keeps its
  * watches (their paths are updated when the IN_MOVED_FROM / IN_MOVED_TO pair is seen); one
  * moved out of the tree loses them; one moved in gets watched (its contents are not
- * reported).  When the inotify watch limit is reached, further subdirectories are not watched
- * (PATH itself failing is ENOSPC).
+ * reported).  When the inotify watch limit (or our own, WATCH_MAX_DIRS) is reached, further
+ * subdirectories are not watched (PATH itself failing is ENOSPC).
  *
  * Each batch of events read from inotify is written with one write, right away.  SIGTERM and
  * SIGINT (taken through a signalfd) end the watch with exit 0, and so does PATH being removed
@@ -36,19 +36,20 @@
 #define WATCH_MASK (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | \
 		    IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK)
 #define WATCH_BUF (64 * 1024)
-#define WATCH_MAX_WD (1 << 24)
+#define WATCH_MAX_DIRS 65536 /* live watches held at once */
 
 struct wdir {
-	char *path; /* NULL: no live watch with this wd */
+	int wd;
 	unsigned depth;
+	char *path;
 };
 
 struct watcher {
 	int ifd;
 	bool recursive;
 	int root_wd;
-	struct wdir *dirs; /* indexed by wd (inotify hands them out increasing from 1) */
-	size_t ndirs;
+	struct wdir *dirs; /* the live watches, sorted by wd (new wds are mostly the largest) */
+	size_t ndirs, capdirs;
 	struct fs_out *o;
 	struct jbuf b;
 	char *root;
@@ -77,39 +78,76 @@ static void emit(struct watcher *w, const char *type, const char *path, size_t p
 		fs_out_put(w->o, w->b.p, w->b.len); /* errors show at the flush */
 }
 
+/* Index of wd in w->dirs, or where it would go (*found false). */
+static size_t find_dir(const struct watcher *w, int wd, bool *found)
+{
+	size_t lo = 0, hi = w->ndirs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (w->dirs[mid].wd < wd)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = lo < w->ndirs && w->dirs[lo].wd == wd;
+	return lo;
+}
+
 static int set_dir(struct watcher *w, int wd, const char *path, unsigned depth)
 {
-	char *p;
+	bool found;
+	size_t i = find_dir(w, wd, &found);
+	char *p = strdup(path);
 
-	if (wd <= 0 || wd >= WATCH_MAX_WD)
-		return -1;
-	if ((size_t)wd >= w->ndirs) {
-		size_t n = w->ndirs ? w->ndirs : 64;
-		struct wdir *nd;
-
-		while (n <= (size_t)wd)
-			n *= 2;
-		nd = realloc(w->dirs, n * sizeof(*nd));
-		if (!nd)
-			return -1;
-		memset(nd + w->ndirs, 0, (n - w->ndirs) * sizeof(*nd));
-		w->dirs = nd;
-		w->ndirs = n;
-	}
-	p = strdup(path);
 	if (!p)
 		return -1;
-	free(w->dirs[wd].path);
-	w->dirs[wd].path = p;
-	w->dirs[wd].depth = depth;
+	if (found) { /* the same directory again (inotify hands out its wd once) */
+		free(w->dirs[i].path);
+		w->dirs[i].path = p;
+		w->dirs[i].depth = depth;
+		return 0;
+	}
+	if (w->ndirs >= WATCH_MAX_DIRS) {
+		free(p);
+		return -1;
+	}
+	if (w->ndirs == w->capdirs) {
+		size_t n = w->capdirs ? w->capdirs * 2 : 64;
+		struct wdir *nd = realloc(w->dirs, n * sizeof(*nd));
+
+		if (!nd) {
+			free(p);
+			return -1;
+		}
+		w->dirs = nd;
+		w->capdirs = n;
+	}
+	memmove(w->dirs + i + 1, w->dirs + i, (w->ndirs - i) * sizeof(*w->dirs));
+	w->dirs[i] = (struct wdir){ wd, depth, p };
+	w->ndirs++;
 	return 0;
+}
+
+static void del_dir(struct watcher *w, int wd)
+{
+	bool found;
+	size_t i = find_dir(w, wd, &found);
+
+	if (!found)
+		return;
+	free(w->dirs[i].path);
+	memmove(w->dirs + i, w->dirs + i + 1, (w->ndirs - i - 1) * sizeof(*w->dirs));
+	w->ndirs--;
 }
 
 static struct wdir *get_dir(struct watcher *w, int wd)
 {
-	if (wd <= 0 || (size_t)wd >= w->ndirs || !w->dirs[wd].path)
-		return NULL;
-	return &w->dirs[wd];
+	bool found;
+	size_t i = find_dir(w, wd, &found);
+
+	return found ? &w->dirs[i] : NULL;
 }
 
 /* Watch the directory path (and, with -r, its subdirectories).  synth: report what is in it
@@ -128,7 +166,7 @@ static int add_tree(struct watcher *w, const char *path, unsigned depth, bool sy
 		return -1;
 	if (set_dir(w, wd, path, depth) < 0) {
 		inotify_rm_watch(w->ifd, wd);
-		errno = ENOMEM;
+		errno = ENOSPC;
 		return -1;
 	}
 	if (depth == 0)
@@ -184,9 +222,9 @@ static void drop_pending(struct watcher *w)
 		return;
 	w->pending = false;
 	pl = strlen(w->pending_path);
-	for (i = 1; i < w->ndirs; i++)
-		if (w->dirs[i].path && (int)i != w->root_wd && under(w->dirs[i].path, w->pending_path, pl))
-			inotify_rm_watch(w->ifd, (int)i); /* its IN_IGNORED frees the entry */
+	for (i = 0; i < w->ndirs; i++)
+		if (w->dirs[i].wd != w->root_wd && under(w->dirs[i].path, w->pending_path, pl))
+			inotify_rm_watch(w->ifd, w->dirs[i].wd); /* its IN_IGNORED frees the entry */
 	free(w->pending_path);
 	w->pending_path = NULL;
 }
@@ -198,14 +236,14 @@ static void move_pending(struct watcher *w, const char *to, unsigned depth)
 	size_t i, pl = strlen(w->pending_path), tl = strlen(to);
 	int delta = 0;
 
-	for (i = 1; i < w->ndirs; i++)
-		if (w->dirs[i].path && strcmp(w->dirs[i].path, w->pending_path) == 0)
+	for (i = 0; i < w->ndirs; i++)
+		if (strcmp(w->dirs[i].path, w->pending_path) == 0)
 			delta = (int)depth - (int)w->dirs[i].depth;
-	for (i = 1; i < w->ndirs; i++) {
+	for (i = 0; i < w->ndirs; i++) {
 		char *p = w->dirs[i].path, *np;
 		size_t rest;
 
-		if (!p || (int)i == w->root_wd || !under(p, w->pending_path, pl))
+		if (w->dirs[i].wd == w->root_wd || !under(p, w->pending_path, pl))
 			continue;
 		rest = strlen(p + pl);
 		np = malloc(tl + rest + 1);
@@ -238,11 +276,7 @@ static int handle(struct watcher *w, const struct inotify_event *ev, char *full)
 	if (ev->mask & IN_IGNORED) {
 		if (ev->wd == w->root_wd)
 			return 1;
-		d = get_dir(w, ev->wd);
-		if (d) {
-			free(d->path);
-			d->path = NULL;
-		}
+		del_dir(w, ev->wd);
 		return 0;
 	}
 	d = get_dir(w, ev->wd);

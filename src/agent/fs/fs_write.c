@@ -288,7 +288,9 @@ int fs_op_write(struct fs_out *o, const struct fs_args *a, struct fs_fail *f)
 		explicit_mode = true;
 	}
 	fs_split(path, sbuf, &dir, &base);
-	if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+	/* A trailing slash names a directory, whatever is there. */
+	if (!base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0 ||
+	    path[strlen(path) - 1] == '/')
 		return fs_fail(f, EISDIR, path, "write %s: is a directory", path);
 	if (a->p && fs_mkdir_p(f, dir, 0755, &created) < 0)
 		return -1;

@@ -33,8 +33,9 @@ static const struct fs_opdef ops[] = {
 	{ "watch", fs_op_watch, 1, 1, "r", 64 * 1024 },
 };
 
-static int vfail(struct fs_fail *f, bool sys, int code, const char *path, const char *fmt,
-		 va_list ap)
+static __attribute__((format(printf, 5, 0))) int vfail(struct fs_fail *f, bool sys, int code,
+							  const char *path, const char *fmt,
+							  va_list ap)
 {
 	size_t n;
 

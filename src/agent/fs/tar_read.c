@@ -236,12 +236,10 @@ static int parse_dec(const char *s, size_t n, bool allow_negative, int64_t *out,
 	if (i == n || s[i] < '0' || s[i] > '9')
 		return -1;
 	for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) {
-		if (v > (uint64_t)INT64_MAX / 10)
+		if (v > (uint64_t)INT64_MAX / 10 + 1)
 			return -1;
 		v = v * 10 + (uint64_t)(s[i] - '0');
 	}
-	if (v > (uint64_t)INT64_MAX)
-		return -1;
 	if (i < n && s[i] == '.' && nsec) {
 		uint32_t ns = 0, scale = 100000000;
 
@@ -255,9 +253,10 @@ static int parse_dec(const char *s, size_t n, bool allow_negative, int64_t *out,
 		}
 		*nsec = ns;
 	}
-	if (i != n)
+	/* |INT64_MIN| = INT64_MAX + 1 */
+	if (i != n || v > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
 		return -1;
-	*out = neg ? -(int64_t)v : (int64_t)v;
+	*out = neg ? (int64_t)(0 - v) : (int64_t)v;
 	return 0;
 }
 
