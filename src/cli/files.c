@@ -90,6 +90,31 @@ int files_stat(const struct files *f, const char *path, json_t **entry, space_er
 	return -1;
 }
 
+/* A 404 from a files route means no such path or no such sandbox: ask
+ * which, so that a typo in the id is not reported as a missing directory. */
+static int sandbox_exists(const struct files *f, space_err *e)
+{
+	_cleanup_free_ char *path = ctl_sandbox_path(f->id, ""), *url = NULL;
+	struct http_req rq = {
+		.method = "GET",
+		.bearer = f->c->api_key,
+		.accept = "application/json",
+		.timeout_s = CALL_TIMEOUT_S,
+	};
+	struct http_resp rs;
+	int rc = 0;
+
+	if (!path || asprintf(&url, "%s%s", f->c->url, path) < 0)
+		return err_set(e, ENOMEM, "out of memory");
+	rq.url = url;
+	if (http_do(&rq, &rs, e) < 0)
+		rc = -1;
+	else if (rs.status / 100 != 2)
+		rc = http_error_brief(&rs, e);
+	http_resp_free(&rs);
+	return rc;
+}
+
 int files_kind(const struct files *f, const char *path, enum cp_kind *kind, space_err *e)
 {
 	_cleanup_free_ char *cur = strdup(path);
@@ -106,6 +131,8 @@ int files_kind(const struct files *f, const char *path, enum cp_kind *kind, spac
 			return -1;
 		if (!en) {
 			/* Nothing there; behind a link, the link is replaced. */
+			if (hop == 0 && sandbox_exists(f, e) < 0)
+				return -1;
 			*kind = hop ? CP_FILE : CP_MISSING;
 			return 0;
 		}
