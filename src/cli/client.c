@@ -320,6 +320,8 @@ int http_error_brief(const struct http_resp *rs, space_err *e)
 
 	if (msg && *msg)
 		err_set(e, errno_of_code(code), "%s", msg);
+	else if (rs->status == 413) /* libevent's own page, not the API's JSON */
+		err_set(e, E2BIG, "the daemon refused a request body this large (HTTP 413)");
 	else
 		http_error(rs, e);
 	json_decref(j);

@@ -196,6 +196,10 @@ static void test_brief_errors(void)
 	CHECK(http_error_brief(&rs, &e) == -1 &&
 		      strcmp(e.msg, "unexpected HTTP 502 response: <html>oops</html>") == 0,
 	      "anything else as http_error says it");
+	rs.status = 413;
+	CHECK(http_error_brief(&rs, &e) == -1 && e.code == E2BIG && strstr(e.msg, "too large") == NULL &&
+		      strstr(e.msg, "HTTP 413") != NULL,
+	      "libevent's 413 page in words: %s", e.msg);
 }
 
 int main(void)
