@@ -79,6 +79,10 @@ class Tmux:
 
     def close(self):
         self.cmd("kill-server", check=False)
+        # tmux leaves its socket behind
+        sock = os.path.join(os.environ.get("TMUX_TMPDIR", "/tmp"), f"tmux-{os.getuid()}", self.sock)
+        if os.path.exists(sock):
+            os.unlink(sock)
 
 
 @pytest.fixture
