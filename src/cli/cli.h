@@ -26,6 +26,8 @@ extern const struct ctl_verb ctl_verb_pause, ctl_verb_resume, ctl_verb_suspend,
 	ctl_verb_restore, ctl_verb_stop, ctl_verb_start, ctl_verb_wake;
 extern const struct ctl_verb ctl_verb_fork, ctl_verb_snapshot, ctl_verb_snapshots,
 	ctl_verb_snapshot_rm, ctl_verb_timeout, ctl_verb_pool;
+/* cmd_cp.c */
+extern const struct ctl_verb ctl_verb_cp;
 /* cmd_network.c, cmd_secret.c, cmd_egress.c */
 extern const struct ctl_verb ctl_verb_network, ctl_verb_secret, ctl_verb_egress;
 

@@ -28,6 +28,37 @@ struct xfer {
 	bool opened;
 };
 
+struct http_conn {
+	CURL *h;
+};
+
+struct http_conn *http_conn_new(void)
+{
+	struct http_conn *conn = calloc(1, sizeof(*conn));
+
+	if (conn && !(conn->h = curl_easy_init())) {
+		free(conn);
+		return NULL;
+	}
+	return conn;
+}
+
+void http_conn_free(struct http_conn *conn)
+{
+	if (conn) {
+		curl_easy_cleanup(conn->h);
+		free(conn);
+	}
+}
+
+static size_t on_upload(char *buf, size_t size, size_t nmemb, void *arg)
+{
+	const struct http_req *rq = arg;
+	size_t n = rq->source(buf, size * nmemb, rq->source_arg);
+
+	return n == HTTP_SOURCE_ABORT ? CURL_READFUNC_ABORT : n;
+}
+
 int ctl_http_init(space_err *e)
 {
 	CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -121,7 +152,13 @@ int http_do(const struct http_req *rq, struct http_resp *rs, space_err *e)
 	CURL *h;
 
 	memset(rs, 0, sizeof(*rs));
-	h = curl_easy_init();
+	if (rq->conn) {
+		/* Options go, the connection cache stays. */
+		h = rq->conn->h;
+		curl_easy_reset(h);
+	} else {
+		h = curl_easy_init();
+	}
 	if (!h)
 		return err_set(e, ENOMEM, "%s %s: cannot create a libcurl handle", method, rq->url);
 	x.h = h;
@@ -142,9 +179,12 @@ int http_do(const struct http_req *rq, struct http_resp *rs, space_err *e)
 		hdrs = add_header(hdrs, "Last-Event-ID", rq->last_event_id, &oom);
 	/* No "Expect: 100-continue" round trip before large bodies. */
 	hdrs = add_header(hdrs, "Expect", "", &oom);
+	if (rq->source && rq->upload_size < 0)
+		hdrs = add_header(hdrs, "Transfer-Encoding", "chunked", &oom);
 	if (oom) {
 		curl_slist_free_all(hdrs);
-		curl_easy_cleanup(h);
+		if (!rq->conn)
+			curl_easy_cleanup(h);
 		return err_set(e, ENOMEM, "%s %s: out of memory", method, rq->url);
 	}
 
@@ -167,7 +207,16 @@ int http_do(const struct http_req *rq, struct http_resp *rs, space_err *e)
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, &x);
-	if (strcmp(method, "GET") == 0) {
+	if (rq->source) {
+		/* Streamed: PUT by default, or whatever method was asked. */
+		curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(h, CURLOPT_READFUNCTION, on_upload);
+		curl_easy_setopt(h, CURLOPT_READDATA, rq);
+		curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE,
+				 (curl_off_t)(rq->upload_size < 0 ? -1 : rq->upload_size));
+		if (strcmp(method, "PUT") != 0)
+			curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	} else if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	} else if (strcmp(method, "POST") == 0) {
 		curl_easy_setopt(h, CURLOPT_POST, 1L);
@@ -186,7 +235,8 @@ int http_do(const struct http_req *rq, struct http_resp *rs, space_err *e)
 	rs->curl_code = (int)rc;
 	rs->status = status_of(h);
 	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(h);
+	if (!rq->conn)
+		curl_easy_cleanup(h);
 
 	if (rc == CURLE_WRITE_ERROR && rs->sink_stopped)
 		return 0;
@@ -237,6 +287,45 @@ int http_error(const struct http_resp *rs, space_err *e)
 	snippet[n] = '\0';
 	return err_set(e, EIO, "unexpected HTTP %ld response: %s%s", rs->status, snippet,
 		       rs->len > n ? "..." : "");
+}
+
+static int errno_of_code(const char *code)
+{
+	static const struct {
+		const char *code;
+		int err;
+	} map[] = {
+		{ "not_found", ENOENT },	  { "already_exists", EEXIST },
+		{ "not_empty", ENOTEMPTY },	  { "permission_denied", EACCES },
+		{ "not_a_directory", ENOTDIR },	  { "is_a_directory", EISDIR },
+		{ "invalid_argument", EINVAL },	  { "bad_request", EINVAL },
+		{ "range_not_satisfiable", ERANGE }, { "no_space", ENOSPC },
+		{ "read_only", EROFS },		  { "conflict", EBUSY },
+		{ "unauthorized", EACCES },	  { "unavailable", EAGAIN },
+	};
+	size_t i;
+
+	for (i = 0; code && i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(code, map[i].code) == 0)
+			return map[i].err;
+	return EIO;
+}
+
+int http_error_brief(const struct http_resp *rs, space_err *e)
+{
+	json_t *j = rs->len ? json_loadb(rs->body, rs->len, 0, NULL) : NULL;
+	json_t *eo = json_object_get(j, "error");
+	const char *code = json_string_value(json_object_get(eo, "code"));
+	const char *msg = json_string_value(json_object_get(eo, "message"));
+
+	if (msg && *msg)
+		err_set(e, errno_of_code(code), "%s", msg);
+	else if (rs->status == 413) /* libevent's own page, not the API's JSON */
+		err_set(e, E2BIG, "the daemon refused a request body this large (HTTP 413)");
+	else
+		http_error(rs, e);
+	json_decref(j);
+	return -1;
 }
 
 static int need_key(const struct ctl *c, space_err *e)

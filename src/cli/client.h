@@ -28,6 +28,18 @@ struct ctl {
 
 /* A body sink: return n to go on, anything else aborts the transfer. */
 typedef size_t (*http_sink_fn)(const char *p, size_t n, void *arg);
+/* An upload source: fill at most n bytes of buf; return how many, 0 at the
+ * end of the body, or HTTP_SOURCE_ABORT to abort the transfer (the source
+ * keeps its own error). */
+typedef size_t (*http_source_fn)(char *buf, size_t n, void *arg);
+#define HTTP_SOURCE_ABORT ((size_t)0x10000000) /* CURL_READFUNC_ABORT */
+
+/* A libcurl handle kept across requests, so that they reuse its connection
+ * (keep-alive): for many small requests in a row (keystrokes).  One thread
+ * at a time. */
+struct http_conn;
+struct http_conn *http_conn_new(void);
+void http_conn_free(struct http_conn *conn);
 
 struct http_req {
 	const char *method;
@@ -45,6 +57,13 @@ struct http_req {
 	void *sink_arg;
 	/* Called once the headers of a 2xx response are in. */
 	void (*on_open)(void *arg);
+	/* A body streamed from source instead of body/body_len: upload_size
+	 * bytes, or chunked when upload_size is negative. */
+	http_source_fn source;
+	void *source_arg;
+	long long upload_size;
+	/* Run on this kept handle (see http_conn) instead of a fresh one. */
+	struct http_conn *conn;
 };
 
 struct http_resp {
@@ -70,6 +89,10 @@ void http_resp_free(struct http_resp *resp);
 /* Turn a non-2xx response into "<message> (<code>, HTTP <status>)" (or a
  * description of an unexpected body).  Always returns -1. */
 int http_error(const struct http_resp *resp, space_err *e);
+/* Like http_error, but an API error is its message alone ("stat /x: No such
+ * file or directory"), with e->code the errno its code stands for (ENOENT
+ * for not_found, ...).  Always returns -1. */
+int http_error_brief(const struct http_resp *resp, space_err *e);
 
 /*
  * Control-plane JSON call: METHOD <c->url><path> with the API key and `body`

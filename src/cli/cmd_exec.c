@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "exec.h"
 #include "sse.h"
+#include "tty.h"
 
 /* Reconnects in a row without progress before giving up, and the backoff. */
 #define STREAM_RETRIES 5
@@ -80,7 +81,7 @@ static int on_output(struct stream *st, const struct sse_event *ev, int fd)
 				 * local one writing into a closed pipe would end. */
 				space_err ignored;
 
-				exec_send_signal(st->s, SIGPIPE, &ignored);
+				exec_send_signal(st->s, NULL, SIGPIPE, &ignored);
 				return finish(st, 128 + SIGPIPE);
 			}
 			err_sys(&st->err, saved, "writing the output");
@@ -306,6 +307,7 @@ static int create_session(struct ctl *c, const char *id, json_t *body,
 
 static __attribute__((noreturn)) void leave(int status)
 {
+	tty_restore(); /* _exit() runs no atexit handler */
 	fflush(stdout);
 	fflush(stderr);
 	_exit(status);
@@ -318,6 +320,8 @@ static int run(struct ctl *c, int argc, char **argv)
 		{ "cwd", required_argument, NULL, 'd' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "stdin", no_argument, NULL, 'i' },
+		{ "interactive", no_argument, NULL, 'i' },
+		{ "tty", no_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -327,6 +331,8 @@ static int run(struct ctl *c, int argc, char **argv)
 	struct exec_session s;
 	const char *id;
 	int opt, i, dd = -1, nopt, first_cmd, status;
+	bool want_tty = false;
+	unsigned rows = 24, cols = 80;
 
 	if (!body || !env || !args) {
 		fprintf(stderr, "spacectl: exec: out of memory\n");
@@ -341,7 +347,7 @@ static int run(struct ctl *c, int argc, char **argv)
 			break;
 		}
 	nopt = dd >= 0 ? dd : argc;
-	while ((opt = getopt_long(nopt, argv, dd >= 0 ? "h" : "+h", opts, NULL)) != -1) {
+	while ((opt = getopt_long(nopt, argv, dd >= 0 ? "hit" : "+hit", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'u':
 			json_object_set_new(body, "user", json_string(optarg));
@@ -356,6 +362,9 @@ static int run(struct ctl *c, int argc, char **argv)
 			break;
 		case 'i':
 			st.want_stdin = true;
+			break;
+		case 't':
+			want_tty = true;
 			break;
 		case 'h':
 			ctl_print_help(v, stdout);
@@ -387,7 +396,21 @@ static int run(struct ctl *c, int argc, char **argv)
 	json_object_set_new(body, "argv", args);
 	if (json_object_size(env))
 		json_object_set(body, "env", env);
-	json_object_set_new(body, "stdin", json_boolean(st.want_stdin));
+	if (want_tty) {
+		/* Like docker: a terminal for the command needs one here, whose
+		 * size it starts with. */
+		if (!isatty(STDIN_FILENO)) {
+			err_set(&st.err, ENOTTY, "-t needs a terminal on stdin, and stdin is "
+				"not a terminal (drop -t to run the command without one)");
+			return ctl_fail(c, &st.err, CTL_EXIT_EXEC);
+		}
+		exec_term_size(&rows, &cols); /* else 24x80 */
+		json_object_set_new(body, "pty", json_pack("{s:I,s:I}", "rows", (json_int_t)rows,
+							   "cols", (json_int_t)cols));
+	}
+	/* A PTY session's stdin is always open: say nothing unless -i. */
+	if (!want_tty || st.want_stdin)
+		json_object_set_new(body, "stdin", json_boolean(st.want_stdin));
 
 	if (create_session(c, id, body, &s, &st.err) < 0) {
 		json_decref(body);
@@ -397,12 +420,29 @@ static int run(struct ctl *c, int argc, char **argv)
 	json_decref(body);
 	json_decref(env);
 	st.s = &s;
+	s.tty = want_tty;
+	s.raw = want_tty && st.want_stdin;
+	s.rows = rows;
+	s.cols = cols;
 	sse_parser_init(&st.parser, SSE_DEFAULT_MAX, on_event, &st);
 	fflush(stdout); /* nothing of ours may follow the command's bytes late */
 
+	/* Signals first: from here on a SIGINT/SIGTERM/SIGHUP finds the
+	 * thread that restores the terminal before leaving. */
 	if (exec_start_signals(&s, &st.err) < 0)
 		leave(ctl_fail(c, &st.err, CTL_EXIT_EXEC));
+	if (s.raw && tty_raw(STDIN_FILENO, &st.err) < 0)
+		leave(ctl_fail(c, &st.err, CTL_EXIT_EXEC));
+	if (s.tty) {
+		/* A resize between our TIOCGWINSZ and the signal thread went
+		 * unseen: catch up. */
+		unsigned r, cc;
+
+		if (exec_term_size(&r, &cc) == 0 && (r != rows || cc != cols))
+			kill(getpid(), SIGWINCH);
+	}
 	status = follow(&st);
+	tty_restore(); /* before any message of ours */
 	if (st.err.msg[0])
 		ctl_fail(c, &st.err, status);
 	/* Not freed: the helper threads may still use the session. */
@@ -411,7 +451,7 @@ static int run(struct ctl *c, int argc, char **argv)
 
 const struct ctl_verb ctl_verb_exec = {
 	.name = "exec",
-	.usage = "[--user U] [--cwd DIR] [--env K=V]... [--stdin] ID [--] ARGV...",
+	.usage = "[-i] [-t] [--user U] [--cwd DIR] [--env K=V]... ID [--] ARGV...",
 	.summary = "run a command in a sandbox; exits with its status",
 	.help = "The command's stdout and stderr are relayed as they are produced.  Its exit\n"
 		"status becomes spacectl's (128+N if killed by signal N); 125 means spacectl\n"
@@ -423,7 +463,16 @@ const struct ctl_verb ctl_verb_exec = {
 		"  --user U     run as this user (default: the template's)\n"
 		"  --cwd DIR    working directory (default: the user's home)\n"
 		"  --env K=V    extra environment (repeatable)\n"
-		"  --stdin      forward spacectl's stdin to the command, then close it at EOF\n"
-		"               (without it the command's stdin is empty)\n",
+		"  -i, --interactive, --stdin\n"
+		"               forward spacectl's stdin to the command, then close it at EOF\n"
+		"               (without it the command's stdin is empty)\n"
+		"  -t, --tty    run the command on a terminal (a PTY) the size of ours (stdin\n"
+		"               must be a terminal); our window size follows.  With -i too,\n"
+		"               our terminal goes raw: every key, ^C and ^D included, goes to\n"
+		"               the command, and the terminal is put back when spacectl ends.\n"
+		"               SIGHUP (and with -it, SIGINT or SIGTERM) sent to spacectl hangs\n"
+		"               up the command and ends spacectl with 128+N.\n"
+		"\n"
+		"  spacectl exec -it sb-0123456789abcdef -- bash\n",
 	.run = run,
 };

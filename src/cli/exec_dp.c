@@ -4,12 +4,15 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "tty.h"
 
 /* Install url/token from a data_plane object; caller holds the lock. */
 static int set_creds(struct exec_session *s, const json_t *dp, space_err *e)
@@ -112,8 +115,9 @@ char *exec_dp_url(const struct exec_session *s, const struct exec_creds *cr,
 	return url;
 }
 
-int exec_dp_post(struct exec_session *s, const char *suffix, const void *body,
-		 size_t len, const char *content_type, struct http_resp *rs, space_err *e)
+int exec_dp_post(struct exec_session *s, struct http_conn *conn, const char *suffix,
+		 const void *body, size_t len, const char *content_type, long timeout_s,
+		 struct http_resp *rs, space_err *e)
 {
 	int attempt;
 
@@ -126,7 +130,8 @@ int exec_dp_post(struct exec_session *s, const char *suffix, const void *body,
 			.body = body,
 			.body_len = len,
 			.content_type = content_type,
-			.timeout_s = 0, /* stdin may be paced by a slow process */
+			.timeout_s = timeout_s,
+			.conn = conn,
 		};
 		int rc;
 
@@ -153,7 +158,11 @@ int exec_dp_post(struct exec_session *s, const char *suffix, const void *body,
 	}
 }
 
-int exec_send_signal(struct exec_session *s, int signo, space_err *e)
+/* Signals and resizes are small: a daemon that does not answer them in this
+ * long is not going to. */
+#define CONTROL_TIMEOUT_S 10
+
+int exec_send_signal(struct exec_session *s, struct http_conn *conn, int signo, space_err *e)
 {
 	struct http_resp rs;
 	char body[64];
@@ -162,7 +171,8 @@ int exec_send_signal(struct exec_session *s, int signo, space_err *e)
 	/* By number: identical for the signals we forward on every Linux
 	 * architecture, and no name table to disagree about. */
 	snprintf(body, sizeof(body), "{\"signal\":%d}", signo);
-	if (exec_dp_post(s, "/signal", body, strlen(body), "application/json", &rs, e) < 0)
+	if (exec_dp_post(s, conn, "/signal", body, strlen(body), "application/json",
+			 CONTROL_TIMEOUT_S, &rs, e) < 0)
 		rc = -1;
 	else if (rs.status / 100 != 2)
 		rc = http_error(&rs, e);
@@ -170,57 +180,155 @@ int exec_send_signal(struct exec_session *s, int signo, space_err *e)
 	return rc;
 }
 
-static void stdin_warn(const struct exec_session *s, const char *what, const space_err *e)
+int exec_send_resize(struct exec_session *s, struct http_conn *conn, unsigned rows,
+		     unsigned cols, space_err *e)
 {
-	fprintf(stderr, "spacectl: %s: stdin: %s%s%s\n", s->c->verb, what, e ? ": " : "",
-		e ? e->msg : "");
+	struct http_resp rs;
+	char body[64];
+	int rc = 0;
+
+	snprintf(body, sizeof(body), "{\"rows\":%u,\"cols\":%u}", rows, cols);
+	if (exec_dp_post(s, conn, "/resize", body, strlen(body), "application/json",
+			 CONTROL_TIMEOUT_S, &rs, e) < 0)
+		rc = -1;
+	else if (rs.status == 409)
+		rc = 0; /* ended (or not started yet): nothing to resize */
+	else if (rs.status / 100 != 2)
+		rc = http_error(&rs, e);
+	http_resp_free(&rs);
+	return rc;
+}
+
+int exec_term_size(unsigned *rows, unsigned *cols)
+{
+	if (tty_winsize(STDIN_FILENO, rows, cols) == 0 ||
+	    tty_winsize(STDOUT_FILENO, rows, cols) == 0)
+		return 0;
+	return -1;
+}
+
+/* A message from a helper thread: the terminal may be raw. */
+static void warn(const struct exec_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void warn(const struct exec_session *s, const char *fmt, ...)
+{
+	char msg[1400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "spacectl: %s: %s%s", s->c->verb, msg, tty_eol());
+}
+
+/* Reconnects in a row for one stdin chunk (the output stream's figures), and
+ * the pause while the command's stdin queue is full. */
+#define STDIN_TRIES 6
+#define STDIN_BACKOFF_FIRST_MS 250
+#define STDIN_BACKOFF_MAX_MS 4000
+#define STDIN_FULL_WAIT_MS 100
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Deliver one chunk (n == 0: the close).  Returns 1 when delivered, 0 when
+ * the command takes no more (it ended or closed its stdin), -1 (e set) when
+ * forwarding failed for good. */
+static int stdin_deliver(struct exec_session *s, struct http_conn *conn, const char *buf,
+			 size_t n, space_err *e)
+{
+	long backoff = STDIN_BACKOFF_FIRST_MS;
+	int failures = 0;
+
+	for (;;) {
+		struct http_resp rs;
+		int rc = exec_dp_post(s, conn, n ? "/stdin" : "/stdin/close", buf, n,
+				      "application/octet-stream", 0, &rs, e);
+		long status = rs.status;
+
+		if (rc == 0 && status / 100 == 2) {
+			http_resp_free(&rs);
+			return 1;
+		}
+		if (rc == 0 && status == 409) {
+			/* The process finished or closed its stdin: the
+			 * output stream says why. */
+			http_resp_free(&rs);
+			return 0;
+		}
+		if (rc == 0 && status == 503) {
+			/* Its stdin queue is full: it is alive, only slow. */
+			http_resp_free(&rs);
+			sleep_ms(STDIN_FULL_WAIT_MS);
+			continue;
+		}
+		if (rc == 0 && status >= 500) {
+			http_error(&rs, e);
+			rc = -1;
+		} else if (rc == 0) {
+			/* Refused for good (unknown session, ...). */
+			http_error(&rs, e);
+			http_resp_free(&rs);
+			return -1;
+		}
+		http_resp_free(&rs);
+		/* No answer (the daemon restarting?): the chunk may or may not
+		 * have arrived; sending it again is the lesser evil. */
+		if (++failures >= STDIN_TRIES)
+			return -1;
+		sleep_ms(backoff);
+		backoff = backoff * 2 > STDIN_BACKOFF_MAX_MS ? STDIN_BACKOFF_MAX_MS : backoff * 2;
+	}
 }
 
 static void *stdin_main(void *arg)
 {
 	struct exec_session *s = arg;
 	_cleanup_free_ char *buf = malloc(EXEC_STDIN_CHUNK);
-	struct http_resp rs;
+	struct http_conn *conn = http_conn_new();
 	space_err e = { 0 };
 
-	if (!buf) {
-		stdin_warn(s, "out of memory", NULL);
+	if (!buf || !conn) {
+		warn(s, "stdin: out of memory");
+		http_conn_free(conn);
 		return NULL;
 	}
 	for (;;) {
 		/* Forward whatever one read() gives: an interactive user's line
-		 * goes out at once instead of waiting for a full chunk. */
+		 * (or, on a raw terminal, keystroke) goes out at once instead of
+		 * waiting for a full chunk. */
 		ssize_t n = read(STDIN_FILENO, buf, EXEC_STDIN_CHUNK);
+		int rc;
 
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			err_sys(&e, errno, "reading");
-			stdin_warn(s, "closing it", &e);
+			warn(s, "stdin: closing it: %s", e.msg);
 			n = 0;
 		}
-		if (exec_dp_post(s, n ? "/stdin" : "/stdin/close", buf, (size_t)n,
-				 "application/octet-stream", &rs, &e) < 0) {
-			stdin_warn(s, "forwarding stopped", &e);
-			http_resp_free(&rs);
-			return NULL;
+		rc = stdin_deliver(s, conn, buf, (size_t)n, &e);
+		if (rc < 0 && s->raw) {
+			/* Nothing typed can reach the command any more, not
+			 * even ^C: leave rather than hold the terminal. */
+			tty_restore();
+			warn(s, "stdin: forwarding failed: %s; leaving (the command may still "
+				"be running, session %s)", e.msg, s->session_id);
+			fflush(stdout);
+			_exit(CTL_EXIT_EXEC);
 		}
-		if (rs.status == 409) {
-			/* The process finished or closed its stdin: nothing
-			 * more to deliver, and the output stream says why. */
-			http_resp_free(&rs);
-			return NULL;
-		}
-		if (rs.status / 100 != 2) {
-			http_error(&rs, &e);
-			stdin_warn(s, "forwarding stopped", &e);
-			http_resp_free(&rs);
-			return NULL;
-		}
-		http_resp_free(&rs);
-		if (n == 0)
-			return NULL;
+		if (rc < 0)
+			warn(s, "stdin: forwarding stopped: %s", e.msg);
+		if (rc <= 0 || n == 0)
+			break;
 	}
+	http_conn_free(conn);
+	return NULL;
 }
 
 int exec_start_stdin(struct exec_session *s, space_err *e)
@@ -234,36 +342,99 @@ int exec_start_stdin(struct exec_session *s, space_err *e)
 	return 0;
 }
 
-static sigset_t forwarded_signals(void)
+static sigset_t handled_signals(const struct exec_session *s)
 {
 	sigset_t set;
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
+	if (s->tty) {
+		sigaddset(&set, SIGHUP);
+		sigaddset(&set, SIGWINCH);
+	}
+	if (s->raw) {
+		sigaddset(&set, SIGTSTP);
+		sigaddset(&set, SIGCONT);
+	}
 	return set;
+}
+
+static void follow_window(struct exec_session *s, struct http_conn *conn)
+{
+	unsigned rows, cols;
+	space_err e = { 0 };
+
+	if (exec_term_size(&rows, &cols) < 0 || (rows == s->rows && cols == s->cols))
+		return;
+	if (exec_send_resize(s, conn, rows, cols, &e) < 0) {
+		warn(s, "resizing the terminal: %s", e.msg);
+		return;
+	}
+	s->rows = rows;
+	s->cols = cols;
+}
+
+/* Leave on a signal that ends a terminal session: the terminal back as it
+ * was, then the command hung up as a closed terminal would (bash and most
+ * shells exit on SIGHUP), then spacectl gone with 128+sig. */
+static __attribute__((noreturn)) void hang_up(struct exec_session *s, struct http_conn *conn,
+					      int sig)
+{
+	space_err e = { 0 };
+
+	tty_restore();
+	if (exec_send_signal(s, conn, SIGHUP, &e) < 0)
+		warn(s, "%s: hanging up the command: %s (session %s)", strsignal(sig), e.msg,
+		     s->session_id);
+	else
+		warn(s, "%s: hung up the command (session %s)", strsignal(sig), s->session_id);
+	fflush(stdout);
+	_exit(128 + sig);
 }
 
 static void *signal_main(void *arg)
 {
 	struct exec_session *s = arg;
-	sigset_t set = forwarded_signals();
+	sigset_t set = handled_signals(s);
+	struct http_conn *conn = http_conn_new(); /* NULL: fresh connections */
 	space_err e = { 0 };
 	int sig, count = 0;
 
 	for (;;) {
 		if (sigwait(&set, &sig) != 0)
 			continue;
+		if (sig == SIGWINCH) {
+			follow_window(s, conn);
+			continue;
+		}
+		if (sig == SIGTSTP) {
+			/* kill -TSTP (^Z on a raw terminal is the command's):
+			 * stop with the terminal as we found it. */
+			tty_restore();
+			kill(getpid(), SIGSTOP);
+			continue; /* SIGCONT follows */
+		}
+		if (sig == SIGCONT) {
+			/* Back in the foreground: whoever ran meanwhile may
+			 * have changed the terminal and its size. */
+			if (tty_raw(STDIN_FILENO, &e) < 0)
+				warn(s, "%s", e.msg);
+			follow_window(s, conn);
+			continue;
+		}
+		if (sig == SIGHUP || s->raw)
+			hang_up(s, conn, sig);
 		if (++count == 1) {
 			/* The command decides what the signal means; its exit
 			 * arrives on the output stream as usual. */
-			if (exec_send_signal(s, sig, &e) < 0)
-				fprintf(stderr, "spacectl: %s: forwarding %s: %s\n", s->c->verb,
-					strsignal(sig), e.msg);
+			if (exec_send_signal(s, conn, sig, &e) < 0)
+				warn(s, "forwarding %s: %s", strsignal(sig), e.msg);
 			continue;
 		}
-		fprintf(stderr, "spacectl: %s: %s again: leaving; the command may still be running "
-				"(session %s)\n", s->c->verb, strsignal(sig), s->session_id);
+		tty_restore();
+		warn(s, "%s again: leaving; the command may still be running (session %s)",
+		     strsignal(sig), s->session_id);
 		fflush(stdout);
 		_exit(128 + sig);
 	}
@@ -272,7 +443,7 @@ static void *signal_main(void *arg)
 
 int exec_start_signals(struct exec_session *s, space_err *e)
 {
-	sigset_t set = forwarded_signals();
+	sigset_t set = handled_signals(s);
 	pthread_t t;
 	int rc;
 

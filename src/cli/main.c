@@ -13,7 +13,8 @@
 /* In the order `spacectl help` lists them. */
 static const struct ctl_verb *const verbs[] = {
 	&ctl_verb_info,     &ctl_verb_templates, &ctl_verb_pool,     &ctl_verb_create,
-	&ctl_verb_ls,       &ctl_verb_exec,      &ctl_verb_logs,     &ctl_verb_rm,
+	&ctl_verb_ls,       &ctl_verb_exec,      &ctl_verb_cp,       &ctl_verb_logs,
+	&ctl_verb_rm,
 	&ctl_verb_pause,    &ctl_verb_resume,    &ctl_verb_suspend,  &ctl_verb_restore,
 	&ctl_verb_stop,     &ctl_verb_start,     &ctl_verb_wake,     &ctl_verb_timeout,
 	&ctl_verb_fork,     &ctl_verb_snapshot,  &ctl_verb_snapshots, &ctl_verb_snapshot_rm,
