@@ -102,14 +102,19 @@ def daemon_routes():
 
 def spec_routes(spec):
     """{(plane, METHOD, normalized path)} from openapi.yaml: a path with its own `servers`
-    naming the data plane is served there, every other on the control plane."""
+    is served on the planes they name, every other on the control plane."""
     out = set()
     for path, item in spec["paths"].items():
         servers = item.get("servers") or []
-        plane = "data" if any("data plane" in (s.get("description") or "") for s in servers) else "control"
+        descs = [s.get("description") or "" for s in servers]
+        planes = {"data"} if any("data plane" in d for d in descs) else set()
+        # A path served on both planes (the files routes) names both servers.
+        if not servers or any("control plane" in d for d in descs):
+            planes.add("control")
         for key in item:
             if key.upper() in METHODS:
-                out.add((plane, key.upper(), _norm(path)))
+                for plane in planes:
+                    out.add((plane, key.upper(), _norm(path)))
     return out
 
 

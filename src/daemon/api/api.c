@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "api/files.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -40,6 +41,17 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get },
 	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete },
 	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/tokens", api_tokens_create },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
+	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
 	{ EVHTTP_REQ_GET, "/ui", api_ui_get },
 	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get },
 };

@@ -109,9 +109,13 @@ json_t *op_to_json(const struct op_rec *op)
 json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes, uint64_t output_start)
 {
 	int exited = s->state == SESS_EXITED;
+	json_t *pty = s->kind == SESS_KIND_PTY ? json_pack("{s:i,s:i}", "rows", s->pty_rows, "cols", s->pty_cols)
+					       : json_null();
 
-	return json_pack("{s:s,s:s,s:o,s:o,s:s,s:s,s:b,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o}",
+	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:s,s:b,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o}",
 			 "id", s->id,
+			 "kind", sess_kind_name(s->kind),
+			 "pty", pty,
 			 "sandbox_id", s->sandbox_id,
 			 "argv", arr_copy(s->argv),
 			 "env", obj_copy(s->env),

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "api/req.h"
+#include "proto.h"
 #include "egress/policy.h"
 
 /* Refuses fields the request does not know (a typo must not pass silently). */
@@ -188,7 +189,7 @@ int req_create(json_t *body, struct create_req *r, space_err *err)
 
 int req_exec(json_t *body, struct exec_req *r, space_err *err)
 {
-	static const char *const known[] = { "argv", "env", "cwd", "user", "stdin", "token_ttl_s", NULL };
+	static const char *const known[] = { "argv", "env", "cwd", "user", "stdin", "token_ttl_s", "pty", NULL };
 	json_t *argv = json_object_get(body, "argv"), *v;
 	long long ttl = 0;
 	size_t i;
@@ -223,10 +224,30 @@ int req_exec(json_t *body, struct exec_req *r, space_err *err)
 		r->stdin_open = json_is_true(v);
 	}
 	r->token_ttl_s = (int)ttl;
+	v = json_object_get(body, "pty");
+	if (v && !json_is_null(v) && req_pty_size(v, &r->pty_rows, &r->pty_cols, err) < 0)
+		goto fail;
+	if (r->pty_rows)
+		r->stdin_open = true; /* a terminal always has input */
 	return 0;
 fail:
 	exec_req_free(r);
 	return -1;
+}
+
+int req_pty_size(json_t *v, uint16_t *rows, uint16_t *cols, space_err *err)
+{
+	static const char *const known[] = { "rows", "cols", NULL };
+	long long r = 24, c = 80;
+
+	if (!json_is_object(v))
+		return err_set(err, EINVAL, "pty must be an object {\"rows\":N,\"cols\":N}");
+	if (only_fields(v, known, err) < 0 || get_int(v, "rows", 1, PROTO_PTY_MAX_DIM, &r, NULL, err) < 0 ||
+	    get_int(v, "cols", 1, PROTO_PTY_MAX_DIM, &c, NULL, err) < 0)
+		return -1;
+	*rows = (uint16_t)r;
+	*cols = (uint16_t)c;
+	return 0;
 }
 
 int req_fork(json_t *body, int *count, space_err *err)

@@ -17,6 +17,8 @@ int req_network(const json_t *policy, json_t **out, space_err *err);
 int req_secret(json_t *body, const char **value, size_t *len, space_err *err);
 int req_create(json_t *body, struct create_req *out, space_err *err);
 int req_exec(json_t *body, struct exec_req *out, space_err *err);
+/* {"rows":R,"cols":C} (each 1..PROTO_PTY_MAX_DIM; absent: 24 x 80). */
+int req_pty_size(json_t *v, uint16_t *rows, uint16_t *cols, space_err *err);
 int req_fork(json_t *body, int *count, space_err *err);
 int req_snapshot(json_t *body, char *name, size_t len, space_err *err);
 int req_timeout(json_t *body, struct timeout_req *out, space_err *err);

@@ -9,6 +9,8 @@
 #include "sandbox/sandbox.h"
 #include "log.h"
 #include "api/render.h"
+#include "api/files.h"
+#include "api/req.h"
 
 static const struct {
 	const char *name;
@@ -69,7 +71,23 @@ enum dp_token_src dp_token_source(enum evhttp_cmd_type method, bool stream_route
 
 static bool is_stream_route(const struct http_req *r)
 {
-	return r->nseg == 4 && strcmp(r->seg[3], "attach") == 0;
+	return r->nseg == 4 && (strcmp(r->seg[3], "attach") == 0 || strcmp(r->seg[3], "ws") == 0);
+}
+
+/* /v1/sandboxes/{id}/files...: opened by a files token of that sandbox. */
+static int dp_auth_files(struct http_req *r, const char *token)
+{
+	space_err err = { 0 };
+
+	if (!id_valid(r->param[0], "sb-") || !sandbox_find(r->d, r->param[0])) {
+		http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
+		return -1;
+	}
+	if (token_check_files(r->d, r->param[0], token, &err) < 0) {
+		http_reply_err(r->req, &err);
+		return -1;
+	}
+	return 0;
 }
 
 /* The token of this request into `token`; -1 having answered 401. */
@@ -114,6 +132,12 @@ static int dp_auth(struct http_req *r)
 
 	if (dp_token(r, token, sizeof(token)) < 0)
 		return -1;
+	if (strcmp(r->seg[1], "sandboxes") == 0) {
+		int rc = dp_auth_files(r, token);
+
+		explicit_bzero(token, sizeof(token));
+		return rc;
+	}
 	s = id_valid(sid, "ss-") ? session_find(r->d, sid) : NULL;
 	if (!s) {
 		explicit_bzero(token, sizeof(token));
@@ -185,6 +209,25 @@ static void dp_signal(struct http_req *r)
 		http_reply_empty(r->req, 204);
 }
 
+static void dp_resize(struct http_req *r)
+{
+	space_err err = { 0 };
+	json_t *body = http_body_json(r);
+	uint16_t rows = 0, cols = 0;
+
+	if (!body)
+		return;
+	if (!json_object_get(body, "rows") || !json_object_get(body, "cols"))
+		err_set(&err, EINVAL, "rows and cols are required");
+	else
+		req_pty_size(body, &rows, &cols, &err);
+	json_decref(body);
+	if (err.code || session_resize(r->obj, rows, cols, &err) < 0)
+		http_reply_err(r->req, &err);
+	else
+		http_reply_empty(r->req, 204);
+}
+
 static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sessions/{}", dp_session_get },
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/attach", dp_attach },
@@ -192,6 +235,17 @@ static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", dp_stdin },
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin/close", dp_stdin_close },
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/signal", dp_signal },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/resize", dp_resize },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
+	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
 };
 
 static struct http_plane dp_plane = {

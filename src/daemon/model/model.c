@@ -33,6 +33,13 @@ static const char *const sess_names[SESS__COUNT] = {
 	[SESS_FAILED] = "failed",
 };
 
+static const char *const sess_kind_names[SESS_KIND__COUNT] = {
+	[SESS_KIND_PROCESS] = "process",
+	[SESS_KIND_PTY] = "pty",
+	[SESS_KIND_FILE] = "file",
+	[SESS_KIND_WATCH] = "watch",
+};
+
 static const char *const op_kind_names[OPK__COUNT] = {
 	[OPK_CREATE] = "create",   [OPK_DELETE] = "delete",   [OPK_PAUSE] = "pause",
 	[OPK_RESUME] = "resume",   [OPK_SUSPEND] = "suspend", [OPK_RESTORE] = "restore",
@@ -120,6 +127,16 @@ const char *sess_state_name(enum sess_state s)
 int sess_state_parse(const char *name)
 {
 	return parse_name(sess_names, SESS__COUNT, name);
+}
+
+const char *sess_kind_name(enum sess_kind k)
+{
+	return (unsigned)k < SESS_KIND__COUNT ? sess_kind_names[k] : "unknown";
+}
+
+int sess_kind_parse(const char *name)
+{
+	return parse_name(sess_kind_names, SESS_KIND__COUNT, name);
 }
 
 /*

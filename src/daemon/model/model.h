@@ -54,6 +54,9 @@ int op_state_parse(const char *name);
 bool op_state_done(enum op_state s);
 
 enum sess_state { SESS_CREATED, SESS_RUNNING, SESS_EXITED, SESS_FAILED, SESS__COUNT };
+/* What a session's channel is (docs/design/channels.md): a command, a command on a terminal,
+ * a file operation or a filesystem watch run by the agent itself. */
+enum sess_kind { SESS_KIND_PROCESS, SESS_KIND_PTY, SESS_KIND_FILE, SESS_KIND_WATCH, SESS_KIND__COUNT };
 
 /* How a sandbox's VM first came up: a cold boot, a clone of its template's
  * ready snapshot or of a named snapshot, a VM taken from a warm pool, or a
@@ -83,6 +86,8 @@ const char *snap_state_name(enum snap_state s);
 int snap_state_parse(const char *name);
 const char *sess_state_name(enum sess_state s);
 int sess_state_parse(const char *name);
+const char *sess_kind_name(enum sess_kind k);
+int sess_kind_parse(const char *name);
 
 struct template_rec {
 	char digest[80];    /* "sha256:<64 hex>" */
@@ -171,6 +176,8 @@ struct session_rec {
 	char cwd[1024];
 	char user[64];
 	bool stdin_open;         /* process was given a stdin pipe */
+	enum sess_kind kind;
+	uint16_t pty_rows, pty_cols; /* SESS_KIND_PTY: the terminal's size (last resize) */
 	enum sess_state state;
 	int pid;
 	int exit_code;           /* valid when state == SESS_EXITED and signal == 0 */

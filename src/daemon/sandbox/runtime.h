@@ -85,6 +85,10 @@ struct session {
 	uint64_t stdin_sent, stdin_acked;
 	bool stdin_close_req, stdin_close_sent;
 	bool released;             /* agent was told to forget the channel */
+	bool ephemeral;            /* the daemon's own (a file operation, a watch): never stored or
+				    * listed; freed with its spool once ended and unwatched */
+	void (*on_stdin_room)(struct session *s, void *arg); /* stdin was acknowledged */
+	void *stdin_room_arg;
 	struct session *next;
 };
 
@@ -300,6 +304,12 @@ void session_persist(struct session *s);
 struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err);
 /* session_create.c: H_EXEC for this session; -1 if it would not fit one frame. */
 int session_exec_encode(const struct session *s, struct proto_wr *w);
+/* session_create.c: a fresh 64-hex token and its SHA-256 (hex), which is all that is kept. */
+int token_generate(char token[65], char hash[65], space_err *err);
+void token_sha256_hex(const char *in, char out[65]);
+/* kinds.c: the frame that opens s's channel (H_EXEC or H_OPEN, into *type unless NULL) and its
+ * payload; -1 if it would not fit one frame. */
+int session_open_encode(const struct session *s, struct proto_wr *w, uint16_t *type);
 int sessions_load(struct sandbox *sb, space_err *err);
 void sessions_free(struct sandbox *sb);
 /* The sandbox failed or is going away: finish sessions still running. */

@@ -242,6 +242,8 @@ void sandbox_finish_delete(struct sandbox *sb)
 		}
 		sb->rec.snapshot_id[0] = '\0';
 	}
+	if (store_tokens_prune(sb->d->store, sb->rec.id, now_ms(), &err) < 0)
+		log_warn("sandbox %s: removing its tokens: %s", sb->rec.id, err.msg);
 	sb->rec.pid = 0;
 	sandbox_set_state(sb, SB_DELETED);
 	if (sb->op.id[0] && sb->op.kind == OPK_DELETE)

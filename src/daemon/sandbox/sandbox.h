@@ -130,6 +130,16 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 /* A fresh token for an existing session (ttl_s <= 0: the configured TTL). */
 int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
 		      char token[65], int64_t *expires_ms, space_err *err);
+/* A session the daemon runs for itself (a file operation, a watch: docs/design/channels.md),
+ * started at once: never stored or listed, freed with its output once it has ended and nobody
+ * watches it. argv is NULL-terminated; user NULL or "" = the template's default user. */
+struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
+				      const char *const *argv, const char *user, bool with_stdin, space_err *err);
+/* tokens.c: a data-plane token that opens the files routes of sandbox sb_id (ttl_s <= 0: the
+ * configured TTL); check: 0, or -1 with EACCES (EAGAIN: the store is busy). */
+int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token[65], int64_t *expires_ms,
+		      space_err *err);
+int token_check_files(struct spaced *d, const char *sb_id, const char *token, space_err *err);
 /* Runtime session by id (only sessions of live sandboxes), or NULL. */
 struct session *session_find(struct spaced *d, const char *ss_id);
 /* Checks a data-plane bearer token for this session: 0, or -1 with EACCES
@@ -144,6 +154,12 @@ int session_start(struct session *s, space_err *err);
 int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err);
 /* EBUSY if the process is not running. */
 int session_signal(struct session *s, int signo, space_err *err);
+/* Stdin bytes the session takes now without queueing beyond a couple of windows (0: none);
+ * the callback runs whenever the agent acknowledges stdin (NULL: none). */
+size_t session_stdin_room(const struct session *s);
+void session_set_stdin_room_cb(struct session *s, void (*fn)(struct session *s, void *arg), void *arg);
+/* A PTY session's window size; EBUSY if s is not a terminal or has ended. */
+int session_resize(struct session *s, uint16_t rows, uint16_t cols, space_err *err);
 
 /* Output access for streaming readers. Offsets count output bytes of stdout
  * and stderr together, in the order the agent produced them. */

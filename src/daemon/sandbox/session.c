@@ -1,8 +1,10 @@
 /* session.c -- command sessions at run time: start, stdin, signals, output spool and pacing, agent events */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "cleanup.h"
 #include "flow.h"
@@ -15,6 +17,8 @@ void session_persist(struct session *s)
 {
 	space_err err = { 0 };
 
+	if (s->ephemeral)
+		return;
 	if (store_session_put(s->d->store, &s->rec, &err) < 0)
 		log_error("session %s: %s", s->rec.id, err.msg);
 }
@@ -281,8 +285,23 @@ static void session_destroy(struct session *s)
  * command ever run in a sandbox would hold daemon memory until the sandbox is deleted. */
 static bool evictable(const struct session *s, int64_t now)
 {
+	if (s->ephemeral)
+		return session_done(s) && !s->watches && (s->released || !agent_ready(s->sb->agent));
 	return session_done(s) && !s->watches && s->released && !s->out_paused &&
 	       now - s->rec.ended_ms >= SESSION_EVICT_AFTER_MS;
+}
+
+/* An ephemeral session has nothing to reload from: its output goes with it. */
+static void session_unlink_spool(struct session *s)
+{
+	char path[PATH_MAX], old[PATH_MAX + 8];
+
+	path_session_spool(s->d, s->sb->rec.id, s->rec.id, path);
+	snprintf(old, sizeof(old), "%s.old", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		log_warn("session %s: removing %s: %m", s->rec.id, path);
+	if (unlink(old) < 0 && errno != ENOENT)
+		log_warn("session %s: removing %s: %m", s->rec.id, old);
 }
 
 static void sessions_evict(struct sandbox *sb, int64_t now)
@@ -298,7 +317,11 @@ static void sessions_evict(struct sandbox *sb, int64_t now)
 
 		*pp = s->next;
 		sb->out_kept -= kept < sb->out_kept ? kept : sb->out_kept;
-		sb->out_evicted += kept;
+		if (s->ephemeral) {
+			session_unlink_spool(s);
+		} else {
+			sb->out_evicted += kept;
+		}
 		session_destroy(s);
 	}
 }
@@ -418,7 +441,9 @@ static void send_exec(struct session *s)
 	struct proto_wr w;
 
 	proto_wr_init(&w);
-	if (session_exec_encode(s, &w) < 0 || agent_send(s->sb->agent, H_EXEC, s->rec.chan, w.buf, w.len) < 0) {
+	uint16_t type;
+
+	if (session_open_encode(s, &w, &type) < 0 || agent_send(s->sb->agent, type, s->rec.chan, w.buf, w.len) < 0) {
 		proto_wr_free(&w);
 		session_on_error(s, EIO, "could not send the command to the agent");
 		return;
@@ -478,6 +503,44 @@ int session_signal(struct session *s, int signo, space_err *err)
 		buf[i] = (uint8_t)((uint32_t)signo >> (8 * i));
 	if (agent_send(s->sb->agent, H_SIGNAL, s->rec.chan, buf, 4) < 0)
 		return err_set(err, EIO, "sending signal to the agent failed");
+	return 0;
+}
+
+size_t session_stdin_room(const struct session *s)
+{
+	size_t held = evbuffer_get_length(s->stdin_q) + evbuffer_get_length(s->stdin_unacked);
+
+	if (!s->rec.stdin_open || s->stdin_close_req || session_done(s))
+		return 0;
+	/* Bounded to a window or two in flight: a body streams at the agent's pace. */
+	return held < 2 * PROTO_IN_WINDOW ? 2 * PROTO_IN_WINDOW - held : 0;
+}
+
+void session_set_stdin_room_cb(struct session *s, void (*fn)(struct session *s, void *arg), void *arg)
+{
+	s->on_stdin_room = fn;
+	s->stdin_room_arg = arg;
+}
+
+int session_resize(struct session *s, uint16_t rows, uint16_t cols, space_err *err)
+{
+	uint8_t buf[4] = { rows & 0xff, rows >> 8, cols & 0xff, cols >> 8 };
+
+	if (s->rec.kind != SESS_KIND_PTY)
+		return err_set(err, EBUSY, "session %s is not a terminal (created without \"pty\")", s->rec.id);
+	if (session_done(s))
+		return err_set(err, EBUSY, "session %s has finished", s->rec.id);
+	if (rows < 1 || cols < 1 || rows > PROTO_PTY_MAX_DIM || cols > PROTO_PTY_MAX_DIM)
+		return err_set(err, EINVAL, "rows and cols must be 1..%d", PROTO_PTY_MAX_DIM);
+	s->rec.pty_rows = rows;
+	s->rec.pty_cols = cols;
+	session_persist(s);
+	/* Not started yet, or the agent is away: the size goes with the open, or is re-sent below
+	 * after the next hello. */
+	if (s->rec.state != SESS_RUNNING || !agent_ready(s->sb->agent) || !s->exec_sent)
+		return 0;
+	if (agent_send(s->sb->agent, H_RESIZE, s->rec.chan, buf, sizeof(buf)) < 0)
+		return err_set(err, EIO, "sending the size to the agent failed");
 	return 0;
 }
 
@@ -644,6 +707,8 @@ void session_on_stdin_ack(struct session *s, uint64_t off)
 	evbuffer_drain(s->stdin_unacked, off - s->stdin_acked);
 	s->stdin_acked = off;
 	pump_stdin(s);
+	if (s->on_stdin_room)
+		s->on_stdin_room(s, s->stdin_room_arg);
 }
 
 void sessions_abort(struct sandbox *sb, const char *why)

@@ -14,7 +14,7 @@
 
 /* ---- tokens ---- */
 
-static void sha256_hex(const char *in, char out[65])
+void token_sha256_hex(const char *in, char out[65])
 {
 	unsigned char md[32];
 	unsigned int mdlen = 0;
@@ -28,7 +28,7 @@ static void sha256_hex(const char *in, char out[65])
 	out[64] = '\0';
 }
 
-static int issue_token(struct session *s, int ttl_s, char token[65], space_err *err)
+int token_generate(char token[65], char hash[65], space_err *err)
 {
 	unsigned char raw[32];
 	static const char hex[] = "0123456789abcdef";
@@ -40,7 +40,15 @@ static int issue_token(struct session *s, int ttl_s, char token[65], space_err *
 		token[2 * i + 1] = hex[raw[i] & 15];
 	}
 	token[64] = '\0';
-	sha256_hex(token, s->rec.token_hash);
+	OPENSSL_cleanse(raw, sizeof(raw));
+	token_sha256_hex(token, hash);
+	return 0;
+}
+
+static int issue_token(struct session *s, int ttl_s, char token[65], space_err *err)
+{
+	if (token_generate(token, s->rec.token_hash, err) < 0)
+		return -1;
 	if (ttl_s <= 0)
 		ttl_s = s->d->cfg.token_ttl_s;
 	s->rec.token_expires_ms = now_ms() + (int64_t)ttl_s * 1000;
@@ -53,7 +61,7 @@ int session_check_token(struct session *s, const char *token, space_err *err)
 
 	if (!token || strlen(token) != 64)
 		return err_set(err, EACCES, "invalid session token");
-	sha256_hex(token, h);
+	token_sha256_hex(token, h);
 	if (CRYPTO_memcmp(h, s->rec.token_hash, 64) != 0)
 		return err_set(err, EACCES, "invalid session token");
 	if (now_ms() >= s->rec.token_expires_ms)
@@ -188,6 +196,11 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 	snprintf(r.cwd, sizeof(r.cwd), "%s", req->cwd);
 	snprintf(r.user, sizeof(r.user), "%s", req->user);
 	r.stdin_open = req->stdin_open;
+	if (req->pty_rows) {
+		r.kind = SESS_KIND_PTY;
+		r.pty_rows = req->pty_rows;
+		r.pty_cols = req->pty_cols;
+	}
 	if (!r.user[0])
 		snprintf(r.user, sizeof(r.user), "%s", sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root");
 	id_new(r.id, "ss-");
@@ -201,7 +214,7 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		return -1;
 	/* Refuse now, not at attach, what cannot be sent to the agent in one frame. */
 	proto_wr_init(&w);
-	rc = session_exec_encode(s, &w);
+	rc = session_open_encode(s, &w, NULL);
 	proto_wr_free(&w);
 	if (rc < 0) {
 		sb->sessions = s->next;
@@ -242,3 +255,59 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, in
 	return 0;
 }
 
+
+struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
+				      const char *const *argv, const char *user, bool with_stdin, space_err *err)
+{
+	struct session_rec r = { 0 };
+	struct sandbox *sb = NULL;
+	struct session *s;
+	struct proto_wr w;
+	int rc;
+
+	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+		return NULL;
+	if (sb->rec.state != SB_RUNNING) {
+		err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));
+		return NULL;
+	}
+	if (session_admit(d, sb, err) < 0)
+		return NULL;
+	r.argv = json_array();
+	r.env = json_object();
+	for (size_t i = 0; r.argv && argv[i]; i++)
+		if (json_array_append_new(r.argv, json_string(argv[i])) < 0) {
+			json_decref(r.argv);
+			r.argv = NULL;
+		}
+	if (!r.argv || !r.env) {
+		session_rec_clear(&r);
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	snprintf(r.user, sizeof(r.user), "%s",
+		 user && *user ? user : sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root");
+	r.kind = kind;
+	r.stdin_open = with_stdin;
+	id_new(r.id, "ss-");
+	snprintf(r.sandbox_id, sizeof(r.sandbox_id), "%s", sb->rec.id);
+	r.chan = sb->rec.next_chan++;
+	r.state = SESS_CREATED;
+	r.created_ms = now_ms();
+	s = session_alloc(sb, &r, err);
+	session_rec_clear(&r);
+	if (!s)
+		return NULL;
+	s->ephemeral = true;
+	sandbox_persist(sb); /* next_chan: a channel id is never used twice */
+	proto_wr_init(&w);
+	rc = session_open_encode(s, &w, NULL);
+	proto_wr_free(&w);
+	if (rc < 0 || session_start(s, err) < 0) {
+		if (!err->code)
+			err_set(err, EINVAL, "the operation's arguments exceed %d KiB", PROTO_MAX_PAYLOAD / 1024);
+		session_on_error(s, EINVAL, err->msg);
+		return NULL;
+	}
+	return s;
+}

@@ -90,6 +90,7 @@ struct exec_req {
 	char user[SPEC_USER_MAX + 1]; /* "" = the template's default user */
 	bool stdin_open;
 	int token_ttl_s;          /* 0 = the configured TTL */
+	uint16_t pty_rows, pty_cols; /* 0: no terminal; else run on a PTY of this size */
 };
 
 struct timeout_req {

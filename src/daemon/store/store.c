@@ -324,6 +324,18 @@ static const char schema_v4[] =
 	" value TEXT NOT NULL,"
 	" created_ms INTEGER NOT NULL,"
 	" updated_ms INTEGER NOT NULL);";
+/* 5: channel kinds (docs/design/channels.md). A session says what its channel is and, for a
+ * terminal, its size; data-plane tokens with a scope other than one session get a table. */
+static const char schema_v5[] =
+	"ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'process';"
+	"ALTER TABLE sessions ADD COLUMN pty_rows INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN pty_cols INTEGER NOT NULL DEFAULT 0;"
+	"CREATE TABLE tokens ("
+	" hash TEXT PRIMARY KEY,"
+	" sandbox_id TEXT NOT NULL,"
+	" scope TEXT NOT NULL,"
+	" expires_ms INTEGER NOT NULL);"
+	"CREATE INDEX tokens_sandbox ON tokens(sandbox_id);";
 /* clang-format on */
 
 static const struct migration migrations[] = {
@@ -331,6 +343,7 @@ static const struct migration migrations[] = {
 	{ .sql = schema_v2 },
 	{ .sql = schema_v3 },
 	{ .sql = schema_v4 },
+	{ .sql = schema_v5 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -77,6 +77,15 @@ int store_snapshot_each(struct store *st, unsigned kinds, int (*fn)(const struct
 			void *arg, space_err *err);
 int store_snapshot_delete(struct store *st, const char *id, space_err *err);
 
+/* Data-plane tokens with a scope wider than one session (schema v5; docs/design/channels.md).
+ * Only the token's SHA-256 (hex) is stored. get: ENOENT when unknown. prune: the sandbox's
+ * tokens (sandbox_id NULL: none) and every expired one. */
+int store_token_put(struct store *st, const char *hash, const char *sandbox_id, const char *scope,
+		    int64_t expires_ms, space_err *err);
+int store_token_get(struct store *st, const char *hash, char sandbox_id[ID_LEN], char *scope, size_t scope_len,
+		    int64_t *expires_ms, space_err *err);
+int store_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
+
 /* Egress secrets (schema v4): values the gateways inject, never shown. put: insert or
  * replace the value (*created true when the name was new); the record's times are set by
  * the store. get: the metadata only unless value != NULL (then *value is malloc'ed: clear

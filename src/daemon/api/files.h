@@ -1,0 +1,71 @@
+/* files.h -- file operations in a sandbox over HTTP (docs/design/channels.md): the routes
+ * (api_files.c) and the engine that runs one operation as one reply (files_op.c) */
+#ifndef SPACE_API_FILES_H
+#define SPACE_API_FILES_H
+
+#include <event2/buffer.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http/http.h"
+#include "model/model.h"
+
+struct fop;
+
+/* How one route turns the operation's output into its reply. Hooks return -1 to give up
+ * (the operation is killed; an unanswered reply gets 502, a started one is cut). */
+struct fop_kind {
+	enum sess_kind kind;
+	bool with_stdin; /* the request body is the operation's stdin */
+	int ok_status;   /* a unary reply's status (0: 200) */
+	/* The header line arrived (fop_header): start a streamed reply here, or not (unary). */
+	int (*on_header)(struct fop *f);
+	/* After the header: each further line (listings, events), or raw bytes (file contents,
+	 * tar). Whatever is added to out is sent as a chunk. */
+	int (*on_line)(struct fop *f, const char *line, size_t len, struct evbuffer *out);
+	int (*on_raw)(struct fop *f, const uint8_t *p, size_t n, struct evbuffer *out);
+	/* Success: the last bytes of a streamed reply, or a unary reply's JSON body. */
+	int (*on_end)(struct fop *f, struct evbuffer *out);
+	void (*free_ctx)(void *ctx);
+};
+
+/* Runs argv (NULL-terminated: the operation and its arguments) in sandbox sb_id as user (NULL:
+ * the default) and answers r from its output. ctx is the route's own state (freed with
+ * k->free_ctx). Answers errors itself. */
+void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, const char *const *argv,
+	     const char *user, void *ctx);
+void fop_reply_start(struct fop *f, int status, const char *reason);
+/* on_header's answer when the asked-for range lies past the end: the reply is 416. */
+#define FOP_RANGE_NOT_SATISFIABLE (-2)
+/* A unary reply's status, when not the kind's ok_status (from on_end). */
+void fop_set_status(struct fop *f, int status);
+/* A flag for the route's own use (first entry of a list); returns the previous value. */
+bool fop_set_first(struct fop *f, bool v);
+/* Bytes to send before anything else (a streamed document's opening). */
+void fop_prepend(struct fop *f, struct evbuffer *b);
+struct evhttp_request *fop_req(struct fop *f);
+json_t *fop_header(struct fop *f);
+void *fop_ctx(struct fop *f);
+
+/* An operation's errno -> HTTP status and error code (pure; unit-tested). */
+void files_errno_http(int e, int *status, const char **code);
+/* "bytes=A-B" / "bytes=A-" -> offset and length (UINT64_MAX: to the end). 0; 1 when the header
+ * is absent or a form we do not serve (a suffix or several ranges: the whole file is sent, as
+ * RFC 9110 allows); -1 when malformed (pure; unit-tested). */
+int files_parse_range(const char *h, uint64_t *off, uint64_t *len);
+
+/* The routes, for the control plane (API key) and the data plane (a files token). */
+void api_files_read(struct http_req *r);
+void api_files_write(struct http_req *r);
+void api_files_remove(struct http_req *r);
+void api_files_stat(struct http_req *r);
+void api_files_list(struct http_req *r);
+void api_files_mkdir(struct http_req *r);
+void api_files_rename(struct http_req *r);
+void api_files_tar_get(struct http_req *r);
+void api_files_tar_put(struct http_req *r);
+void api_files_watch(struct http_req *r);
+void api_tokens_create(struct http_req *r);
+
+#endif
