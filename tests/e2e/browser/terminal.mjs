@@ -5,7 +5,7 @@
 // deletes the sandbox it created and logs out.
 //
 //   SPACE_API_KEY=KEY node terminal.mjs --url http://127.0.0.1:7070 --artifacts DIR
-//       [--sandbox sb-...] [--template base] [--timeout-s 300] [--skip files,delete]
+//       [--sandbox sb-...] [--template base] [--timeout-s 300] [--skip terminal,files,delete]
 //
 // Prints one `ok - <step>` line per step and `terminal.mjs: N passed, 0 failed` at the end;
 // exits 1 at the first failure (`not ok - <step>: <why>`), with a screenshot of the page then
@@ -29,7 +29,7 @@ const { values: opt } = parseArgs({
 const key = process.env.SPACE_API_KEY;
 if (!opt.url || !key) {
   console.error('usage: SPACE_API_KEY=KEY node terminal.mjs --url http://127.0.0.1:PORT --artifacts DIR ' +
-    '[--sandbox ID] [--template NAME] [--timeout-s N] [--skip files,delete]');
+    '[--sandbox ID] [--template NAME] [--timeout-s N] [--skip terminal,files,delete]');
   process.exit(2);
 }
 const LONG = Number(opt['timeout-s']) * 1000; // creating and deleting a VM (TCG, loaded machine)
@@ -156,23 +156,26 @@ if (!sbId) {
   });
 }
 
-await step('open a terminal: a shell prompt appears', async () => {
-  await row(sbId).locator('[data-testid="open-terminal"]').click();
-  await page.waitForSelector('[data-testid="terminal-panel"]', { state: 'visible' });
-  await page.waitForFunction(() => window.__term !== undefined);
-  await waitForLine((l) => l.trim() !== '', 'a prompt');
-});
+const terminal = !skip.has('terminal');
+if (terminal) {
+  await step('open a terminal: a shell prompt appears', async () => {
+    await row(sbId).locator('[data-testid="open-terminal"]').click();
+    await page.waitForSelector('[data-testid="terminal-panel"]', { state: 'visible' });
+    await page.waitForFunction(() => window.__term !== undefined);
+    await waitForLine((l) => l.trim() !== '', 'a prompt');
+  });
 
-await step('a command typed in the terminal runs in the sandbox', async () => {
-  const line = await run('echo hello-$((40+2))-browser', 'hello-42-browser');
-  console.log(`# terminal line: ${line.trim()}`);
-});
+  await step('a command typed in the terminal runs in the sandbox', async () => {
+    const line = await run('echo hello-$((40+2))-browser', 'hello-42-browser');
+    console.log(`# terminal line: ${line.trim()}`);
+  });
 
-await step('the terminal is sized to its panel (fit addon) and the PTY knows it', async () => {
-  const { rows, cols } = await page.evaluate(() => ({ rows: window.__term.rows, cols: window.__term.cols }));
-  if (rows < 5 || cols < 20) throw new Error(`terminal is ${rows}x${cols}`);
-  await run('echo size-$(stty size | tr " " x)-end', `size-${rows}x${cols}-end`);
-});
+  await step('the terminal is sized to its panel (fit addon) and the PTY knows it', async () => {
+    const { rows, cols } = await page.evaluate(() => ({ rows: window.__term.rows, cols: window.__term.cols }));
+    if (rows < 5 || cols < 20) throw new Error(`terminal is ${rows}x${cols}`);
+    await run('echo size-$(stty size | tr " " x)-end', `size-${rows}x${cols}-end`);
+  });
+}
 
 await step('screenshot', async () => {
   const path = join(opt.artifacts, 'ui-terminal.png');
@@ -196,7 +199,7 @@ if (!skip.has('files')) {
     await page.setInputFiles('[data-testid="upload"]',
       { name, mimeType: 'text/plain', buffer: Buffer.from(content) });
     await page.locator(`[data-testid="file-row"][data-name="${name}"]`).waitFor();
-    await run(`cat /tmp/${name} | tr a-z A-Z`, content.trim().toUpperCase());
+    if (terminal) await run(`cat /tmp/${name} | tr a-z A-Z`, content.trim().toUpperCase());
   });
 
   await step('download it back', async () => {
@@ -212,12 +215,14 @@ if (!skip.has('files')) {
   });
 }
 
-await step('exit ends the shell: the page says so', async () => {
-  await page.click('#terminal');
-  await page.keyboard.type('exit 7');
-  await page.keyboard.press('Enter');
-  await waitForLine((l) => l.includes('[process exited with code 7]'), '[process exited with code 7]');
-});
+if (terminal) {
+  await step('exit ends the shell: the page says so', async () => {
+    await page.click('#terminal');
+    await page.keyboard.type('exit 7');
+    await page.keyboard.press('Enter');
+    await waitForLine((l) => l.includes('[process exited with code 7]'), '[process exited with code 7]');
+  });
+}
 
 if (!opt.sandbox && !skip.has('delete')) {
   await step('delete the sandbox', async () => {
