@@ -24,7 +24,8 @@ SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 
 COMMON_SRC := $(wildcard src/common/*.c)
 DAEMON_SRC := $(wildcard src/daemon/*.c src/daemon/*/*.c)
-AGENT_SRC  := $(wildcard src/agent/*.c)
+# The agent and its file operations (src/agent/fs/, behind src/agent/fsops.h).
+AGENT_SRC  := $(wildcard src/agent/*.c src/agent/fs/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 MEMCVT_SRC := $(wildcard src/memcvt/*.c)
 # What the daemon and the gateway share about egress (policy, ruleset, CA): docs/design/egress.md.
@@ -195,10 +196,10 @@ $(BUILD)/san/%.a:
 	@rm -f $@
 	ar rcs $@ $^
 
-# A test links the archive of the component its name says (test_agent_*,
+# A test links the archive of the component its name says (test_agent_* / test_fs_*,
 # test_sse / test_cli*, test_memcvt*, test_proto, test_gw_* (the gateway), test_egress_*
 # (src/egress alone), else the daemon) plus the egress and common ones.
-unit_libs = $(if $(filter test_agent_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_memcvt%,$(1)),$(BUILD)/san/libmemcvt.a,$(if $(filter test_gw_%,$(1)),$(BUILD)/san/libgateway.a,$(if $(filter test_proto test_egress_%,$(1)),,$(BUILD)/san/libdaemon.a))))) $(BUILD)/san/libegress.a $(BUILD)/san/libcommon.a
+unit_libs = $(if $(filter test_agent_% test_fs_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_memcvt%,$(1)),$(BUILD)/san/libmemcvt.a,$(if $(filter test_gw_%,$(1)),$(BUILD)/san/libgateway.a,$(if $(filter test_proto test_egress_%,$(1)),,$(BUILD)/san/libdaemon.a))))) $(BUILD)/san/libegress.a $(BUILD)/san/libcommon.a
 .SECONDEXPANSION:
 $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 	@mkdir -p $(@D) $(BUILD)/unitdeps
@@ -208,7 +209,7 @@ $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
 # component the harness drives; fuzz_ldflags are the harness's own link options.
 # fuzz_lib names the component archives (the daemon and the gateway link src/egress too).
-fuzz_lib = $(if $(filter agent_guest,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,$(if $(filter gw_%,$(1)),gateway egress,daemon egress)))
+fuzz_lib = $(if $(filter agent_guest tar,$(1)),agent,$(if $(filter memcvt,$(1)),memcvt,$(if $(filter gw_%,$(1)),gateway egress,daemon egress)))
 fuzz_archives = $(patsubst %,$(2)/lib%.a,$(call fuzz_lib,$(1))) $(2)/libcommon.a
 # (the guest agent's harness must not fork commands or power off: see fuzz_agent_guest.c)
 FUZZ_AGENT_WRAP := -Wl,--wrap=fork -Wl,--wrap=agent_poweroff -Wl,--wrap=epoll_ctl

@@ -64,6 +64,11 @@ struct agent_proc {
 	struct agent_ibuf in;
 	bool has_stdin;       /* the process was given a stdin pipe */
 	bool stdin_close;     /* H_STDIN_CLOSE received: close after the buffer drains */
+	/* A pseudo-terminal channel: w_out is the master (all output is stdout), w_in a dup()
+	 * of it (epoll takes an fd once); H_STDIN_CLOSE writes the terminal's EOF character
+	 * instead of closing, and H_RESIZE applies. */
+	bool pty;
+	bool eof_sent;        /* pty: that EOF character has been written */
 
 	/* What the host must still be told (regenerated after a reconnect). */
 	bool started_sent, exit_sent;
@@ -165,9 +170,52 @@ void agent_handle_badframe(void *ctx, enum proto_rc rc);
  * 0 when p has nothing more to send. */
 size_t agent_proc_next_frame(struct agent *a, struct agent_proc *p, uint8_t *out, size_t cap);
 
+/* kinds.c: the channel kinds (docs/design/channels.md).  The only place that knows them:
+ * each kind decodes its H_OPEN payload and describes its child (struct agent_spawn). */
+struct agent_kind {
+	uint32_t kind; /* enum proto_kind */
+	const char *name;
+	/* Decode the kind's payload and start channel id; on failure A_ERROR(id, errno) has
+	 * been sent and the channel does not exist.  0 or -1. */
+	int (*start)(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+};
+/* The table entry of a kind; NULL if unknown. */
+const struct agent_kind *agent_kind_find(uint32_t kind);
+/* Open channel id of that kind (H_OPEN, and H_EXEC = kind PROTO_KIND_PROC): an unknown kind
+ * or a malformed payload is A_ERROR(id, EINVAL).  0 or -1. */
+int agent_chan_open(struct agent *a, uint32_t id, uint32_t kind, const uint8_t *payload,
+		    size_t len);
+/* Pure payload parsers (pointers into p).  H_OPEN: u32 kind, then the rest (any length).
+ * H_RESIZE: exactly u16 rows, u16 cols, each 1..PROTO_PTY_MAX_DIM.  PTY payload: the same
+ * two u16 then an H_EXEC payload (the rest). */
+enum proto_rc agent_open_parse(const uint8_t *p, size_t n, uint32_t *kind, const uint8_t **rest,
+			       size_t *rest_len);
+enum proto_rc agent_resize_parse(const uint8_t *p, size_t n, uint16_t *rows, uint16_t *cols);
+enum proto_rc agent_pty_parse(const uint8_t *p, size_t n, uint16_t *rows, uint16_t *cols,
+			      const uint8_t **rest, size_t *rest_len);
+
+/* TERM a PTY child gets when its env has none. */
+#define AGENT_PTY_TERM "xterm-256color"
+
+/* How a channel's child is started (filled in by its kind, kinds.c). */
+struct agent_spawn {
+	const struct proto_exec *x;
+	const char *kind;  /* name, for logs */
+	bool stdin_pipe;   /* a stdin pipe, else /dev/null (a PTY always takes input) */
+	bool pty;          /* on a new pseudo-terminal of rows x cols, else pipes */
+	uint16_t rows, cols;
+	/* NULL: exec x->argv.  Else the child calls it with x->argv (after the user switch and
+	 * chdir, with the status pipe closed = "started") and _exit()s with its result. */
+	int (*body)(int argc, char *const argv[]);
+};
+
 /* proc.c: process channels */
 struct agent_proc *agent_proc_find(struct agent *a, uint32_t id);
-int agent_proc_exec(struct agent *a, uint32_t id, const uint8_t *payload, size_t len);
+/* Fork the child of channel id; on failure A_ERROR(id) is sent.  0 or -1. */
+int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s);
+/* H_RESIZE: TIOCSWINSZ on a PTY channel's master; -1 (errno EINVAL: not a PTY, or no
+ * terminal any more) otherwise. */
+int agent_proc_resize(struct agent *a, struct agent_proc *p, uint16_t rows, uint16_t cols);
 void agent_proc_event(struct agent *a, struct agent_watch *w, uint32_t events);
 void agent_proc_reap(struct agent *a);
 void agent_proc_ack(struct agent *a, struct agent_proc *p, uint64_t off);
@@ -184,20 +232,29 @@ void agent_proc_free_dead(struct agent *a);
 void agent_proc_signal_all(struct agent *a, int signo);
 void agent_proc_rearm_budget(struct agent *a);
 
-/* spawn.c: the child side of H_EXEC */
+/* spawn.c: the child side of a channel */
 struct proto_exec;
 struct agent_user;
 /* Build the environment: envp, plus HOME/USER/LOGNAME from u and a default PATH when
- * absent, and with net_ca the CA variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE,
+ * absent, with net_ca the CA variables (SSL_CERT_FILE, REQUESTS_CA_BUNDLE,
  * CURL_CA_BUNDLE = AGENT_CA_BUNDLE, NODE_EXTRA_CA_CERTS = AGENT_CA_FILE) the session does not
- * set.  Returns a malloc'ed NULL-terminated array (strings point into envp or are
- * malloc'ed), NULL on allocation failure. */
-char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca);
+ * set, and TERM=term when term is not NULL and envp has no TERM.  Returns a malloc'ed
+ * NULL-terminated array (strings point into envp or are malloc'ed), NULL on allocation
+ * failure. */
+char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca,
+		       const char *term);
 /* execvp semantics with PATH taken from env (not the agent's own); returns errno. */
 int agent_execvpe(const char *file, char *const argv[], char *const env[]);
-/* In the forked child: set up and exec; never returns.  fds: stdin read end (-1: /dev/null),
- * stdout and stderr write ends, status pipe (gets i32 errno + message on failure). */
-void agent_child_exec(const struct agent *a, const struct proto_exec *x, const int fds[4])
+/* What the forked child gets. */
+struct agent_child {
+	const struct proto_exec *x;
+	int in, out, err; /* pipes: stdin read end (-1: /dev/null), stdout and stderr write ends */
+	int tty;          /* a PTY's slave (then in/out/err are unused), or -1 */
+	int status;       /* status pipe: i32 errno + message on failure, closed on success */
+	int (*body)(int argc, char *const argv[]); /* NULL: exec (struct agent_spawn) */
+};
+/* In the forked child: session, stdio, user, cwd, then exec or body; never returns. */
+void agent_child_start(const struct agent *a, const struct agent_child *c)
 	__attribute__((noreturn));
 
 /* init.c: PID-1 duties */

@@ -24,6 +24,8 @@ static const char *type_name(uint16_t t)
 	case H_SHUTDOWN: return "H_SHUTDOWN";
 	case H_PING: return "H_PING";
 	case H_IDENTITY: return "H_IDENTITY";
+	case H_OPEN: return "H_OPEN";
+	case H_RESIZE: return "H_RESIZE";
 	default: return "unknown";
 	}
 }
@@ -103,10 +105,16 @@ static void on_chan_frame(struct agent *a, const struct proto_hdr *h, const uint
 	struct proto_rd r;
 
 	proto_rd_init(&r, payload, h->len);
-	if (h->type == H_EXEC) {
+	if (h->type == H_EXEC || h->type == H_OPEN) {
+		uint32_t kind = PROTO_KIND_PROC;
+		const uint8_t *body = payload;
+		size_t len = h->len;
+		enum proto_rc rc;
+
 		if (p) {
 			/* The channel lives on: report on the control channel, not on it. */
-			agent_send_error(a, 0, EEXIST, "H_EXEC chan %u: channel in use", h->chan);
+			agent_send_error(a, 0, EEXIST, "%s chan %u: channel in use",
+					 type_name(h->type), h->chan);
 			return;
 		}
 		if (a->nprocs >= AGENT_MAX_CHANS) {
@@ -114,7 +122,16 @@ static void on_chan_frame(struct agent *a, const struct proto_hdr *h, const uint
 					 AGENT_MAX_CHANS);
 			return;
 		}
-		agent_proc_exec(a, h->chan, payload, h->len);
+		/* H_EXEC is H_OPEN of kind process. */
+		if (h->type == H_OPEN) {
+			rc = agent_open_parse(payload, h->len, &kind, &body, &len);
+			if (rc != PROTO_OK) {
+				agent_send_error(a, h->chan, EINVAL, "open: bad H_OPEN: %s",
+						 proto_strerror(rc));
+				return;
+			}
+		}
+		agent_chan_open(a, h->chan, kind, body, len);
 		return;
 	}
 	if (!p) {
@@ -156,6 +173,23 @@ static void on_chan_frame(struct agent *a, const struct proto_hdr *h, const uint
 		if (want_len(a, h, 8))
 			agent_proc_ack(a, p, proto_rd_u64(&r));
 		return;
+	case H_RESIZE: {
+		uint16_t rows = 0, cols = 0;
+		enum proto_rc rc = agent_resize_parse(payload, h->len, &rows, &cols);
+
+		if (rc != PROTO_OK) {
+			agent_log(a, true, "H_RESIZE chan %u: %s (rows and cols are 1..%u): dropped",
+				  h->chan, proto_strerror(rc), PROTO_PTY_MAX_DIM);
+			return;
+		}
+		if (!p->pty) {
+			agent_log(a, true, "H_RESIZE chan %u: not a pty: dropped", h->chan);
+			return;
+		}
+		if (agent_proc_resize(a, p, rows, cols) < 0)
+			agent_log(a, true, "H_RESIZE chan %u: %s: dropped", h->chan, strerror(errno));
+		return;
+	}
 	case H_RELEASE:
 		if (!want_len(a, h, 0))
 			return;
@@ -199,6 +233,8 @@ void agent_handle_frame(void *ctx, const struct proto_hdr *h, const uint8_t *pay
 		}
 		break;
 	case H_EXEC:
+	case H_OPEN:
+	case H_RESIZE:
 	case H_STDIN:
 	case H_STDIN_CLOSE:
 	case H_SIGNAL:

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -70,6 +72,12 @@ static uint8_t stream_of(const struct agent_watch *w)
 	return w->kind == W_STDOUT ? PROTO_STDOUT : PROTO_STDERR;
 }
 
+/* A PTY's H_STDIN_CLOSE: its EOF character is still to be written (after the buffered input). */
+static bool eof_due(const struct agent_proc *p)
+{
+	return p->pty && p->stdin_close && !p->eof_sent;
+}
+
 static void update_interest(struct agent *a, struct agent_proc *p)
 {
 	struct agent_watch *ws[2] = { &p->w_out, &p->w_err };
@@ -90,7 +98,7 @@ static void update_interest(struct agent *a, struct agent_proc *p)
 		agent_watch_set(a, w, ev);
 	}
 	if (p->w_in.fd >= 0)
-		agent_watch_set(a, &p->w_in, agent_ibuf_len(&p->in) ? EPOLLOUT : 0);
+		agent_watch_set(a, &p->w_in, agent_ibuf_len(&p->in) || eof_due(p) ? EPOLLOUT : 0);
 }
 
 static void stop_grace(struct agent *a, struct agent_proc *p)
@@ -178,50 +186,114 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-int agent_proc_exec(struct agent *a, uint32_t id, const uint8_t *payload, size_t len)
+static void close_pair(int fds[2])
 {
-	struct proto_exec *x = malloc(sizeof(*x));
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+/* A new pseudo-terminal of rows x cols: master (non-blocking; the agent's side), slave (the
+ * child's controlling terminal).  All CLOEXEC; posix_openpt and friends are plain libc
+ * (no libutil in the static agent). */
+static int open_pty(uint16_t rows, uint16_t cols, int *master, int *slave)
+{
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+	int m, sl = -1, e;
+
+	m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (m < 0)
+		return -1;
+	if (grantpt(m) < 0 || unlockpt(m) < 0)
+		goto fail;
+#ifdef TIOCGPTPEER
+	/* The slave of this very master, whatever is mounted where. */
+	sl = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+#endif
+	if (sl < 0) {
+		char name[64];
+
+		if (ptsname_r(m, name, sizeof(name)) != 0)
+			goto fail;
+		sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (sl < 0)
+			goto fail;
+	}
+	if (ioctl(m, TIOCSWINSZ, &ws) < 0 || set_nonblock(m) < 0)
+		goto fail;
+	*master = m;
+	*slave = sl;
+	return 0;
+fail:
+	e = errno;
+	if (sl >= 0)
+		close(sl);
+	close(m);
+	errno = e;
+	return -1;
+}
+
+int agent_proc_spawn(struct agent *a, uint32_t id, const struct agent_spawn *s)
+{
+	const struct proto_exec *x = s->x;
 	int st[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 };
-	struct agent_proc *p = NULL;
-	enum proto_rc rc;
+	int pty[2] = { -1, -1 }; /* master, slave */
+	struct agent_proc *p;
 	pid_t pid;
 	int e;
 
-	if (!x) {
-		agent_send_error(a, id, ENOMEM, "exec: out of memory");
-		return -1;
-	}
-	rc = proto_exec_decode(payload, len, x);
-	if (rc != PROTO_OK) {
-		agent_send_error(a, id, EINVAL, "exec: bad H_EXEC: %s", proto_strerror(rc));
-		free(x);
-		return -1;
-	}
 	p = calloc(1, sizeof(*p));
-	if (!p || pipe2(st, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-	    pipe2(err, O_CLOEXEC) < 0 || ((x->flags & PROTO_EXEC_STDIN) && pipe2(in, O_CLOEXEC) < 0))
+	if (!p || pipe2(st, O_CLOEXEC) < 0)
 		goto fail;
-	/* Parent ends non-blocking; the child's ends stay blocking, as programs expect. */
-	if (set_nonblock(st[0]) < 0 || set_nonblock(out[0]) < 0 || set_nonblock(err[0]) < 0 ||
-	    (in[1] >= 0 && set_nonblock(in[1]) < 0))
+	if (s->pty) {
+		/* The stdin side is the same terminal under a second fd, for epoll. */
+		if (open_pty(s->rows, s->cols, &pty[0], &pty[1]) < 0 ||
+		    (in[1] = fcntl(pty[0], F_DUPFD_CLOEXEC, 3)) < 0) {
+			e = errno;
+			agent_send_error(a, id, e, "pty: %s", strerror(e));
+			goto cleanup;
+		}
+	} else {
+		if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+		    (s->stdin_pipe && pipe2(in, O_CLOEXEC) < 0))
+			goto fail;
+		/* Parent ends non-blocking; the child's ends stay blocking, as programs expect. */
+		if (set_nonblock(out[0]) < 0 || set_nonblock(err[0]) < 0 ||
+		    (in[1] >= 0 && set_nonblock(in[1]) < 0))
+			goto fail;
+	}
+	if (set_nonblock(st[0]) < 0)
 		goto fail;
 	pid = fork();
 	if (pid < 0)
 		goto fail;
 	if (pid == 0) {
-		int fds[4] = { in[0], out[1], err[1], st[1] };
+		struct agent_child c = {
+			.x = x, .in = in[0], .out = out[1], .err = err[1], .tty = pty[1],
+			.status = st[1], .body = s->body,
+		};
 
-		agent_child_exec(a, x, fds);
+		agent_child_start(a, &c);
 	}
 	close(st[1]);
-	close(out[1]);
-	close(err[1]);
-	if (in[0] >= 0)
-		close(in[0]);
+	if (s->pty) {
+		close(pty[1]);
+		out[0] = pty[0];
+	} else {
+		close(out[1]);
+		close(err[1]);
+		if (in[0] >= 0)
+			close(in[0]);
+	}
 
 	p->id = id;
 	p->state = P_STARTING;
 	p->pid = pid;
+	p->pty = s->pty;
 	snprintf(p->argv0, sizeof(p->argv0), "%s", x->argv[0]);
 	watch_init(&p->w_status, W_STATUS, p, st[0]);
 	watch_init(&p->w_out, W_STDOUT, p, out[0]);
@@ -235,33 +307,41 @@ int agent_proc_exec(struct agent *a, uint32_t id, const uint8_t *payload, size_t
 		a->procs->prev = p;
 	a->procs = p;
 	a->nprocs++;
-	free(x);
 	if (agent_watch_set(a, &p->w_status, EPOLLIN) < 0) {
 		agent_send_error(a, id, errno, "exec: epoll: %s", strerror(errno));
 		kill(pid, SIGKILL);
 		proc_kill_entry(a, p);
 		return -1;
 	}
-	log_debug("chan %u: started pid %d (%s)", id, (int)pid, p->argv0);
+	log_debug("chan %u: %s started pid %d (%s)", id, s->kind ? s->kind : "?", (int)pid,
+		  p->argv0);
 	return 0;
 
 fail:
 	e = errno;
 	agent_send_error(a, id, e, "exec %s: %s", x->argv[0], strerror(e));
-	{
-		int *fds[] = { st, out, err, in };
-		int i;
-
-		for (i = 0; i < 4; i++) {
-			if (fds[i][0] >= 0)
-				close(fds[i][0]);
-			if (fds[i][1] >= 0)
-				close(fds[i][1]);
-		}
-	}
+cleanup:
+	close_pair(st);
+	close_pair(out);
+	close_pair(err);
+	close_pair(in);
+	close_pair(pty);
 	free(p);
-	free(x);
 	return -1;
+}
+
+int agent_proc_resize(struct agent *a, struct agent_proc *p, uint16_t rows, uint16_t cols)
+{
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+	int fd = p->w_out.fd >= 0 ? p->w_out.fd : p->w_in.fd;
+
+	(void)a;
+	if (!p->pty || fd < 0 || p->state == P_DONE) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* The kernel sends SIGWINCH to the terminal's foreground process group. */
+	return ioctl(fd, TIOCSWINSZ, &ws);
 }
 
 /* The child closes the status pipe by exec (CLOEXEC), or writes (i32 errno, message). */
@@ -334,7 +414,8 @@ static void read_pipe(struct agent *a, struct agent_proc *p, struct agent_watch 
 			break;
 		}
 		if (n <= 0) {
-			if (n < 0)
+			/* A PTY master reads EIO once no slave fd is open: its EOF. */
+			if (n < 0 && !(p->pty && errno == EIO))
 				agent_log(a, false, "chan %u: read: %s", p->id, strerror(errno));
 			close_pipe(a, p, w);
 			break;
@@ -355,11 +436,23 @@ static void read_pipe(struct agent *a, struct agent_proc *p, struct agent_watch 
 		update_interest(a, p);
 }
 
+/* The character a PTY's line discipline takes as end-of-file (VEOF, normally ^D). */
+static uint8_t pty_eof_char(int fd)
+{
+	struct termios t;
+
+	if (tcgetattr(fd, &t) == 0 && t.c_cc[VEOF] != _POSIX_VDISABLE)
+		return t.c_cc[VEOF];
+	return 4;
+}
+
 static void pump_stdin(struct agent *a, struct agent_proc *p)
 {
 	for (;;) {
 		size_t len;
 		const uint8_t *d = agent_ibuf_peek(&p->in, &len);
+		uint8_t eof;
+		bool is_eof = false;
 		ssize_t n;
 
 		if (p->w_in.fd < 0) {
@@ -367,20 +460,32 @@ static void pump_stdin(struct agent *a, struct agent_proc *p)
 				close_stdin(a, p);
 			return;
 		}
-		if (!len) {
-			if (p->stdin_close)
+		if (!len && eof_due(p)) {
+			/* A terminal has no half-close: its line discipline turns the EOF
+			 * character into end-of-file for the reader, and stdin stays open. */
+			eof = pty_eof_char(p->w_in.fd);
+			d = &eof;
+			len = 1;
+			is_eof = true;
+		} else if (!len) {
+			if (p->stdin_close && !p->pty)
 				close_stdin(a, p);
 			break;
 		}
 		n = write(p->w_in.fd, d, len);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN)
+		if (n == 0 || (n < 0 && errno == EAGAIN))
 			break;
 		if (n < 0) {
-			/* EPIPE: the process closed its stdin; the rest has nowhere to go. */
+			/* EPIPE: the process closed its stdin (EIO: nobody holds the terminal);
+			 * the rest has nowhere to go. */
 			close_stdin(a, p);
 			return;
+		}
+		if (is_eof) {
+			p->eof_sent = true;
+			continue;
 		}
 		agent_ibuf_consume(&p->in, (size_t)n);
 		agent_proc_mark_pending(a, p);

@@ -1,7 +1,12 @@
-/* spawn.c -- the child side of H_EXEC: session, stdio, credentials, cwd, environment, exec.
- * Runs between fork() and exec() in a copy of the single-threaded agent, so it may allocate.
+/* spawn.c -- the child side of a channel: session, stdio, credentials, cwd, environment, then
+ * exec (process and PTY channels) or a function of the agent itself (file and watch channels,
+ * fsop_main).  Runs after fork() in a copy of the single-threaded agent, so it may allocate.
  * Any failure is reported through the CLOEXEC status pipe as (i32 errno, message) and the
- * child exits 127; a successful exec closes the pipe, which the agent reads as "started". */
+ * child exits 127; a successful exec closes the pipe, which the agent reads as "started" (a
+ * child that runs a function closes it itself, right before calling it).
+ *
+ * Only the stdio part differs between kinds: pipes (stdin pipe or /dev/null, stdout and
+ * stderr pipes), or a pseudo-terminal slave on 0, 1 and 2 as the controlling terminal. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -9,9 +14,12 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -29,7 +37,8 @@ static bool has_key(const char *const *envp, const char *key)
 	return false;
 }
 
-char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca)
+char **agent_build_env(const char *const *envp, const struct agent_user *u, bool net_ca,
+		       const char *term)
 {
 	static const char *const ca_env[][2] = {
 		{ "SSL_CERT_FILE", AGENT_CA_BUNDLE },
@@ -37,7 +46,7 @@ char **agent_build_env(const char *const *envp, const struct agent_user *u, bool
 		{ "CURL_CA_BUNDLE", AGENT_CA_BUNDLE },
 		{ "NODE_EXTRA_CA_CERTS", AGENT_CA_FILE },
 	};
-	const char *add[8][2] = { { NULL, NULL } };
+	const char *add[12][2] = { { NULL, NULL } };
 	size_t n = 0, nadd = 0, strbytes = 0, i;
 	char **env, *s;
 
@@ -54,6 +63,8 @@ char **agent_build_env(const char *const *envp, const struct agent_user *u, bool
 	for (i = 0; net_ca && i < sizeof(ca_env) / sizeof(ca_env[0]); i++)
 		if (!has_key(envp, ca_env[i][0]))
 			add[nadd][0] = ca_env[i][0], add[nadd++][1] = ca_env[i][1];
+	if (term && !has_key(envp, "TERM"))
+		add[nadd][0] = "TERM", add[nadd++][1] = term;
 	for (i = 0; i < nadd; i++)
 		strbytes += strlen(add[i][0]) + 1 + strlen(add[i][1]) + 1;
 	/* One block: the pointer array, then the added strings; free(env) releases it all. */
@@ -188,16 +199,88 @@ child_fail(int status_fd, int e, const char *fmt, ...)
 	_exit(127);
 }
 
-void agent_child_exec(const struct agent *a, const struct proto_exec *x, const int fds[4])
+/* stdio of a process channel: fds[0] the stdin pipe's read end (-1: /dev/null), stdout and
+ * stderr pipes' write ends.  The agent keeps 0-2 open (console or /dev/null), so the pipe fds
+ * are all >= 3 and the dup2()s cannot clobber one another. */
+static void stdio_pipes(const struct agent_child *c)
 {
-	int sfd = fds[3], nullfd, sig, e;
+	int sfd = c->status, nullfd;
+
+	if (c->in >= 0) {
+		if (dup2(c->in, 0) < 0)
+			child_fail(sfd, errno, "stdin: %s", strerror(errno));
+	} else {
+		nullfd = open("/dev/null", O_RDONLY);
+		if (nullfd < 0 || dup2(nullfd, 0) < 0)
+			child_fail(sfd, errno, "open /dev/null: %s", strerror(errno));
+		if (nullfd > 2)
+			close(nullfd);
+	}
+	if (dup2(c->out, 1) < 0 || dup2(c->err, 2) < 0)
+		child_fail(sfd, errno, "stdout/stderr: %s", strerror(errno));
+}
+
+/* stdio of a PTY channel: the slave becomes the controlling terminal of the new session (we
+ * are its leader: setsid() ran) and fds 0, 1 and 2. */
+static void stdio_tty(const struct agent_child *c)
+{
+	int sfd = c->status;
+
+	if (ioctl(c->tty, TIOCSCTTY, 0) < 0)
+		child_fail(sfd, errno, "pty: TIOCSCTTY: %s", strerror(errno));
+	if (dup2(c->tty, 0) < 0 || dup2(c->tty, 1) < 0 || dup2(c->tty, 2) < 0)
+		child_fail(sfd, errno, "pty: stdio: %s", strerror(errno));
+}
+
+/* Close every fd from lo to hi (inclusive). */
+static void close_fds(unsigned lo, unsigned hi)
+{
+	unsigned fd;
+
+	if (lo > hi)
+		return;
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+		return;
+#endif
+	/* Kernels before 5.9: up to the limit (the agent's own, not yet lowered). */
+	for (fd = lo; fd <= hi && fd < 65536; fd++)
+		close((int)fd);
+}
+
+/* A child that does not exec: no CLOEXEC to shed the agent's fds (the port, epoll, other
+ * channels' pipes, whose ends would stay open while it runs), so close all but 0-2 and the
+ * status pipe; and drop anything the agent left in stdio buffers, which would otherwise end
+ * up in this child's output. */
+static void __attribute__((noreturn)) run_body(const struct agent_child *c)
+{
+	int rc;
+
+	close_fds(3, (unsigned)c->status - 1);
+	close_fds((unsigned)c->status + 1, ~0u);
+	__fpurge(stdout);
+	__fpurge(stderr);
+	/* "Started": the agent reads the closed status pipe as a successful exec. */
+	close(c->status);
+	rc = c->body((int)c->x->argc, (char *const *)c->x->argv);
+	fflush(stdout);
+	fflush(stderr);
+	/* Never back into agent code: this is a copy of the agent. */
+	_exit(rc >= 0 && rc <= 255 ? rc : 255);
+}
+
+void agent_child_start(const struct agent *a, const struct agent_child *c)
+{
+	const struct proto_exec *x = c->x;
+	int sfd = c->status, sig, e;
 	const char *cwd;
 	struct agent_user u;
 	char msg[256];
 	sigset_t none;
 	char **env;
 
-	/* Own session and process group, so H_SIGNAL can reach the whole job. */
+	/* Own session and process group, so H_SIGNAL can reach the whole job (and, on a PTY,
+	 * so the terminal can become ours). */
 	setsid();
 	/* Signal state is inherited across exec: undo the agent's (blocked SIGCHLD for the
 	 * signalfd, ignored SIGPIPE). */
@@ -207,25 +290,22 @@ void agent_child_exec(const struct agent *a, const struct proto_exec *x, const i
 		signal(sig, SIG_DFL);
 	setrlimit(RLIMIT_NOFILE, &a->nofile);
 
-	/* The agent keeps 0-2 open (console or /dev/null), so the pipe fds are all >= 3 and
-	 * the dup2()s below cannot clobber one another. */
-	if (fds[0] >= 0) {
-		if (dup2(fds[0], 0) < 0)
-			child_fail(sfd, errno, "stdin: %s", strerror(errno));
-	} else {
-		nullfd = open("/dev/null", O_RDONLY);
-		if (nullfd < 0 || dup2(nullfd, 0) < 0)
-			child_fail(sfd, errno, "open /dev/null: %s", strerror(errno));
-		if (nullfd > 2)
-			close(nullfd);
-	}
-	if (dup2(fds[1], 1) < 0 || dup2(fds[2], 2) < 0)
-		child_fail(sfd, errno, "stdout/stderr: %s", strerror(errno));
+	if (c->tty >= 0)
+		stdio_tty(c);
+	else
+		stdio_pipes(c);
 
 	if (agent_user_resolve("/etc/passwd", "/etc/group", x->user, x->uid, x->gid, &u, msg,
 			       sizeof(msg)) < 0)
 		child_fail(sfd, errno, "%s", msg);
 	if (geteuid() == 0) {
+		/* The terminal belongs to its user, as login and sshd do it (best effort: the
+		 * fds are open already, only programs reopening the path need it). */
+		if (c->tty >= 0) {
+			int rc = fchown(0, u.uid, (gid_t)-1);
+
+			(void)rc;
+		}
 		if (setgroups((size_t)u.ngroups, u.groups) < 0)
 			child_fail(sfd, errno, "setgroups: %s", strerror(errno));
 		if (setgid(u.gid) < 0)
@@ -248,7 +328,9 @@ void agent_child_exec(const struct agent *a, const struct proto_exec *x, const i
 			child_fail(sfd, errno, "chdir /: %s", strerror(errno));
 	}
 
-	env = agent_build_env(x->envp, &u, a->net_ca);
+	if (c->body)
+		run_body(c);
+	env = agent_build_env(x->envp, &u, a->net_ca, c->tty >= 0 ? AGENT_PTY_TERM : NULL);
 	if (!env)
 		child_fail(sfd, ENOMEM, "exec %s: out of memory", x->argv[0]);
 	e = agent_execvpe(x->argv[0], (char *const *)x->argv, env);

@@ -19,13 +19,16 @@ IN_WINDOW = 256 * 1024
 MAX_CHUNK = MAX_PAYLOAD - 16
 
 H_HELLO, H_EXEC, H_STDIN, H_STDIN_CLOSE, H_SIGNAL, H_ACK, H_RELEASE, H_SETTIME, H_SHUTDOWN, H_PING, \
-    H_IDENTITY = range(1, 12)
+    H_IDENTITY, H_OPEN, H_RESIZE = range(1, 14)
 A_HELLO, A_STARTED, A_DATA, A_EXIT, A_ERROR, A_STDIN_ACK, A_PONG, A_LOG, A_IDENTITY = range(101, 110)
 STDOUT, STDERR = 1, 2
 CHAN_RUNNING, CHAN_EXITED = 1, 2
 EXEC_STDIN = 1
 IDENTITY_MAX_ENTROPY = 512
 IDENTITY_CLOCK, IDENTITY_ENTROPY, IDENTITY_HOSTNAME = 1, 2, 4
+# Channel kinds (H_OPEN; docs/design/channels.md)
+KIND_PROC, KIND_PTY, KIND_FILE, KIND_WATCH = 1, 2, 3, 4
+PTY_MAX_DIM = 1000
 
 NAMES = {v: k for k, v in globals().items() if k[:2] in ("H_", "A_") and isinstance(v, int)}
 
@@ -39,6 +42,20 @@ def encode_exec(argv, env=(), cwd="", user="", uid=0, gid=0, stdin=False):
     for s in [user, cwd, *argv, *env]:
         b += s.encode() + b"\0"
     return b
+
+
+def encode_open(kind, payload):
+    """H_OPEN payload: u32 kind, then that kind's payload."""
+    return struct.pack("<I", kind) + payload
+
+
+def encode_pty(rows, cols, argv, **kw):
+    """The PTY kind's payload: u16 rows, u16 cols, then an H_EXEC payload."""
+    return struct.pack("<HH", rows, cols) + encode_exec(argv, **kw)
+
+
+def encode_resize(rows, cols):
+    return struct.pack("<HH", rows, cols)
 
 
 def encode_identity(realtime_ns=0, entropy=b"", hostname="", net=b""):
@@ -269,6 +286,18 @@ class Host:
         self.chans[cid] = Chan(cid)
         self.send(H_EXEC, cid, encode_exec(argv, **kw))
         return self.chans[cid]
+
+    def open(self, cid, kind, payload):
+        """H_OPEN of a kind with its payload (after the u32 kind)."""
+        self.chans[cid] = Chan(cid)
+        self.send(H_OPEN, cid, encode_open(kind, payload))
+        return self.chans[cid]
+
+    def pty(self, cid, argv, rows=24, cols=80, **kw):
+        return self.open(cid, KIND_PTY, encode_pty(rows, cols, argv, **kw))
+
+    def resize(self, cid, rows, cols):
+        self.send(H_RESIZE, cid, encode_resize(rows, cols))
 
     def stdin(self, cid, off, data):
         self.send(H_STDIN, cid, struct.pack("<Q", off) + data)

@@ -503,3 +503,231 @@ def test_shutdown_unknown_mode_ignored(host):
     host.wait_for(lambda: any("unknown mode 7" in m for m in host.logs), timeout=5)
     assert host.run(73, ["echo", "up"], env=ENV).out == b"up\n"
     assert host.proc.poll() is None
+
+
+# ---- channel kinds (H_OPEN; docs/design/channels.md) ----
+
+def wait_out(host, c, pattern, timeout=5):
+    """Pump until the channel's stdout contains pattern (bytes)."""
+    host.wait_for(lambda: pattern in bytes(c.out) or c.exit is not None or c.error is not None,
+                  timeout=timeout)
+    assert pattern in bytes(c.out), (bytes(c.out), c.exit, c.error)
+
+
+def test_open_process_kind_is_exec(host):
+    c = host.open(300, P.KIND_PROC, P.encode_exec(["sh", "-c", "echo out; echo err >&2"], env=ENV))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert (bytes(c.out), bytes(c.err), c.exit[1:]) == (b"out\n", b"err\n", (0, 0))
+    c = host.open(301, P.KIND_PROC, P.encode_exec(["cat"], env=ENV, stdin=True))
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(301, 0, b"piped\n")
+    host.send(P.H_STDIN_CLOSE, 301)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out) == b"piped\n"
+    # H_OPEN on a live id: EEXIST on chan 0, the channel untouched.
+    host.send(P.H_OPEN, 300, P.encode_open(P.KIND_PTY, P.encode_pty(24, 80, ["true"], env=ENV)))
+    host.wait_for(lambda: host.errors0, timeout=5)
+    assert host.errors0[0][0] == errno.EEXIST
+
+
+def test_open_malformed(host):
+    """An unknown kind or a malformed payload: A_ERROR(chan, EINVAL), no channel."""
+    good = P.encode_exec(["true"], env=ENV)
+    cases = {
+        310: P.encode_open(0, good),                                   # kind 0
+        311: P.encode_open(99, good),                                  # unknown kind
+        312: b"\x02\x00",                                              # kind truncated
+        313: b"",                                                      # empty
+        314: P.encode_open(P.KIND_PTY, b"\x18\x00"),                   # size truncated
+        315: P.encode_open(P.KIND_PTY, P.encode_pty(0, 80, ["true"])), # rows 0
+        316: P.encode_open(P.KIND_PTY, P.encode_pty(24, P.PTY_MAX_DIM + 1, ["true"])),
+        317: P.encode_open(P.KIND_PTY, struct.pack("<HH", 24, 80)),    # no exec payload
+        318: P.encode_open(P.KIND_PTY, struct.pack("<HH", 24, 80) + struct.pack("<5I", 0, 0, 0, 0, 0) + b"\0\0"),
+        319: P.encode_open(P.KIND_FILE, b"\x01"),                      # bad exec payload
+        320: P.encode_open(P.KIND_WATCH, b""),
+        321: P.encode_open(P.KIND_PROC, struct.pack("<5I", 0, 0, 0, 0, 0) + b"\0\0"),  # argc 0
+    }
+    for cid, payload in cases.items():
+        host.chans[cid] = P.Chan(cid)
+        host.send(P.H_OPEN, cid, payload)
+    host.wait_for(lambda: all(host.chan(c).error is not None for c in cases), timeout=10)
+    for cid in cases:
+        c = host.chan(cid)
+        assert c.error[0] == errno.EINVAL, (cid, c.error)
+        assert c.pid is None and c.exit is None
+    assert "unknown channel kind 99" in host.chan(311).error[1]
+    assert host.hello() == {}
+    # The agent carries on.
+    assert host.run(322, ["echo", "up"], env=ENV).out == b"up\n"
+
+
+def test_pty_tty_and_env(host):
+    c = host.pty(330, ["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && [ -t 2 ] && echo all-tty; "
+                       "echo TERM=$TERM; echo to-stderr >&2"], env=ENV)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    out = bytes(c.out).decode()
+    assert c.pid and c.exit[1:] == (0, 0), (out, c.error)
+    lines = out.split("\r\n")  # the terminal's ONLCR
+    assert lines[0].startswith("/dev/pts/"), out
+    assert "all-tty" in lines and "TERM=xterm-256color" in lines and "to-stderr" in lines
+    assert bytes(c.err) == b""  # everything is stream 1
+    # TERM given in env wins; the process leads its session on its controlling terminal.
+    c = host.pty(331, ["sh", "-c", "echo TERM=$TERM; cut -d' ' -f5,6,8 /proc/$$/stat; echo pid=$$"],
+                 env=ENV + ["TERM=dumb"])
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    out = bytes(c.out).decode()
+    assert "TERM=dumb" in out
+    pid = out.split("pid=")[1].split()[0]
+    pgid, sid, tpgid = out.split("\r\n")[1].split()
+    assert sid == pgid == tpgid == pid == str(c.pid), out
+
+
+def test_pty_size_and_resize(host):
+    c = host.pty(340, ["stty", "size"], rows=33, cols=101, env=ENV)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out) == b"33 101\r\n", (c.out, c.error)
+    # After H_RESIZE a new `stty size` shows the new size ...
+    c = host.pty(341, ["sh", "-c", "stty size; echo ready; read x; stty size"], env=ENV)
+    wait_out(host, c, b"ready")
+    assert bytes(c.out).startswith(b"24 80\r\n")
+    host.resize(341, 50, 132)
+    host.stdin(341, 0, b"\n")
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out).endswith(b"50 132\r\n"), bytes(c.out)
+    # ... and the foreground process group gets SIGWINCH.
+    c = host.pty(342, ["sh", "-c", "trap 'stty size' WINCH; echo ready; "
+                       "while :; do sleep 0.05; done"], env=ENV)
+    wait_out(host, c, b"ready")
+    host.resize(342, 7, 1000)
+    wait_out(host, c, b"7 1000")
+    host.send(P.H_SIGNAL, 342, struct.pack("<I", signal.SIGKILL))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    # Out of range or malformed: logged and dropped, the size unchanged.
+    c = host.pty(343, ["sh", "-c", "echo ready; read x; stty size"], rows=10, cols=20, env=ENV)
+    wait_out(host, c, b"ready")
+    n = len(host.logs)
+    host.resize(343, 0, 80)
+    host.resize(343, 24, 1001)
+    host.send(P.H_RESIZE, 343, b"\x01\x00\x01")
+    host.send(P.H_RESIZE, 343, b"\x01\x00\x01\x00\x00")
+    host.wait_for(lambda: len([m for m in host.logs[n:] if "H_RESIZE chan 343" in m]) >= 4,
+                  timeout=5)
+    host.stdin(343, 0, b"\n")
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert bytes(c.out).endswith(b"10 20\r\n")
+
+
+def test_pty_echo_and_stdin_close(host):
+    c = host.pty(350, ["cat"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(350, 0, b"hello\n")
+    # The terminal echoes the line, then cat writes it back.
+    wait_out(host, c, b"hello\r\nhello\r\n")
+    host.wait_for(lambda: c.stdin_ack == 6, timeout=5)
+    # H_STDIN_CLOSE: ^D ends cat (a terminal cannot be half-closed).
+    host.send(P.H_STDIN_CLOSE, 350)
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert c.exit[1:] == (0, 0)
+    # Buffered input is written before the ^D; stdin after the close is dropped.
+    c = host.pty(351, ["sh", "-c", "cat; echo cat-done; sleep 0.3"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.stdin(351, 0, b"one\ntwo\n")
+    host.send(P.H_STDIN_CLOSE, 351)
+    host.send(P.H_STDIN_CLOSE, 351)  # a repeat (as after a reconnect) is the first one
+    wait_out(host, c, b"cat-done")
+    host.stdin(351, 8, b"late\n")
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    out = bytes(c.out)
+    lines = out.split(b"\r\n")  # echo of the input, cat's copy of it (interleaving is the tty's)
+    assert lines.count(b"one") == 2 and lines.count(b"two") == 2, out
+    assert lines[-2:] == [b"cat-done", b""], out
+    assert b"late" not in out
+    assert c.exit[1:] == (0, 0)
+
+
+def test_pty_signals(host):
+    # ^C typed into the terminal: SIGINT for the foreground process group.
+    c = host.pty(360, ["sleep", "100"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    time.sleep(0.1)
+    host.stdin(360, 0, b"\x03")
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    assert c.exit[1:] == (-1, signal.SIGINT)
+    # H_SIGNAL reaches the whole process group on the terminal.
+    c = host.pty(361, ["sh", "-c", "trap 'echo trapped' TERM; sleep 100 & echo started; "
+                       "wait $!; echo status=$?"], env=ENV)
+    wait_out(host, c, b"started")
+    time.sleep(0.1)
+    host.send(P.H_SIGNAL, 361, struct.pack("<I", signal.SIGTERM))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+    out = bytes(c.out)
+    assert b"trapped" in out and b"status=143" in out, out
+    assert c.exit[1:] == (0, 0)
+
+
+def test_pty_output_complete_and_descendants(host):
+    """All output written before the exit arrives (EIO on the master is its EOF), and a
+    descendant holding the terminal does not keep the channel open."""
+    c = host.pty(370, ["seq", "1", "30000"], env=ENV)
+    host.wait_for(lambda: c.exit is not None, timeout=20)
+    assert bytes(c.out) == "".join(f"{i}\r\n" for i in range(1, 30001)).encode()
+    assert c.exit == (len(c.data), 0, 0)
+    t0 = time.monotonic()
+    c = host.pty(371, ["sh", "-c", "trap '' HUP; (trap '' HUP; exec sleep 30) & echo bg"], env=ENV)
+    host.wait_for(lambda: c.exit is not None, timeout=10)
+    assert time.monotonic() - t0 < 5
+    assert b"bg" in bytes(c.out)
+    host.send(P.H_RELEASE, 371)
+    assert 371 not in host.hello()
+
+
+def test_resize_not_pty_dropped(host):
+    c = host.exec(380, ["sleep", "100"], env=ENV)
+    host.wait_for(lambda: c.pid is not None)
+    host.resize(380, 24, 80)
+    host.wait_for(lambda: any("H_RESIZE chan 380: not a pty" in m for m in host.logs), timeout=5)
+    host.resize(381, 24, 80)  # no such channel
+    host.send(P.H_RESIZE, 0, P.encode_resize(24, 80))  # chan 0
+    host.wait_for(lambda: any("for unknown chan 381" in m for m in host.logs)
+                  and any("H_RESIZE on chan 0" in m for m in host.logs), timeout=5)
+    assert host.hello() == {380: P.CHAN_RUNNING}
+    host.send(P.H_SIGNAL, 380, struct.pack("<I", 9))
+    host.wait_for(lambda: c.exit is not None, timeout=5)
+
+
+def test_file_kind_runs_fsop_main(tmp_path, host):
+    """A file channel runs the agent's fsop_main in the child.  (While src/agent/fs/ has only
+    the temporary one, every operation fails with ENOSYS: exit 38, one JSON line on stderr,
+    nothing on stdout; the real operations are tested in their own unit tests.)"""
+    cases = ((390, P.KIND_FILE, ["stat", "/"], 0),
+             (391, P.KIND_WATCH, ["watch", str(tmp_path / "nonexistent")], errno.ENOENT))
+    for cid, kind, argv, code in cases:
+        c = host.open(cid, kind, P.encode_exec(argv, env=["IGNORED=1"]))
+        host.wait_for(lambda: c.exit is not None or c.error is not None, timeout=5)
+        assert c.error is None and c.pid
+        assert c.exit[1] in (code, errno.ENOSYS) and c.exit[2] == 0, (c.exit, bytes(c.err))
+        if c.exit[1] != 0:
+            assert bytes(c.out) == b""
+            assert bytes(c.err).startswith(b'{"errno":%d,' % c.exit[1]), bytes(c.err)
+    # The user switch and its errors are a process's.
+    c = host.open(392, P.KIND_FILE, P.encode_exec(["stat", "/"], user="no-such-user-xyz"))
+    host.wait_for(lambda: c.error is not None, timeout=5)
+    assert c.error[0] == errno.ENOENT and "no-such-user-xyz" in c.error[1]
+    c = host.open(393, P.KIND_FILE, P.encode_exec(["stat", "/"], cwd="/nonexistent-dir"))
+    host.wait_for(lambda: c.error is not None, timeout=5)
+    assert c.error[0] == errno.ENOENT and "chdir" in c.error[1]
+    # Stdin is always a pipe: it is acked, whatever the operation does with it.
+    c = host.open(394, P.KIND_FILE, P.encode_exec(["write", str(tmp_path / "x")]))
+    host.stdin(394, 0, b"data")
+    host.send(P.H_STDIN_CLOSE, 394)
+    host.wait_for(lambda: c.exit is not None and c.stdin_ack == 4, timeout=5)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="switching users needs root")
+def test_file_kind_as_user(host):
+    c = host.open(395, P.KIND_FILE, P.encode_exec(["stat", "/"], user="nobody"))
+    host.wait_for(lambda: c.exit is not None or c.error is not None, timeout=5)
+    assert c.error is None and c.pid
+    assert c.exit[1] in (0, errno.ENOSYS), (c.exit, bytes(c.err))
+    if c.exit[1] == errno.ENOSYS:  # the temporary fsop_main
+        assert bytes(c.err).startswith(b'{"errno":38,')

@@ -55,6 +55,17 @@ def agent_guest():
         "bad-version": frame(ap.H_HELLO, 0, u32(2) + u64(0)) + hello,
         "flags-chan": hello + frame(ap.H_PING, 3, u64(1)) + frame(ap.H_ACK, 0, u64(1))
         + frame(ap.H_STDIN, 7, u64(0), flags=1),
+        # Channel kinds (docs/design/channels.md): a PTY session, then the other kinds and
+        # malformed opens.
+        "open-pty": hello + frame(ap.H_OPEN, 11, ap.encode_open(ap.KIND_PTY, ap.encode_pty(24, 80, ["sh"])))
+        + frame(ap.H_STDIN, 11, u64(0) + b"ls\r") + frame(ap.H_RESIZE, 11, ap.encode_resize(50, 132))
+        + frame(ap.H_STDIN_CLOSE, 11) + frame(ap.H_SIGNAL, 11, u32(2)) + frame(ap.H_ACK, 11, u64(2)),
+        "open-kinds": hello
+        + frame(ap.H_OPEN, 12, ap.encode_open(ap.KIND_FILE, ap.encode_exec(["stat", "/"], [], "", "nobody")))
+        + frame(ap.H_OPEN, 13, ap.encode_open(ap.KIND_WATCH, ap.encode_exec(["watch", "/tmp", "-r"])))
+        + frame(ap.H_OPEN, 14, ap.encode_open(9, b"")) + frame(ap.H_OPEN, 15, b"\x02\x00")
+        + frame(ap.H_OPEN, 16, ap.encode_open(ap.KIND_PTY, ap.encode_resize(0, 1001)))
+        + frame(ap.H_RESIZE, 12, ap.encode_resize(24, 80)) + frame(ap.H_RESIZE, 12, b"\x01"),
     }
     for i, (name, data) in enumerate(sorted(seqs.items())):
         write("agent_guest", name, bytes([(0, 1, 7, 12, 64)[i % 5]]) + data)

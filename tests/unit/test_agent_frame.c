@@ -139,7 +139,7 @@ static void build_env(void)
 {
 	const char *given[] = { "A=1", "HOME=/given", NULL };
 	struct agent_user u = { .name = "alice", .home = "/home/alice" };
-	char **env = agent_build_env(given, &u, false);
+	char **env = agent_build_env(given, &u, false, NULL);
 	int n = 0;
 
 	EXPECT(env != NULL);
@@ -159,7 +159,7 @@ static void build_env(void)
 		const char *g2[] = { "PATH=/x", NULL };
 		struct agent_user anon = { .home = "/" };
 
-		env = agent_build_env(g2, &anon, false);
+		env = agent_build_env(g2, &anon, false, NULL);
 		EXPECT(env_find(env, "PATH=/x"));
 		EXPECT(env_find(env, "HOME=/"));
 		n = 0;

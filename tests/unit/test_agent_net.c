@@ -136,7 +136,7 @@ static void child_env(void)
 {
 	const char *given[] = { "PATH=/x", "CURL_CA_BUNDLE=/mine.pem", NULL };
 	struct agent_user u = { .name = "root", .home = "/root" };
-	char **env = agent_build_env(given, &u, true);
+	char **env = agent_build_env(given, &u, true, NULL);
 
 	EXPECT(env != NULL);
 	if (!env)
@@ -154,7 +154,7 @@ static void child_env(void)
 	free(env);
 
 	/* No CA installed: none of them. */
-	env = agent_build_env(given, &u, false);
+	env = agent_build_env(given, &u, false, NULL);
 	EXPECT(env && !env_get(env, "SSL_CERT_FILE") && !env_get(env, "NODE_EXTRA_CA_CERTS"));
 	free(env);
 }

@@ -114,9 +114,9 @@ json_t *session_to_json(const struct session_rec *s, uint64_t output_bytes, uint
 
 	return json_pack("{s:s,s:s,s:s,s:o,s:o,s:o,s:s,s:s,s:b,s:s,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o,s:o}",
 			 "id", s->id,
+			 "sandbox_id", s->sandbox_id,
 			 "kind", sess_kind_name(s->kind),
 			 "pty", pty,
-			 "sandbox_id", s->sandbox_id,
 			 "argv", arr_copy(s->argv),
 			 "env", obj_copy(s->env),
 			 "cwd", s->cwd,
