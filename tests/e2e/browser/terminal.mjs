@@ -56,15 +56,23 @@ page.on('console', (m) => {
 });
 page.on('dialog', (d) => d.accept()); // the delete confirmation
 
+// Session tokens travel in WebSocket URLs, which chromium's messages quote.
+const redact = (text) => String(text).replace(/token=[^&\s'"]+/g, 'token=REDACTED');
+
 async function step(name, fn) {
   try {
     await fn();
     if (pageErrors.length) throw new Error(pageErrors.join('; '));
   } catch (e) {
-    console.log(`not ok - ${name}: ${(e && e.message ? e.message : String(e)).split('\n')[0]}`);
-    console.log(e && e.stack ? e.stack : '');
+    console.log(redact(`not ok - ${name}: ${(e && e.message ? e.message : String(e)).split('\n')[0]}`));
+    console.log(redact(e && e.stack ? e.stack : ''));
     await page.screenshot({ path: join(opt.artifacts, 'failure.png'), fullPage: true }).catch(() => {});
     console.log(`status line: ${await page.textContent('#status').catch(() => '?')}`);
+    if (createdId) { // do not leave a VM behind
+      await fetch(new URL(`/v1/sandboxes/${createdId}`, opt.url), {
+        method: 'DELETE', headers: { Authorization: `Bearer ${key}` },
+      }).catch(() => {});
+    }
     console.log(`terminal.mjs: ${passed} passed, 1 failed`);
     await browser.close();
     process.exit(1);
@@ -104,6 +112,7 @@ async function run(cmd, expect) {
 
 const row = (id) => page.locator(`[data-testid="sandbox-row"][data-id="${id}"]`);
 let sbId = opt.sandbox;
+let createdId = null; // the sandbox this run created (deleted by its last step, or on a failure)
 
 await step('page loads with the login form', async () => {
   const resp = await page.goto(new URL('/ui/', opt.url).toString());
@@ -145,6 +154,7 @@ if (!sbId) {
       if (!sbId && Date.now() > deadline) throw new Error('no new sandbox row appeared');
       if (!sbId) await page.waitForTimeout(200);
     }
+    createdId = sbId;
     console.log(`# sandbox ${sbId}`);
     await row(sbId).and(page.locator('[data-state="running"]')).waitFor({ timeout: LONG });
     await page.waitForFunction((id) => document.getElementById('status').textContent.includes(`${id} is running`),
@@ -230,6 +240,7 @@ if (!opt.sandbox && !skip.has('delete')) {
     await row(sbId).waitFor({ state: 'detached', timeout: LONG });
     await page.waitForFunction((id) => document.getElementById('status').textContent.includes(`${id} deleted`),
       sbId, { timeout: LONG });
+    createdId = null;
   });
 }
 
