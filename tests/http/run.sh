@@ -15,10 +15,10 @@ trap '[[ -n $pid ]] && kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/nul
 cc=${CC:-gcc}
 $cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/common -Isrc -Isrc/daemon -O1 -g -DSSE_KEEPALIVE_S=1 \
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/limits.c \
+    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/http/stream.c src/daemon/http/ws.c src/daemon/limits.c \
     src/daemon/dataplane/dataplane.c \
     src/daemon/dataplane/dp_attach.c src/daemon/api/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c \
-    src/daemon/model/model.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto
+    src/daemon/model/model.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto -lhttp_parser
 
 # Free loopback ports, chosen by the kernel.
 read -r ctl data < <(python3 -c 'import socket

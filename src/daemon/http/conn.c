@@ -9,6 +9,9 @@
  * callback argument to its connection object, which gives us the peer address and lets us set the
  * connection's close callback: our one destructor hook, called exactly once when evhttp frees
  * the connection (docs/design/http.md, "Connections").
+ *
+ * On a plane with stream routes, the bufferevent evhttp gets is a filter over the socket's
+ * (stream.c), which finds the requests whose body streams.
  */
 #include <errno.h>
 #include <event2/bufferevent.h>
@@ -21,6 +24,7 @@
 
 #include "http.h"
 #include "log.h"
+#include "stream.h"
 
 /* How long accepting pauses when the process is out of fds. */
 #define ACCEPT_BACKOFF_MS 250
@@ -35,10 +39,12 @@ struct http_conn {
 	socklen_t peerlen;
 	struct event *deadline;
 	struct http_hold *hold;          /* a held request's close hook */
+	struct http_sf *sf;              /* the stream filter, on planes with stream routes */
 };
 
 struct http_listener {
 	struct http_conns *owner;
+	const struct http_plane *plane;
 	struct evconnlistener *l;
 	struct event *resume;
 	const char *name;
@@ -153,6 +159,8 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
 	c->hold = NULL;
 	if (h)
 		http_hold_gone(h);
+	if (c->sf) /* after the hold: its on_gone may still look at the body */
+		http_sf_conn_gone(c->sf);
 	conn_free(c);
 }
 
@@ -185,6 +193,17 @@ void http_conn_deadline_stop(struct http_conn *c)
 void http_conn_set_hold(struct http_conn *c, struct http_hold *h)
 {
 	c->hold = h;
+}
+
+struct http_sf *http_conn_sf(struct http_conn *c)
+{
+	return c ? c->sf : NULL;
+}
+
+/* From an event of our own, never inside an evhttp callback. */
+void http_conn_close(struct http_conn *c)
+{
+	evhttp_connection_free(c->evcon);
 }
 
 /* ---- admission ---- */
@@ -254,6 +273,8 @@ static void admit_one(struct http_conns *cs, struct http_conn *c)
 		return;
 	}
 	c->deadline = evtimer_new(cs->base, deadline_hit, c);
+	if (c->sf)
+		http_sf_set_conn(c->sf, c, cs->lim.request_timeout_s);
 	list_add(&cs->live, c);
 	cs->nlive++;
 	evhttp_connection_set_closecb(c->evcon, conn_closed, c);
@@ -275,15 +296,40 @@ static void inspect(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* The socket's bufferevent wrapped in the stream filter. It closes the fd when it is freed (after
+ * evhttp's shutdown(), once its events are gone): evhttp closes only a bufferevent's fd that is
+ * not BEV_OPT_CLOSE_ON_FREE. NULL: no memory (the connection then goes unfiltered). */
+static struct bufferevent *make_filtered(struct event_base *base, const struct http_plane *plane,
+					 struct http_sf **sfp)
+{
+	struct bufferevent *under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE), *f = NULL;
+	struct http_sf *sf = under ? http_sf_new(plane->stream_routes, plane->nstream_routes, HTTP_BODY_BUFFER) : NULL;
+
+	if (sf)
+		f = http_sf_wrap(sf, base, under); /* frees both on failure */
+	else if (under)
+		bufferevent_free(under);
+	if (!f)
+		return NULL;
+	*sfp = sf;
+	return f;
+}
+
 static struct bufferevent *make_bev(struct event_base *base, void *arg)
 {
-	struct http_conns *cs = arg;
-	struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
-	struct http_conn *c;
+	struct http_listener *hl = arg;
+	struct http_conns *cs = hl->owner;
+	struct http_conn *c = calloc(1, sizeof(*c));
+	struct bufferevent *bev = NULL;
 
+	if (c && hl->plane && hl->plane->nstream_routes)
+		bev = make_filtered(base, hl->plane, &c->sf);
 	if (!bev)
+		bev = bufferevent_socket_new(base, -1, 0);
+	if (!bev) {
+		free(c);
 		return NULL; /* evhttp makes its own; that connection goes uncounted */
-	c = calloc(1, sizeof(*c));
+	}
 	if (!c)
 		return bev;
 	c->owner = cs;
@@ -292,10 +338,10 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	list_add(&cs->pending, c);
 	event_active(cs->inspect, EV_TIMEOUT, 0);
 	for (int i = 0; i < cs->nlisteners; i++) {
-		struct http_listener *hl = &cs->listeners[i];
-		if (hl->backing_off && !event_pending(hl->resume, EV_TIMEOUT, NULL)) {
-			hl->backing_off = false;
-			log_info("%s: accepting connections again", hl->name);
+		struct http_listener *l = &cs->listeners[i];
+		if (l->backing_off && !event_pending(l->resume, EV_TIMEOUT, NULL)) {
+			l->backing_off = false;
+			log_info("%s: accepting connections again", l->name);
 		}
 	}
 	return bev;
@@ -337,14 +383,16 @@ static void listener_error(struct evconnlistener *l, void *arg)
 }
 
 int http_conns_attach(struct http_conns *cs, struct evhttp *http, struct evhttp_bound_socket *bound,
-		      const char *name, space_err *err)
+		      const struct http_plane *plane, space_err *err)
 {
+	const char *name = plane->name;
 	struct http_listener *hl;
 
 	if (cs->nlisteners == MAX_LISTENERS)
 		return err_set(err, ENOSPC, "%s: too many listeners", name);
 	hl = &cs->listeners[cs->nlisteners];
 	hl->owner = cs;
+	hl->plane = plane;
 	hl->name = name;
 	hl->l = evhttp_bound_socket_get_listener(bound);
 	hl->resume = evtimer_new(cs->base, listener_resume, hl);
@@ -358,7 +406,7 @@ int http_conns_attach(struct http_conns *cs, struct evhttp *http, struct evhttp_
 	}
 	cs->nlisteners++;
 	evconnlistener_set_error_cb(hl->l, listener_error);
-	evhttp_set_bevcb(http, make_bev, cs);
+	evhttp_set_bevcb(http, make_bev, hl);
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include "cleanup.h"
 #include "daemon.h"
 #include "log.h"
+#include "stream.h"
 
 /* libevent's hard cap on a body is our limit itself: evhttp refuses a larger
  * Content-Length with its own 413 before it reads a byte of the body, and
@@ -135,7 +136,7 @@ struct evhttp *http_listen(struct event_base *base, const char *addr_port, const
 		err_set(err, EIO, "listening on %s: evhttp_accept_socket failed", addr_port);
 		return NULL;
 	}
-	if (plane->d->conns && http_conns_attach(plane->d->conns, http, bound, plane->name, err) < 0) {
+	if (plane->d->conns && http_conns_attach(plane->d->conns, http, bound, plane, err) < 0) {
 		evhttp_free(http);
 		return NULL;
 	}
@@ -281,23 +282,29 @@ enum http_match http_route_find(const struct http_route *routes, size_t n, struc
 	return path_known ? HTTP_BAD_METHOD : HTTP_NO_ROUTE;
 }
 
-/* The reply is out: the next request on this connection has the deadline. */
+/* The reply is out: the next request on this connection has the deadline, and the stream
+ * filter reads the next request. */
 static void request_done(struct evhttp_request *req, void *arg)
 {
+	struct http_sf *sf = http_conn_sf(arg);
+
 	(void)req;
 	http_conn_deadline_arm(arg);
+	if (sf)
+		http_sf_reply_done(sf);
 }
 
 /* The request is whole: its connection's deadline stops (a reply may be
  * held for long) and starts again once the reply has gone. */
-static void conn_request_read(const struct http_plane *plane, struct evhttp_request *req)
+static struct http_conn *conn_request_read(const struct http_plane *plane, struct evhttp_request *req)
 {
 	struct http_conn *c = http_conn_find(plane->d->conns, evhttp_request_get_connection(req));
 
 	if (!c)
-		return;
+		return NULL;
 	http_conn_deadline_stop(c);
 	evhttp_request_set_on_complete_cb(req, request_done, c);
+	return c;
 }
 
 static void dispatch(struct evhttp_request *req, void *arg)
@@ -318,7 +325,10 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, 500, NULL);
 		return;
 	}
-	conn_request_read(plane, req);
+	r->conn = conn_request_read(plane, req);
+	/* Before anything can answer: a streaming body marks its reply (stream.h). */
+	if (http_conn_sf(r->conn))
+		r->body = http_sf_dispatch(r->conn, req);
 	TAILQ_INIT(&r->query);
 	r->d = plane->d;
 	r->req = req;

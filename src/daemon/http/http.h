@@ -31,6 +31,8 @@ struct http_conns;
 struct http_conn;
 struct evhttp_bound_socket;
 struct http_hold;
+struct http_body;
+struct http_plane;
 
 /* One request being dispatched. Lives on the dispatcher's stack: a handler
  * that answers later copies what it needs (req, d) before returning. */
@@ -46,6 +48,8 @@ struct http_req {
 	struct evkeyvalq query;           /* decoded ?k=v pairs */
 	size_t max_body;
 	void *obj;                        /* what the plane's auth step resolved (data plane: the session) */
+	struct http_conn *conn;           /* conn.c's record of the connection, or NULL */
+	struct http_body *body;           /* a streaming body (body.h: http_body_get), or NULL */
 };
 
 typedef void (*http_handler)(struct http_req *r);
@@ -64,9 +68,10 @@ enum http_cap http_cap_check(unsigned used_total, unsigned used_group, unsigned 
 struct http_conns *http_conns_new(struct event_base *base, const struct http_limits *lim);
 /* Call after evhttp_free() of the listeners attached. */
 void http_conns_free(struct http_conns *cs);
-/* Counts, caps and deadlines the connections of `http` (bound once). */
+/* Counts, caps and deadlines the connections of `http` (bound once), which serves plane (its
+ * name for log lines; its stream routes get a filter on each connection: stream.h). */
 int http_conns_attach(struct http_conns *cs, struct evhttp *http, struct evhttp_bound_socket *bound,
-		      const char *name, space_err *err);
+		      const struct http_plane *plane, space_err *err);
 unsigned http_conns_count(const struct http_conns *cs);
 const struct http_limits *http_conns_limits(const struct http_conns *cs);
 /* The admitted connection evhttp knows as evcon, or NULL. */
@@ -90,6 +95,11 @@ struct http_plane {
 	bool auth_first;
 	size_t max_body;
 	struct spaced *d;               /* set by whoever starts the listener */
+	/* Routes (method + pattern, as in routes; fn unused) whose request body streams: the
+	 * handler pulls it with http_body_get() (body.h) instead of evhttp reading it whole, so
+	 * max_body does not apply. Any size, memory bounded. */
+	const struct http_route *stream_routes;
+	size_t nstream_routes;
 };
 
 /* Binds "ADDR:PORT" ("127.0.0.1:7070", "[::1]:7070", ":7070" = every

@@ -1,0 +1,705 @@
+/* test_http_stream.c -- streaming request bodies: the connection filter's state machine as a pure
+ * function over buffers (stream.h), then the whole path through a real evhttp listener (a 64 MiB
+ * upload read slowly with the buffer bound checked, keep-alive after it, pipelining, chunked
+ * bodies, 100-continue, a 401 before the body, a client sending the internal header, malformed
+ * bodies and requests, non-streaming bodies and large replies through the filter). */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/keyvalq_struct.h>
+
+#include "daemon/http/body.h"
+#include "daemon/http/stream.h"
+#include "log.h"
+#include "test_http_server.h"
+
+static void noop(struct http_req *r) { (void)r; }
+
+static const struct http_route stream_routes[] = {
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", noop },
+};
+#define NSTREAM (sizeof(stream_routes) / sizeof(stream_routes[0]))
+
+/* ---- the pure state machine ---- */
+
+static char *dup_buf(struct evbuffer *b)
+{
+	size_t n = evbuffer_get_length(b);
+	char *s = malloc(n + 1);
+
+	evbuffer_copyout(b, s, n);
+	s[n] = '\0';
+	return s;
+}
+
+/* Feeds s in pieces of `step` bytes (0: all at once); returns what evhttp would get. */
+static char *feed(struct http_sf *sf, const char *s, size_t len, size_t step, struct evbuffer *dst)
+{
+	struct evbuffer *src = evbuffer_new();
+
+	for (size_t at = 0; at < len;) {
+		size_t n = step && step < len - at ? step : len - at;
+		evbuffer_add(src, s + at, n);
+		at += n;
+		http_sf_input(sf, src, dst, -1);
+	}
+	http_sf_input(sf, src, dst, -1);
+	evbuffer_free(src);
+	return dup_buf(dst);
+}
+
+static char *body_text(struct http_sf *sf)
+{
+	struct http_body *b = http_sf_body(sf);
+	struct evbuffer *out = evbuffer_new();
+	char *s;
+
+	if (b)
+		http_body_read(b, out, SIZE_MAX);
+	s = dup_buf(out);
+	evbuffer_free(out);
+	return s;
+}
+
+static void test_split(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/sb-1/files?path=/a HTTP/1.1\r\nHost: x\r\n"
+				  "Content-Length: 5\r\nX-Other: 1\r\n\r\nhello";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *dst = evbuffer_new();
+	char *out = feed(sf, req, sizeof(req) - 1, 0, dst), *body = body_text(sf);
+
+	EXPECT(strcmp(out, "PUT /v1/sandboxes/sb-1/files?path=/a HTTP/1.1\r\nHost: x\r\nX-Other: 1\r\n"
+			   "Content-Length: 0\r\n" HTTP_SF_HEADER ": 1\r\n\r\n") == 0);
+	EXPECT(strcmp(body, "hello") == 0);
+	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
+	EXPECT(http_body_done(http_sf_body(sf)));
+	EXPECT_EQ(http_body_length(http_sf_body(sf)), 5);
+	free(out);
+	free(body);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+}
+
+/* Several requests in one send: only one is taken at a time; the others pass byte for byte. */
+static void test_pipeline(void)
+{
+	static const char a[] = "GET /v1/info HTTP/1.1\r\nHost: x\r\n\r\n";
+	static const char b[] = "PUT /v1/sandboxes/s/files/tar HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+				"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nTrailer: t\r\n\r\n";
+	static const char c[] = "POST /v1/sandboxes HTTP/1.1\r\ncontent-length: 4\r\n\r\n{}\r\n";
+	static const char d[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new();
+	char *out, *body;
+
+	evbuffer_add_printf(src, "%s%s%s%s", a, b, c, d);
+	http_sf_input(sf, src, dst, -1);
+	out = dup_buf(dst);
+	EXPECT(strcmp(out, a) == 0); /* then it waits for the reply */
+	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
+	free(out);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	http_sf_reply_done(sf);
+	http_sf_input(sf, src, dst, -1);
+	out = dup_buf(dst);
+	EXPECT(strcmp(out, "PUT /v1/sandboxes/s/files/tar HTTP/1.1\r\nContent-Length: 0\r\n" HTTP_SF_HEADER
+			   ": 1\r\n\r\n") == 0);
+	body = body_text(sf);
+	EXPECT(strcmp(body, "abcde") == 0);
+	EXPECT(http_body_length(http_sf_body(sf)) == UINT64_MAX);
+	free(out);
+	free(body);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	http_sf_reply_done(sf);
+	http_sf_input(sf, src, dst, -1);
+	out = dup_buf(dst);
+	EXPECT(strcmp(out, c) == 0);
+	free(out);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	http_sf_reply_done(sf);
+	http_sf_input(sf, src, dst, -1);
+	out = dup_buf(dst);
+	EXPECT(strstr(out, HTTP_SF_HEADER ": 2\r\n") != NULL);
+	EXPECT(http_body_done(http_sf_body(sf)));
+	EXPECT_EQ(evbuffer_get_length(src), 0);
+	free(out);
+	evbuffer_free(src);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+}
+
+/* A chunked body cut at every byte, and given one byte at a time. */
+static void test_chunked_splits(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n"
+				  "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n10\r\n0123456789ABCDEF\r\n0\r\n\r\n"
+				  "GET /next HTTP/1.1\r\n\r\n";
+	size_t len = sizeof(req) - 1;
+	int bad = 0;
+
+	for (size_t cut = 0; cut <= len; cut++) {
+		struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+		struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new();
+		char *body;
+
+		evbuffer_add(src, req, cut);
+		http_sf_input(sf, src, dst, -1);
+		evbuffer_add(src, req + cut, len - cut);
+		http_sf_input(sf, src, dst, -1);
+		body = body_text(sf);
+		bad += strcmp(body, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF") != 0 ||
+		       http_sf_state(sf) != HTTP_SF_WAIT || evbuffer_get_length(src) != 22;
+		free(body);
+		evbuffer_free(src);
+		evbuffer_free(dst);
+		http_sf_free(sf);
+	}
+	EXPECT_EQ(bad, 0);
+	{
+		struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+		struct evbuffer *dst = evbuffer_new();
+		char *out = feed(sf, req, len, 1, dst), *body = body_text(sf);
+		EXPECT(strcmp(body, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF") == 0);
+		EXPECT(strstr(out, "Transfer-Encoding") == NULL);
+		free(out);
+		free(body);
+		evbuffer_free(dst);
+		http_sf_free(sf);
+	}
+}
+
+/* A client's own X-Space-Body-Stream never reaches evhttp. */
+static void test_client_marker(void)
+{
+	static const char pass[] = "GET /v1/info HTTP/1.1\r\n" HTTP_SF_HEADER ": 1\r\nHost: x\r\n\r\n";
+	static const char strm[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nx-space-body-stream: 7\r\n"
+				   "Content-Length: 2\r\n\r\nhi";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *dst = evbuffer_new();
+	char *out = feed(sf, pass, sizeof(pass) - 1, 0, dst);
+
+	EXPECT(strcmp(out, "GET /v1/info HTTP/1.1\r\nHost: x\r\n\r\n") == 0);
+	free(out);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	http_sf_reply_done(sf);
+	out = feed(sf, strm, sizeof(strm) - 1, 3, dst);
+	EXPECT(strcmp(out, "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 0\r\n" HTTP_SF_HEADER
+			   ": 1\r\n\r\n") == 0);
+	free(out);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+}
+
+/* What the filter does not fully understand passes through untouched, for good. */
+static void test_raw(void)
+{
+	static const char *const cases[] = {
+		"GARBAGE\r\n\r\nPUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nX-A: 1\r\n folded\r\nContent-Length: 1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nX-A: 1\rX\r\nContent-Length: 1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: +1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nExpect: something\r\nContent-Length: 1\r\n\r\nx",
+		"PUT  /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 1\r\n\r\nx",
+		"PUT /v1/sandboxes/s/files HTTP/1.1 \r\nContent-Length: 1\r\n\r\nx",
+		"HEAD /v1/info HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc",
+		"PROPFIND /v1/info HTTP/1.1\r\n\r\n",
+		"GET /v1/sessions/x/ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\x81\x85",
+		"\r\nGET /v1/info HTTP/1.1\r\n\r\n",
+		"PUT /v1/sandboxes/s/files HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+		struct evbuffer *dst = evbuffer_new();
+		size_t len = strlen(cases[i]);
+		char *out = feed(sf, cases[i], len, 0, dst);
+		bool ok = i == sizeof(cases) / sizeof(cases[0]) - 1
+				  ? http_sf_state(sf) == HTTP_SF_DEAD && http_body_failed(http_sf_body(sf))
+				  : strcmp(out, cases[i]) == 0 && http_sf_state(sf) == HTTP_SF_RAW;
+		if (!ok)
+			printf("# case %zu: state %d, got [%s]\n", i, http_sf_state(sf), out);
+		EXPECT(ok);
+		free(out);
+		evbuffer_free(dst);
+		http_sf_free(sf);
+	}
+}
+
+/* The body buffer never holds more than its bound: reading stops, and goes on once drained. */
+static void test_bound(void)
+{
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 1000);
+	struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new(), *got = evbuffer_new();
+	char *blk = malloc(5000);
+
+	for (int i = 0; i < 5000; i++)
+		blk[i] = (char)('a' + i % 26);
+	evbuffer_add_printf(src, "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+	evbuffer_add(src, blk, 5000);
+	evbuffer_add_printf(src, "GET /after HTTP/1.1\r\n\r\n");
+	http_sf_input(sf, src, dst, -1);
+	if (!http_sf_body(sf)) {
+		EXPECT(http_sf_body(sf) != NULL);
+		return;
+	}
+	for (int round = 0; round < 20 && !http_body_done(http_sf_body(sf)); round++) {
+		http_sf_input(sf, src, dst, -1);
+		EXPECT(http_body_buffered(http_sf_body(sf)) <= 1000);
+		http_body_read(http_sf_body(sf), got, 700);
+	}
+	EXPECT(http_body_done(http_sf_body(sf)));
+	EXPECT_EQ(evbuffer_get_length(got), 5000);
+	EXPECT(memcmp(evbuffer_pullup(got, -1), blk, 5000) == 0);
+	EXPECT(http_sf_peak(sf) <= 1000);
+	http_sf_reply_done(sf);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	http_sf_input(sf, src, dst, -1);
+	EXPECT_EQ(evbuffer_get_length(dst), strlen("GET /after HTTP/1.1\r\n\r\n"));
+	free(blk);
+	evbuffer_free(src);
+	evbuffer_free(dst);
+	evbuffer_free(got);
+	http_sf_free(sf);
+}
+
+/* Answered before the whole body came: the rest is dropped and the next request goes through. */
+static void test_discard(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 10\r\n\r\n01234";
+	static const char rest[] = "56789POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nok";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *dst = evbuffer_new();
+	char *out = feed(sf, req, sizeof(req) - 1, 0, dst);
+
+	free(out);
+	http_sf_reply_done(sf);
+	EXPECT(http_sf_state(sf) == HTTP_SF_DISCARD);
+	EXPECT(http_sf_body(sf) == NULL);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	out = feed(sf, rest, sizeof(rest) - 1, 4, dst);
+	EXPECT(strcmp(out, "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nok") == 0);
+	free(out);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+}
+
+/* LF-only line ends are in the subset too; HTTP/1.0; the head's last byte comes alone. */
+static void test_lf(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/s/files HTTP/1.0\nContent-Length: 3\nX: y\n\nabc";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *dst = evbuffer_new();
+	char *out = feed(sf, req, sizeof(req) - 1, 1, dst), *body = body_text(sf);
+
+	EXPECT(strcmp(out, "PUT /v1/sandboxes/s/files HTTP/1.0\nX: y\nContent-Length: 0\r\n" HTTP_SF_HEADER
+			   ": 1\r\n\r\n") == 0);
+	EXPECT(strcmp(body, "abc") == 0);
+	free(out);
+	free(body);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+}
+
+/* ---- through a real listener ---- */
+
+#define BIG (getenv("TEST_BIG") ? (unsigned)atoi(getenv("TEST_BIG")) : (64u << 20))
+#define SLOW_STEP (512u << 10)
+
+static struct {
+	uint64_t got, bad;
+	size_t peak, max_buffered;
+	unsigned uploads, unclaimed_seen_marker, failed_bodies, plain_bodies;
+	bool slow;
+} srv;
+
+static uint8_t pat(uint64_t i)
+{
+	return (uint8_t)(i * 7 + (i >> 9));
+}
+
+struct upload {
+	struct http_hold hold;
+	struct http_body *b;
+	struct evhttp_request *req;
+	struct http_sf *sf;
+	struct event *tick;
+	struct evbuffer *tmp;
+	uint64_t n, bad;
+};
+
+static void upload_free(struct upload *u)
+{
+	http_body_notify(u->b, NULL, NULL);
+	event_free(u->tick);
+	evbuffer_free(u->tmp);
+	free(u);
+}
+
+static void upload_gone(struct http_hold *h)
+{
+	upload_free((struct upload *)h);
+}
+
+static void upload_step(struct upload *u)
+{
+	size_t buffered = http_body_buffered(u->b);
+
+	if (buffered > srv.max_buffered)
+		srv.max_buffered = buffered;
+	if (http_body_failed(u->b)) {
+		srv.failed_bodies++;
+		http_hold_end(&u->hold);
+		http_reply_error(u->req, 400, "bad_request", "malformed body");
+		upload_free(u);
+		return;
+	}
+	for (;;) {
+		size_t n = http_body_read(u->b, u->tmp, srv.slow ? SLOW_STEP : SIZE_MAX);
+		const uint8_t *p = evbuffer_pullup(u->tmp, -1);
+		for (size_t k = 0; k < n; k++)
+			u->bad += p[k] != pat(u->n + k);
+		u->n += n;
+		evbuffer_drain(u->tmp, n);
+		if (!n || srv.slow)
+			break;
+	}
+	if (http_body_done(u->b)) {
+		srv.got = u->n;
+		srv.bad = u->bad;
+		srv.peak = http_sf_peak(u->sf);
+		http_hold_end(&u->hold);
+		http_reply_json(u->req, 200, json_pack("{s:I}", "size", (json_int_t)u->n));
+		upload_free(u);
+		return;
+	}
+	if (srv.slow) {
+		struct timeval tv = { .tv_usec = 2000 };
+		evtimer_add(u->tick, &tv);
+	}
+}
+
+static void upload_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	upload_step(arg);
+}
+
+static void upload_notify(struct http_body *b, void *arg)
+{
+	struct upload *u = arg;
+
+	(void)b;
+	if (srv.slow && event_pending(u->tick, EV_TIMEOUT, NULL))
+		return; /* the timer paces it */
+	upload_step(u);
+}
+
+/* PUT /v1/sandboxes/{}/files: streams (checks the pattern); ?deny=1 answers 401 unread. */
+static void h_upload(struct http_req *r)
+{
+	struct http_body *b;
+	struct upload *u;
+
+	if (http_query(r, "deny")) {
+		http_reply_error(r->req, 401, "unauthorized", "no");
+		return;
+	}
+	b = http_body_get(r);
+	if (!b) {
+		srv.plain_bodies++;
+		http_reply_json(r->req, 200, json_pack("{s:I}", "size",
+						       (json_int_t)evbuffer_get_length(evhttp_request_get_input_buffer(r->req))));
+		return;
+	}
+	srv.uploads++;
+	u = calloc(1, sizeof(*u));
+	u->b = b;
+	u->req = r->req;
+	u->sf = http_conn_sf(r->conn);
+	u->tmp = evbuffer_new();
+	u->tick = evtimer_new(r->d->base, upload_tick, u);
+	http_hold_begin(&u->hold, r->req, upload_gone, r->d->conns);
+	http_body_notify(b, upload_notify, u);
+}
+
+/* PUT .../files/tar: echoes the body back (text). */
+struct echo {
+	struct http_hold hold;
+	struct http_body *b;
+	struct evhttp_request *req;
+	struct evbuffer *acc;
+};
+
+static void echo_gone(struct http_hold *h)
+{
+	struct echo *e = (struct echo *)h;
+
+	evbuffer_free(e->acc);
+	free(e);
+}
+
+static void echo_notify(struct http_body *b, void *arg)
+{
+	struct echo *e = arg;
+
+	if (http_body_failed(b)) {
+		srv.failed_bodies++;
+		http_hold_end(&e->hold);
+		http_reply_error(e->req, 400, "bad_request", "malformed body");
+		echo_gone(&e->hold);
+		return;
+	}
+	http_body_read(b, e->acc, SIZE_MAX);
+	if (!http_body_done(b))
+		return;
+	http_hold_end(&e->hold);
+	evhttp_send_reply(e->req, 200, "OK", e->acc);
+	echo_gone(&e->hold);
+}
+
+static void h_echo_stream(struct http_req *r)
+{
+	struct http_body *b = http_body_get(r);
+	struct echo *e;
+
+	if (!b) {
+		evhttp_send_reply(r->req, 200, "OK", evhttp_request_get_input_buffer(r->req));
+		return;
+	}
+	e = calloc(1, sizeof(*e));
+	e->b = b;
+	e->req = r->req;
+	e->acc = evbuffer_new();
+	http_hold_begin(&e->hold, r->req, echo_gone, r->d->conns);
+	http_body_notify(b, echo_notify, e);
+}
+
+/* POST /echo (not streaming): the body evhttp read, and whether a marker got through. */
+static void h_echo(struct http_req *r)
+{
+	if (evhttp_find_header(evhttp_request_get_input_headers(r->req), HTTP_SF_HEADER) || http_body_get(r))
+		srv.unclaimed_seen_marker++;
+	evhttp_send_reply(r->req, 200, "OK", evhttp_request_get_input_buffer(r->req));
+}
+
+static void h_ping(struct http_req *r)
+{
+	http_reply_json(r->req, 200, json_pack("{s:b}", "ok", 1));
+}
+
+/* GET /big?n=N: N bytes of the pattern in one reply (the client may ask to close after it). */
+static void h_big(struct http_req *r)
+{
+	const char *n = http_query(r, "n");
+	uint64_t len = 0;
+	struct evbuffer *b = evbuffer_new();
+	uint8_t *blk = malloc(65536);
+
+	http_parse_u64(n ? n : "0", &len);
+	for (uint64_t at = 0; at < len;) {
+		size_t k = len - at < 65536 ? (size_t)(len - at) : 65536;
+		for (size_t i = 0; i < k; i++)
+			blk[i] = pat(at + i);
+		evbuffer_add(b, blk, k);
+		at += k;
+	}
+	free(blk);
+	evhttp_send_reply(r->req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
+static const struct http_route routes[] = {
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", h_upload },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", h_echo_stream },
+	{ EVHTTP_REQ_POST, "/echo", h_echo },
+	{ EVHTTP_REQ_GET, "/ping", h_ping },
+	{ EVHTTP_REQ_GET, "/big", h_big },
+};
+
+static bool body_is(const char *got, size_t n, const char *want)
+{
+	return n == strlen(want) && memcmp(got, want, n) == 0;
+}
+
+/* Sends the pattern: n bytes with Content-Length, in pieces. */
+static int send_pattern(int fd, uint64_t n)
+{
+	uint8_t *blk = malloc(1 << 20);
+	int rc = 0;
+
+	for (uint64_t at = 0; at < n && rc == 0;) {
+		size_t k = n - at < (1 << 20) ? (size_t)(n - at) : (1 << 20);
+		for (size_t i = 0; i < k; i++)
+			blk[i] = pat(at + i);
+		rc = cl_send(fd, blk, k);
+		at += k;
+	}
+	free(blk);
+	return rc;
+}
+
+static void client_upload(struct test_server *ts)
+{
+	int fd = cl_connect(ts->port), status = 0;
+	char head[4096], *body = NULL;
+	size_t blen = 0;
+
+	/* 64 MiB read slowly, then a second request on the same connection. */
+	srv.slow = true;
+	dprintf(fd, "PUT /v1/sandboxes/sb-1/files?path=/big HTTP/1.1\r\nHost: t\r\nContent-Length: %u\r\n\r\n", BIG);
+	CHECK(send_pattern(fd, BIG) == 0, "a 64 MiB body is sent while the handler reads it slowly");
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 200 &&
+		      (unsigned)strtoul(strchr(body, ':') ? strchr(body, ':') + 1 : "0", NULL, 10) == BIG,
+	      "the upload is answered 200 with its size");
+	free(body);
+	body = NULL;
+	srv.slow = false;
+	cl_sends(fd, "GET /ping HTTP/1.1\r\nHost: t\r\n\r\n");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200,
+	      "a second request on the same keep-alive connection is answered");
+	free(body);
+	body = NULL;
+
+	/* chunked, with Expect: 100-continue: the client waits for 100 before sending. */
+	cl_sends(fd, "PUT /v1/sandboxes/sb-1/files/tar HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+		     "Expect: 100-continue\r\n\r\n");
+	CHECK(cl_head(fd, head, sizeof(head)) == 0 && strcmp(head, "HTTP/1.1 100 Continue\r\n\r\n") == 0,
+	      "100 Continue comes when the handler takes the body");
+	cl_sends(fd, "5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n");
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 200 &&
+		      body_is(body, blen, "hello, world") && !strstr(head, "Connection: close"),
+	      "a chunked streaming body arrives decoded, and the connection stays");
+	free(body);
+	body = NULL;
+
+	/* a non-streaming route's body, on the same (filtered) connection */
+	cl_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n" HTTP_SF_HEADER ": 3\r\n\r\nhello world");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 &&
+		      body_is(body, blen, "hello world"),
+	      "a non-streaming route gets its body from evhttp, as before");
+	free(body);
+	body = NULL;
+
+	/* 401 before the body is read: the rest (8 MiB) is dropped and the connection goes on */
+	dprintf(fd, "PUT /v1/sandboxes/sb-1/files?deny=1 HTTP/1.1\r\nHost: t\r\nContent-Length: %u\r\n\r\n", 8u << 20);
+	CHECK(send_pattern(fd, 8u << 20) == 0, "the client can send the whole body of a refused upload");
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 401,
+	      "a 401 before the body is read");
+	free(body);
+	body = NULL;
+	cl_sends(fd, "GET /ping HTTP/1.1\r\nHost: t\r\n\r\n");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200,
+	      "the connection serves the next request after the dropped body");
+	free(body);
+	body = NULL;
+
+	/* pipelined: stream, plain, stream (chunked), plain with a body, all in one send */
+	cl_sends(fd, "PUT /v1/sandboxes/a/files/tar HTTP/1.1\r\nContent-Length: 3\r\n\r\nonePOST /echo HTTP/1.1\r\n"
+		     "Content-Length: 3\r\n\r\ntwoPUT /v1/sandboxes/a/files/tar HTTP/1.1\r\nTransfer-Encoding: chunked\r\n"
+		     "\r\n5\r\nthree\r\n0\r\n\r\nPOST /echo HTTP/1.1\r\nContent-Length: 4\r\n\r\nfourGET /ping HTTP/1.1\r\n\r\n");
+	{
+		static const char *const want[] = { "one", "two", "three", "four" };
+		int ok = 0;
+		for (int i = 0; i < 4; i++) {
+			if (cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 && body_is(body, blen, want[i]))
+				ok++;
+			free(body);
+			body = NULL;
+		}
+		ok += cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200;
+		free(body);
+		body = NULL;
+		CHECK(ok == 5, "five pipelined requests (two streaming) are answered in order");
+	}
+
+	/* a reply far bigger than the socket buffers, then the connection closes: all of it arrives */
+	dprintf(fd, "GET /big?n=%u HTTP/1.1\r\nConnection: close\r\n\r\n", 8u << 20);
+	{
+		bool ok = cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 && blen == (8u << 20);
+		for (size_t i = 0; ok && i < blen; i++)
+			ok = (uint8_t)body[i] == pat(i);
+		CHECK(ok && cl_eof(fd), "an 8 MiB reply with Connection: close arrives whole before the close");
+		free(body);
+		body = NULL;
+	}
+	close(fd);
+
+	/* Expect: 100-continue refused unread: 401 and the connection closes */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "PUT /v1/sandboxes/sb-1/files?deny=1 HTTP/1.1\r\nContent-Length: 100000\r\n"
+		     "Expect: 100-continue\r\n\r\n");
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 401 &&
+		      strstr(head, "Connection: close") && cl_eof(fd),
+	      "a refused Expect: 100-continue upload gets its 401 and the connection closes");
+	free(body);
+	body = NULL;
+	close(fd);
+
+	/* a malformed chunked body: the handler hears of it, answers 400, the connection closes */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "PUT /v1/sandboxes/a/files/tar HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nZZ\r\n");
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 400 && cl_eof(fd),
+	      "a malformed chunked body fails: 400, then the connection closes");
+	free(body);
+	body = NULL;
+	close(fd);
+
+	/* a malformed request passes through to evhttp, which answers it */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "GARBAGE\r\n\r\n");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 400,
+	      "a malformed request is evhttp's to answer (400)");
+	free(body);
+	close(fd);
+}
+
+static int allow_all(struct http_req *r)
+{
+	(void)r;
+	return 0;
+}
+
+static void test_listener(void)
+{
+	struct http_limits lim = { .max_conns = 64, .max_conns_per_client = 64, .request_timeout_s = 10 };
+	struct test_server ts = { 0 };
+
+	ts.plane.routes = routes;
+	ts.plane.nroutes = sizeof(routes) / sizeof(routes[0]);
+	ts.plane.stream_routes = stream_routes;
+	ts.plane.nstream_routes = NSTREAM;
+	ts.plane.auth = allow_all;
+	if (!CHECK(ts_start(&ts, &lim) == 0, "a listener with stream routes on 127.0.0.1"))
+		return;
+	ts_run_client(&ts, client_upload, 120);
+	CHECK(srv.got == BIG && srv.bad == 0, "the handler got all 64 MiB intact (%llu bytes, %llu wrong)",
+	      (unsigned long long)srv.got, (unsigned long long)srv.bad);
+	CHECK(srv.peak <= HTTP_BODY_BUFFER && srv.max_buffered <= HTTP_BODY_BUFFER,
+	      "the body buffer never held more than %u bytes (peak %zu)", HTTP_BODY_BUFFER, srv.peak);
+	CHECK(srv.unclaimed_seen_marker == 0, "a client's " HTTP_SF_HEADER " never reaches a handler");
+	CHECK(srv.failed_bodies == 1, "the malformed body was reported to its handler once");
+	CHECK(srv.plain_bodies == 0, "every upload streamed");
+	bool none = ts_spin_until(&ts, ts_no_conns, 5000);
+	CHECK(none, "every connection is gone from conn.c's count (%u)", http_conns_count(ts.d.conns));
+	ts_stop(&ts);
+}
+
+int main(void)
+{
+	if (getenv("SPACE_DEBUG"))
+		log_set_level(LOG_DEBUG);
+	RUN(test_split);
+	RUN(test_pipeline);
+	RUN(test_chunked_splits);
+	RUN(test_client_marker);
+	RUN(test_raw);
+	RUN(test_bound);
+	RUN(test_discard);
+	RUN(test_lf);
+	test_listener();
+	return DONE();
+}
