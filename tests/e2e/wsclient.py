@@ -40,7 +40,9 @@ class WebSocket:
             self.sock.close()
             return
         want = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
-        if f"sec-websocket-accept: {want}" not in self.head.lower():
+        got = [ln.split(":", 1)[1].strip() for ln in self.head.split("\r\n")[1:]
+               if ln.lower().startswith("sec-websocket-accept:")]
+        if got != [want]:
             raise WsError(f"bad accept key in {self.head!r}")
         self.closed = None
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "api/files.h"
+#include "http/body.h"
 #include "daemon.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
@@ -41,6 +42,7 @@ struct fop {
 	struct evbuffer *err;  /* stderr */
 	struct evbuffer *out;  /* a chunk being built */
 	struct evbuffer *body; /* the request body not yet given to the session */
+	struct http_body *sbody; /* the request body, streaming (NULL: evhttp read it whole) */
 	uint8_t *buf;
 	json_t *header;
 	int status;            /* a unary reply's, when on_end set one */
@@ -311,14 +313,41 @@ static void fop_end(struct fop *f, struct session *s)
 	fop_finish(f);
 }
 
-/* Body bytes to the session while its stdin has room. */
-static void fop_feed(struct fop *f)
+/* The client stopped sending its body halfway, or sent a malformed one: the operation is
+ * killed (a write then leaves the old file as it was) and the request answered 400. */
+static void fop_body_failed(struct fop *f)
+{
+	space_err e = { 0 };
+
+	if (f->w.s && !session_done(f->w.s))
+		(void)session_signal(f->w.s, 9, &e);
+	if (f->held)
+		http_hold_end(&f->hold);
+	http_reply_error(f->req, 400, "bad_request", "the request body was malformed or cut short; nothing was written");
+	fop_release(f);
+}
+
+/* Body bytes to the session while its stdin has room: from evhttp's whole body, or pulled from
+ * a streaming one no faster than the guest takes them. 1 when f was answered and freed. */
+static int fop_feed(struct fop *f)
 {
 	struct session *s = f->w.s;
 	space_err e = { 0 };
 
 	if (!s || !f->body || session_done(s))
-		return;
+		return 0;
+	if (f->sbody) {
+		size_t want = session_stdin_room(s), have = evbuffer_get_length(f->body);
+
+		if (http_body_failed(f->sbody)) {
+			fop_body_failed(f);
+			return 1;
+		}
+		if (want > have)
+			http_body_read(f->sbody, f->body, want - have);
+		if (!http_body_done(f->sbody) && !evbuffer_get_length(f->body))
+			return 0;
+	}
 	while (evbuffer_get_length(f->body) && session_stdin_room(s) > 0) {
 		size_t n = evbuffer_get_length(f->body), room = session_stdin_room(s);
 
@@ -327,13 +356,14 @@ static void fop_feed(struct fop *f)
 		if (n > FOP_STDIN_BATCH)
 			n = FOP_STDIN_BATCH;
 		if (session_stdin(s, evbuffer_pullup(f->body, (ev_ssize_t)n), n, 0, &e) < 0)
-			return;
+			return 0;
 		evbuffer_drain(f->body, n);
 	}
-	if (!evbuffer_get_length(f->body) && !f->sent_stdin_close) {
+	if (!evbuffer_get_length(f->body) && !f->sent_stdin_close && (!f->sbody || http_body_done(f->sbody))) {
 		f->sent_stdin_close = true;
 		(void)session_stdin(s, NULL, 0, 1, &e);
 	}
+	return 0;
 }
 
 static void fop_pump(struct fop *f)
@@ -349,7 +379,8 @@ static void fop_pump(struct fop *f)
 			fop_fail(f, EIO);
 		return;
 	}
-	fop_feed(f);
+	if (fop_feed(f))
+		return;
 	for (;;) {
 		int stream = 0;
 		ssize_t n;
@@ -444,6 +475,14 @@ static void fop_stdin_room(struct session *s, void *arg)
 	event_active(f->kick, 0, 0);
 }
 
+static void fop_body_more(struct http_body *b, void *arg)
+{
+	struct fop *f = arg;
+
+	(void)b;
+	event_active(f->kick, 0, 0);
+}
+
 static void fop_gone(struct http_hold *h)
 {
 	fop_release((struct fop *)h);
@@ -468,7 +507,7 @@ void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, co
 		f->err = evbuffer_new();
 		f->out = evbuffer_new();
 		f->kick = event_new(r->d->base, -1, 0, fop_kick, f);
-		if (k->with_stdin && (f->body = evbuffer_new()))
+		if (k->with_stdin && (f->body = evbuffer_new()) && !(f->sbody = http_body_get(r)))
 			evbuffer_add_buffer(f->body, in);
 	}
 	if (!f || !f->buf || !f->line || !f->err || !f->out || !f->kick || (k->with_stdin && !f->body)) {
@@ -493,5 +532,7 @@ void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, co
 	}
 	http_hold_begin(&f->hold, r->req, fop_gone, r->d->conns);
 	f->held = true;
+	if (f->sbody)
+		http_body_notify(f->sbody, fop_body_more, f);
 	fop_pump(f);
 }

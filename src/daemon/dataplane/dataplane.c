@@ -236,6 +236,7 @@ static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin/close", dp_stdin_close },
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/signal", dp_signal },
 	{ EVHTTP_REQ_POST, "/v1/sessions/{}/resize", dp_resize },
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}/ws", dp_ws },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
 	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },
@@ -248,10 +249,18 @@ static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
 };
 
+/* Uploads stream through the daemon (http/body.h). */
+static const struct http_route dp_stream_routes[] = {
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+};
+
 static struct http_plane dp_plane = {
 	.name = "data",
 	.routes = dp_routes,
 	.nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]),
+	.stream_routes = dp_stream_routes,
+	.nstream_routes = sizeof(dp_stream_routes) / sizeof(dp_stream_routes[0]),
 	.auth = dp_auth,
 	.auth_first = false, /* the route names the session the token must open */
 };

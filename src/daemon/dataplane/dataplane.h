@@ -24,6 +24,8 @@ int signal_from_name(const char *name);
 enum dp_token_src { DP_TOKEN_NONE, DP_TOKEN_HEADER, DP_TOKEN_QUERY, DP_TOKEN_QUERY_REFUSED };
 enum dp_token_src dp_token_source(enum evhttp_cmd_type method, bool stream_route, bool has_header, bool has_query);
 
+/* dp_ws.c: GET /v1/sessions/{sid}/ws, the whole session over one WebSocket. */
+void dp_ws(struct http_req *r);
 /* dp_attach.c: POST|GET /v1/sessions/{sid}/attach as server-sent events. */
 void dp_attach(struct http_req *r);
 /* Appends one SSE event: "event: <event>\nid: <id>\ndata: <base64>\n\n".
