@@ -7,7 +7,9 @@
 
 (() => {
   const KEY_STORE = 'space.apiKey';
-  const SHELL = ['/bin/sh', '-c', 'exec bash -l 2>/dev/null || exec sh -l'];
+  // A login shell: bash where the template has it, else sh. (Not `exec bash 2>/dev/null ||
+  // exec sh`: bash writes its prompt to stderr, and sh exits when an exec fails.)
+  const SHELL = ['/bin/sh', '-c', 'if command -v bash >/dev/null; then exec bash -l; else exec sh -l; fi'];
   const $ = (id) => document.getElementById(id);
   const encoder = new TextEncoder();
 
