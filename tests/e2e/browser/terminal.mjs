@@ -217,7 +217,7 @@ if (!skip.has('files')) {
       page.waitForEvent('download'),
       page.locator(`[data-testid="file-row"][data-name="${name}"] [data-testid="file-download"]`).click(),
     ]);
-    const path = join(opt.artifacts, `downloaded-${name}`);
+    const path = join(opt.artifacts, 'ui-downloaded.txt');
     await download.saveAs(path);
     const got = readFileSync(path, 'utf8');
     if (got !== content) throw new Error(`downloaded ${JSON.stringify(got)}, uploaded ${JSON.stringify(content)}`);
