@@ -6,7 +6,7 @@
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py,
-#               bench/lifecycle.py and bench/egress.py (BENCH=egress runs one)
+#               bench/lifecycle.py, bench/egress.py and bench/files.py (BENCH=egress runs one)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
 CC ?= gcc
@@ -243,7 +243,7 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle egress
+BENCH ?= bench lifecycle egress files
 bench: all bench-deps
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 

@@ -73,6 +73,10 @@ enum proto_stream { PROTO_STDOUT = 1, PROTO_STDERR = 2 };
  *   WATCH: an H_EXEC payload whose argv is "watch PATH [-r]": filesystem events as JSON lines. */
 enum proto_kind { PROTO_KIND_PROC = 1, PROTO_KIND_PTY = 2, PROTO_KIND_FILE = 3, PROTO_KIND_WATCH = 4 };
 #define PROTO_KIND_MAX 4
+/* Channel ids with this bit are the daemon's own (file operations, watches): never stored, so a
+ * daemon that finds one without an owner (after a restart, in a fork child or a clone) kills it
+ * rather than leave it running detached like a user's process. */
+#define PROTO_CHAN_DAEMON 0x80000000u
 #define PROTO_PTY_MAX_DIM 1000 /* rows and cols are 1..this */
 
 /* Channel states in A_HELLO. */

@@ -610,7 +610,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 4, "schema version 4");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 5, "schema version 5");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -766,7 +766,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 4, "now at version 4");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 5, "now at version 5");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
 		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0,
@@ -788,6 +788,47 @@ static void rm_tree(void)
 		unlink(p);
 	}
 	rmdir(dir);
+}
+
+/* Files tokens (schema v5): only hashes, by sandbox and scope, pruned when expired or when their
+ * sandbox goes; a session's kind and terminal size come back as stored. */
+static void test_tokens_and_kinds(struct store *st)
+{
+	char sb[ID_LEN] = "", scope[16] = "";
+	int64_t exp = 0, now = now_ms();
+	space_err err = { 0 };
+	struct session_rec r = { 0 }, back;
+
+	CHECK(store_token_put(st, "aa", "sb-0000000000000001", "files", now + 60000, &err) == 0 &&
+		      store_token_put(st, "bb", "sb-0000000000000002", "files", now - 1, &err) == 0 &&
+		      store_token_put(st, "cc", "sb-0000000000000001", "files", now + 60000, &err) == 0,
+	      "tokens stored %s", err.msg);
+	CHECK(store_token_get(st, "aa", sb, scope, sizeof(scope), &exp, &err) == 0 &&
+		      !strcmp(sb, "sb-0000000000000001") && !strcmp(scope, "files") && exp == now + 60000,
+	      "a token reads back");
+	CHECK(store_token_put(st, "aa", "sb-0000000000000003", "files", now, &err) < 0, "a hash is stored once");
+	err_clear(&err);
+	CHECK(store_tokens_prune(st, NULL, now, &err) == 0 &&
+		      store_token_get(st, "bb", sb, scope, sizeof(scope), &exp, &err) < 0 && err.code == ENOENT,
+	      "expired tokens are pruned");
+	err_clear(&err);
+	CHECK(store_tokens_prune(st, "sb-0000000000000001", now, &err) == 0 &&
+		      store_token_get(st, "cc", sb, scope, sizeof(scope), &exp, &err) < 0 && err.code == ENOENT,
+	      "a sandbox's tokens go with it");
+	err_clear(&err);
+
+	snprintf(r.id, sizeof(r.id), "ss-00000000000000aa");
+	snprintf(r.sandbox_id, sizeof(r.sandbox_id), "sb-0000000000000001");
+	r.argv = json_pack("[s]", "bash");
+	r.env = json_object();
+	r.kind = SESS_KIND_PTY;
+	r.pty_rows = 50;
+	r.pty_cols = 132;
+	CHECK(store_session_put(st, &r, &err) == 0 && store_session_get(st, r.id, &back, &err) == 0 &&
+		      back.kind == SESS_KIND_PTY && back.pty_rows == 50 && back.pty_cols == 132,
+	      "a PTY session keeps its kind and size %s", err.msg);
+	session_rec_clear(&back);
+	session_rec_clear(&r);
 }
 
 int main(void)
@@ -817,6 +858,7 @@ int main(void)
 	test_kv(st);
 	test_secrets(st);
 	test_snapshots(st);
+	test_tokens_and_kinds(st);
 	store_close(st);
 	test_reopen();
 	test_migrate_v1();

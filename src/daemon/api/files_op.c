@@ -57,11 +57,8 @@ static void fop_release(struct fop *f)
 
 	if (s) {
 		/* The client went away mid-operation: the agent's child goes too. */
-		space_err e = { 0 };
-
 		session_set_stdin_room_cb(s, NULL, NULL);
-		if (!session_done(s))
-			(void)session_signal(s, 9, &e);
+		session_cancel(s);
 		session_watch_del(&f->w);
 	}
 	if (f->kick)

@@ -256,6 +256,10 @@ static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto
 	} else if (h->type == A_EXIT) {
 		agent_send(a, H_RELEASE, h->chan, NULL, 0);
 		sandbox_warm_exit(a->sb, h->chan);
+	} else if (h->type == A_STARTED && (h->chan & PROTO_CHAN_DAEMON)) {
+		/* A file operation or watch whose owner is gone (a restart, a fork, a clone): the
+		 * agent says so once per connection; nobody will ever read it. */
+		agent_send(a, H_SIGNAL, h->chan, (uint8_t[]){ 9, 0, 0, 0 }, 4);
 	}
 	return 0;
 }

@@ -154,6 +154,9 @@ int session_start(struct session *s, space_err *err);
 int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err);
 /* EBUSY if the process is not running. */
 int session_signal(struct session *s, int signo, space_err *err);
+/* Ends s whatever it is doing: not started yet, it fails as cancelled; running, SIGKILL (now,
+ * or once the agent is back). */
+void session_cancel(struct session *s);
 /* Stdin bytes the session takes now without queueing beyond a couple of windows (0: none);
  * the callback runs whenever the agent acknowledges stdin (NULL: none). */
 size_t session_stdin_room(const struct session *s);

@@ -506,6 +506,20 @@ int session_signal(struct session *s, int signo, space_err *err)
 	return 0;
 }
 
+void session_cancel(struct session *s)
+{
+	space_err e = { 0 };
+
+	if (session_done(s))
+		return;
+	if (s->rec.state == SESS_CREATED) {
+		session_on_error(s, ECANCELED, "cancelled before it started");
+		return;
+	}
+	if (session_signal(s, 9, &e) < 0)
+		s->kill_wanted = true;
+}
+
 size_t session_stdin_room(const struct session *s)
 {
 	size_t held = evbuffer_get_length(s->stdin_q) + evbuffer_get_length(s->stdin_unacked);
@@ -790,6 +804,12 @@ void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint3
 			s->exec_sent = true;
 			if (s->acked && send_ack(s, s->acked) < 0)
 				log_warn("session %s: could not queue H_ACK", s->rec.id);
+			if (s->kill_wanted) {
+				space_err e = { 0 };
+
+				if (session_signal(s, 9, &e) == 0)
+					s->kill_wanted = false;
+			}
 			maybe_ack(s);
 			pump_stdin(s);
 		} else if (s->rec.state == SESS_CREATED) {

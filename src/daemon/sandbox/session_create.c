@@ -291,7 +291,7 @@ struct session *session_open_internal(struct spaced *d, const char *sb_id, enum 
 	r.stdin_open = with_stdin;
 	id_new(r.id, "ss-");
 	snprintf(r.sandbox_id, sizeof(r.sandbox_id), "%s", sb->rec.id);
-	r.chan = sb->rec.next_chan++;
+	r.chan = (sb->rec.next_chan++ & ~PROTO_CHAN_DAEMON) | PROTO_CHAN_DAEMON;
 	r.state = SESS_CREATED;
 	r.created_ms = now_ms();
 	s = session_alloc(sb, &r, err);
