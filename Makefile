@@ -1,5 +1,6 @@
 # SPACE -- one build for binaries, guest kernel and templates.
-#   make        build everything `make run` needs (binaries, kernel, templates)
+#   make        build everything `make run` needs (binaries, kernel, templates, the browser page)
+#   make ui     the browser page (ui/, xterm.js from the npm registry) into build/ui
 #   make run    ... then start spaced on loopback in the foreground
 #   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
@@ -70,7 +71,8 @@ SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt $(BUILD)/san/bin/space
 
 .PHONY: fuzz fuzz-deps fuzz-build
 .PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
-all: bins kernel templates
+.PHONY: ui browser-test-deps
+all: bins kernel templates ui
 
 deps:
 	@scripts/deps.sh
@@ -144,6 +146,44 @@ template-base: bins kernel
 run: all
 	@scripts/run.sh
 
+# ---- the browser page (docs/guides/browser.md): ui/*.{html,js,css} as they are, plus xterm.js
+# and its fit addon from ui/package-lock.json, copied into build/ui, which spaced serves at /ui/.
+# `npm ci` runs only when the lock changed (a stamp), so a build needs the npm registry once.
+# Debian's nodejs has no npm (package npm); NodeSource's bundles one and conflicts with that
+# package, so npm is installed only where none is on PATH.
+UI_PAGE   := ui/index.html ui/app.js ui/style.css
+UI_VENDOR := ui/node_modules/@xterm/xterm/lib/xterm.js ui/node_modules/@xterm/xterm/lib/xterm.js.map \
+             ui/node_modules/@xterm/xterm/css/xterm.css \
+             ui/node_modules/@xterm/addon-fit/lib/addon-fit.js ui/node_modules/@xterm/addon-fit/lib/addon-fit.js.map
+UI_NPM_STAMP      := $(BUILD)/stamps/ui-npm
+BROWSER_NPM_STAMP := $(BUILD)/stamps/browser-npm
+NEED_NPM = command -v npm >/dev/null || scripts/deps.sh scripts/npm-deps.txt
+
+ui: deps
+	@[[ -f ui/node_modules/@xterm/xterm/lib/xterm.js ]] || rm -f $(UI_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(BUILD)/stamps/ui-copied
+
+$(UI_NPM_STAMP): ui/package.json ui/package-lock.json
+	@$(NEED_NPM)
+	cd ui && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/stamps/ui-copied: $(UI_PAGE) $(UI_NPM_STAMP)
+	@mkdir -p $(BUILD)/ui $(@D)
+	install -m 0644 $(UI_PAGE) $(UI_VENDOR) $(BUILD)/ui/
+	@touch $@
+
+# The browser test (tests/e2e/test_ui.py) drives Debian's chromium (scripts/packages.txt)
+# with playwright-core from tests/e2e/browser/package-lock.json.
+browser-test-deps: deps
+	@[[ -d tests/e2e/browser/node_modules/playwright-core ]] || rm -f $(BROWSER_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(BROWSER_NPM_STAMP)
+
+$(BROWSER_NPM_STAMP): tests/e2e/browser/package.json tests/e2e/browser/package-lock.json
+	@$(NEED_NPM)
+	cd tests/e2e/browser && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
 $(BUILD)/san/libcommon.a: $(call san_objs,$(COMMON_SRC))
 $(BUILD)/san/libdaemon.a: $(call san_objs,$(DAEMON_SRC))
 $(BUILD)/san/libagent.a: $(call san_objs,$(AGENT_SRC))
@@ -188,7 +228,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins
+test: all san-bins browser-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
@@ -241,6 +281,6 @@ fuzz: deps fuzz-deps
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run.sh $(FUZZ_TARGETS)
 
 clean:
-	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san $(BUILD)/fuzz
+	rm -rf $(BUILD)/obj $(BUILD)/bin $(BUILD)/unit $(BUILD)/unitdeps $(BUILD)/san $(BUILD)/fuzz $(BUILD)/ui $(BUILD)/stamps
 
 -include $(shell find $(BUILD)/obj $(BUILD)/unitdeps $(BUILD)/fuzz/obj -name '*.d' 2>/dev/null)

@@ -21,6 +21,8 @@ static void usage(FILE *f)
 		"                            --api-key-file; default: generated once, kept in the state dir)\n"
 		"  --api-key-file PATH       read the API key from PATH (SPACE_API_KEY_FILE; mode 600, ours or root's)\n"
 		"  --templates-dir DIR       templates built by make (SPACE_TEMPLATES_DIR, default <bin>/../templates)\n"
+		"  --ui-dir DIR              the browser page served at /ui/, built by make ui (SPACE_UI_DIR,\n"
+		"                            default <bin>/../ui)\n"
 		"  --accel auto|kvm|tcg      accelerator (SPACE_ACCEL, default auto: KVM if a probe boot works)\n"
 		"  --token-ttl SECONDS       data-plane token lifetime (SPACE_TOKEN_TTL, default 900)\n"
 		"  --tb-size MIB             TCG translation cache per VM (default 24)\n"
@@ -73,17 +75,18 @@ static int parse_int(const char *v, const char *what, long lo, long hi)
 	return (int)n;
 }
 
-static void default_templates_dir(struct config *cfg)
+/* <directory of the spaced binary>/../<name> (build/<name> for build/bin/spaced). */
+static void default_beside_bin(char dst[PATH_MAX], const char *name)
 {
 	char exe[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
 	if (n <= 0) {
-		snprintf(cfg->templates_dir, sizeof(cfg->templates_dir), "build/templates");
+		snprintf(dst, PATH_MAX, "build/%s", name);
 		return;
 	}
 	exe[n] = '\0';
-	snprintf(cfg->templates_dir, sizeof(cfg->templates_dir), "%s/../templates", dirname(exe));
+	snprintf(dst, PATH_MAX, "%s/../%s", dirname(exe), name);
 }
 
 static void from_env(struct config *cfg)
@@ -113,6 +116,8 @@ static void from_env(struct config *cfg)
 		cfg->max_streams = parse_int(v, "SPACE_MAX_STREAMS", 1, 1 << 20);
 	if ((v = getenv("SPACE_TEMPLATES_DIR")) && *v)
 		set_str(cfg->templates_dir, sizeof(cfg->templates_dir), v, "SPACE_TEMPLATES_DIR");
+	if ((v = getenv("SPACE_UI_DIR")) && *v)
+		set_str(cfg->ui_dir, sizeof(cfg->ui_dir), v, "SPACE_UI_DIR");
 	if ((v = getenv("SPACE_ACCEL")) && *v)
 		set_str(cfg->accel, sizeof(cfg->accel), v, "SPACE_ACCEL");
 	if ((v = getenv("SPACE_TOKEN_TTL")) && *v)
@@ -172,6 +177,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "jail-uid-count", required_argument, NULL, 'N' },
 		{ "dns-upstream", required_argument, NULL, 1006 },
 		{ "egress-ca-file", required_argument, NULL, 1007 },
+		{ "ui-dir", required_argument, NULL, 1008 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -183,7 +189,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	snprintf(cfg->data_listen, sizeof(cfg->data_listen), "127.0.0.1:7071");
 	snprintf(cfg->state_dir, sizeof(cfg->state_dir), "/var/lib/space");
 	snprintf(cfg->accel, sizeof(cfg->accel), "auto");
-	default_templates_dir(cfg);
+	default_beside_bin(cfg->templates_dir, "templates");
+	default_beside_bin(cfg->ui_dir, "ui");
 	cfg->token_ttl_s = 900;
 	cfg->tb_size_mib = 24;
 	cfg->max_sandboxes = 64;
@@ -240,6 +247,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1005: cfg->max_sessions = parse_int(optarg, "--max-sessions", 1, 1000000); break;
 		case 1006: set_str(cfg->dns_upstream, sizeof(cfg->dns_upstream), optarg, "--dns-upstream"); break;
 		case 1007: set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), optarg, "--egress-ca-file"); break;
+		case 1008: set_str(cfg->ui_dir, sizeof(cfg->ui_dir), optarg, "--ui-dir"); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

@@ -20,6 +20,7 @@ struct config {
 	char api_key[256];
 	char api_key_file[PATH_MAX]; /* --api-key-file / SPACE_API_KEY_FILE, read at start */
 	char templates_dir[PATH_MAX]; /* where `make` put the templates */
+	char ui_dir[PATH_MAX];     /* the browser page's files (`make ui`; default <bin>/../ui) */
 	char accel[8];             /* auto | kvm | tcg */
 	int token_ttl_s;           /* data-plane token lifetime (default 900) */
 	int tb_size_mib;           /* TCG translation cache per VM (default 24) */

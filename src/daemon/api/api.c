@@ -52,16 +52,22 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
+	{ EVHTTP_REQ_GET, "/ui", api_ui_get },
+	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get },
 };
 
 /* Every control-plane request carries the API key, unknown routes included,
  * so nothing about the API is learned without it. An empty configured key
- * opens nothing. */
+ * opens nothing. The one exception: GET of the browser page's static files
+ * (/ui/ and /ui/<name>), which hold no data; the page asks the user for the
+ * key and sends it with everything it does. */
 static int api_auth(struct http_req *r)
 {
 	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
 	char key[sizeof(r->d->cfg.api_key)];
 
+	if (api_ui_public(r))
+		return 0;
 	if (!h) {
 		http_reply_error(r->req, 401, "unauthorized", "missing Authorization: Bearer <api key>");
 		return -1;

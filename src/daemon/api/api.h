@@ -47,6 +47,10 @@ void api_sessions_create(struct http_req *r);
 void api_sessions_list(struct http_req *r);
 void api_sessions_get(struct http_req *r);
 void api_sessions_token(struct http_req *r);
+/* api_ui.c: the browser page (GET /ui, /ui/, /ui/<file>) */
+void api_ui_get(struct http_req *r);
+/* True for the requests the page's files answer, which need no API key. */
+bool api_ui_public(const struct http_req *r);
 
 /* The stored sandbox named by path parameter i: 0, or -1 having answered
  * 404 (malformed or unknown id) or 500. Clear *out with sandbox_rec_clear. */
