@@ -33,6 +33,23 @@ static char *dup_buf(struct evbuffer *b)
 	return s;
 }
 
+/* What a handler does first: claims its streaming body (nothing of it is read before). */
+static void claim(struct http_sf *sf)
+{
+	struct http_req r = { .body = http_sf_body(sf) };
+
+	if (r.body)
+		http_body_get(&r);
+}
+
+/* The filter's input and a handler claiming each streaming body as it comes. */
+static void input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *dst)
+{
+	http_sf_input(sf, src, dst, -1);
+	claim(sf);
+	http_sf_input(sf, src, dst, -1);
+}
+
 /* Feeds s in pieces of `step` bytes (0: all at once); returns what evhttp would get. */
 static char *feed(struct http_sf *sf, const char *s, size_t len, size_t step, struct evbuffer *dst)
 {
@@ -42,9 +59,9 @@ static char *feed(struct http_sf *sf, const char *s, size_t len, size_t step, st
 		size_t n = step && step < len - at ? step : len - at;
 		evbuffer_add(src, s + at, n);
 		at += n;
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 	}
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	evbuffer_free(src);
 	return dup_buf(dst);
 }
@@ -95,14 +112,14 @@ static void test_pipeline(void)
 	char *out, *body;
 
 	evbuffer_add_printf(src, "%s%s%s%s", a, b, c, d);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, a) == 0); /* then it waits for the reply */
 	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
 	free(out);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, "PUT /v1/sandboxes/s/files/tar HTTP/1.1\r\nContent-Length: 0\r\n" HTTP_SF_HEADER
 			   ": 1\r\n\r\n") == 0);
@@ -113,13 +130,13 @@ static void test_pipeline(void)
 	free(body);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, c) == 0);
 	free(out);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strstr(out, HTTP_SF_HEADER ": 2\r\n") != NULL);
 	EXPECT(http_body_done(http_sf_body(sf)));
@@ -145,9 +162,9 @@ static void test_chunked_splits(void)
 		char *body;
 
 		evbuffer_add(src, req, cut);
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		evbuffer_add(src, req + cut, len - cut);
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		body = body_text(sf);
 		bad += strcmp(body, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF") != 0 ||
 		       http_sf_state(sf) != HTTP_SF_WAIT || evbuffer_get_length(src) != 22;
@@ -241,13 +258,13 @@ static void test_bound(void)
 	evbuffer_add_printf(src, "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
 	evbuffer_add(src, blk, 5000);
 	evbuffer_add_printf(src, "GET /after HTTP/1.1\r\n\r\n");
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	if (!http_sf_body(sf)) {
 		EXPECT(http_sf_body(sf) != NULL);
 		return;
 	}
 	for (int round = 0; round < 20 && !http_body_done(http_sf_body(sf)); round++) {
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		EXPECT(http_body_buffered(http_sf_body(sf)) <= 1000);
 		http_body_read(http_sf_body(sf), got, 700);
 	}
@@ -257,12 +274,33 @@ static void test_bound(void)
 	EXPECT(http_sf_peak(sf) <= 1000);
 	http_sf_reply_done(sf);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	EXPECT_EQ(evbuffer_get_length(dst), strlen("GET /after HTTP/1.1\r\n\r\n"));
 	free(blk);
 	evbuffer_free(src);
 	evbuffer_free(dst);
 	evbuffer_free(got);
+	http_sf_free(sf);
+}
+
+/* Nothing of a streaming body is read before a handler claims it. */
+static void test_unclaimed(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new();
+
+	evbuffer_add(src, req, sizeof(req) - 1);
+	http_sf_input(sf, src, dst, -1);
+	EXPECT(http_sf_state(sf) == HTTP_SF_STREAM);
+	EXPECT_EQ(evbuffer_get_length(src), 6); /* the head's last LF and the body wait */
+	EXPECT_EQ(http_body_buffered(http_sf_body(sf)), 0);
+	claim(sf);
+	http_sf_input(sf, src, dst, -1);
+	EXPECT_EQ(http_body_buffered(http_sf_body(sf)), 5);
+	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
+	evbuffer_free(src);
+	evbuffer_free(dst);
 	http_sf_free(sf);
 }
 
@@ -694,6 +732,16 @@ static void client_upload(struct test_server *ts)
 	free(body);
 	body = NULL;
 
+	/* evhttp's own 100 Continue, for a route whose body it reads */
+	cl_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+	CHECK(cl_head(fd, head, sizeof(head)) == 0 && strcmp(head, "HTTP/1.1 100 Continue\r\n\r\n") == 0,
+	      "a non-streaming route's Expect: 100-continue is still evhttp's to answer");
+	cl_sends(fd, "hello");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 && body_is(body, blen, "hello"),
+	      "... and its body arrives");
+	free(body);
+	body = NULL;
+
 	/* 401 before the body is read: the rest (8 MiB) is dropped and the connection goes on */
 	dprintf(fd, "PUT /v1/sandboxes/sb-1/files?deny=1 HTTP/1.1\r\nHost: t\r\nContent-Length: %u\r\n\r\n", 8u << 20);
 	CHECK(send_pattern(fd, 8u << 20) == 0, "the client can send the whole body of a refused upload");
@@ -926,6 +974,7 @@ int main(void)
 	RUN(test_client_marker);
 	RUN(test_raw);
 	RUN(test_bound);
+	RUN(test_unclaimed);
 	RUN(test_discard);
 	RUN(test_lf);
 	test_listener();

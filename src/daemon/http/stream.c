@@ -490,6 +490,8 @@ size_t http_sf_input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *
 		n = v.iov_len;
 		if (st == HTTP_SF_STREAM) {
 			size_t have = evbuffer_get_length(sf->body->buf);
+			if (!sf->body->claimed)
+				break; /* not a byte of it before a handler (past auth) asks */
 			if (have >= sf->body_max) {
 				sf->stalled = true;
 				break;
