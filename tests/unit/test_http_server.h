@@ -270,7 +270,7 @@ static int cl_response(int fd, int *status, char *head, size_t headcap, char **b
 {
 	char h[8192], v[64];
 	char *b = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 
 	if (cl_head(fd, h, sizeof(h)) < 0 || sscanf(h, "HTTP/1.%*d %d", status) != 1)
 		return -1;
@@ -295,12 +295,22 @@ static int cl_response(int fd, int *status, char *head, size_t headcap, char **b
 				(void)cl_recv(fd, line, 2);
 				break;
 			}
-			char *nb = realloc(b, n + sz + 1);
-			if (!nb || cl_recv(fd, nb + n, sz) < 0 || cl_recv(fd, line, 2) < 0) {
-				free(nb ? nb : b);
+			if (n + sz + 1 > cap) { /* doubling: a realloc per chunk would copy O(n^2) */
+				char *nb;
+				cap = cap ? cap : 65536;
+				while (cap < n + sz + 1)
+					cap *= 2;
+				nb = realloc(b, cap);
+				if (!nb) {
+					free(b);
+					return -1;
+				}
+				b = nb;
+			}
+			if (cl_recv(fd, b + n, sz) < 0 || cl_recv(fd, line, 2) < 0) {
+				free(b);
 				return -1;
 			}
-			b = nb;
 			n += sz;
 		}
 	}

@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/keyvalq_struct.h>
+#include <time.h>
 
 #include "daemon/http/body.h"
 #include "daemon/http/stream.h"
@@ -32,6 +33,23 @@ static char *dup_buf(struct evbuffer *b)
 	return s;
 }
 
+/* What a handler does first: claims its streaming body (nothing of it is read before). */
+static void claim(struct http_sf *sf)
+{
+	struct http_req r = { .body = http_sf_body(sf) };
+
+	if (r.body)
+		http_body_get(&r);
+}
+
+/* The filter's input and a handler claiming each streaming body as it comes. */
+static void input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *dst)
+{
+	http_sf_input(sf, src, dst, -1);
+	claim(sf);
+	http_sf_input(sf, src, dst, -1);
+}
+
 /* Feeds s in pieces of `step` bytes (0: all at once); returns what evhttp would get. */
 static char *feed(struct http_sf *sf, const char *s, size_t len, size_t step, struct evbuffer *dst)
 {
@@ -41,9 +59,9 @@ static char *feed(struct http_sf *sf, const char *s, size_t len, size_t step, st
 		size_t n = step && step < len - at ? step : len - at;
 		evbuffer_add(src, s + at, n);
 		at += n;
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 	}
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	evbuffer_free(src);
 	return dup_buf(dst);
 }
@@ -94,14 +112,14 @@ static void test_pipeline(void)
 	char *out, *body;
 
 	evbuffer_add_printf(src, "%s%s%s%s", a, b, c, d);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, a) == 0); /* then it waits for the reply */
 	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
 	free(out);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, "PUT /v1/sandboxes/s/files/tar HTTP/1.1\r\nContent-Length: 0\r\n" HTTP_SF_HEADER
 			   ": 1\r\n\r\n") == 0);
@@ -112,13 +130,13 @@ static void test_pipeline(void)
 	free(body);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strcmp(out, c) == 0);
 	free(out);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
 	http_sf_reply_done(sf);
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	out = dup_buf(dst);
 	EXPECT(strstr(out, HTTP_SF_HEADER ": 2\r\n") != NULL);
 	EXPECT(http_body_done(http_sf_body(sf)));
@@ -144,9 +162,9 @@ static void test_chunked_splits(void)
 		char *body;
 
 		evbuffer_add(src, req, cut);
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		evbuffer_add(src, req + cut, len - cut);
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		body = body_text(sf);
 		bad += strcmp(body, "abcdefghijklmnopqrstuvwxyz0123456789ABCDEF") != 0 ||
 		       http_sf_state(sf) != HTTP_SF_WAIT || evbuffer_get_length(src) != 22;
@@ -240,13 +258,13 @@ static void test_bound(void)
 	evbuffer_add_printf(src, "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
 	evbuffer_add(src, blk, 5000);
 	evbuffer_add_printf(src, "GET /after HTTP/1.1\r\n\r\n");
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	if (!http_sf_body(sf)) {
 		EXPECT(http_sf_body(sf) != NULL);
 		return;
 	}
 	for (int round = 0; round < 20 && !http_body_done(http_sf_body(sf)); round++) {
-		http_sf_input(sf, src, dst, -1);
+		input(sf, src, dst);
 		EXPECT(http_body_buffered(http_sf_body(sf)) <= 1000);
 		http_body_read(http_sf_body(sf), got, 700);
 	}
@@ -256,12 +274,33 @@ static void test_bound(void)
 	EXPECT(http_sf_peak(sf) <= 1000);
 	http_sf_reply_done(sf);
 	evbuffer_drain(dst, evbuffer_get_length(dst));
-	http_sf_input(sf, src, dst, -1);
+	input(sf, src, dst);
 	EXPECT_EQ(evbuffer_get_length(dst), strlen("GET /after HTTP/1.1\r\n\r\n"));
 	free(blk);
 	evbuffer_free(src);
 	evbuffer_free(dst);
 	evbuffer_free(got);
+	http_sf_free(sf);
+}
+
+/* Nothing of a streaming body is read before a handler claims it. */
+static void test_unclaimed(void)
+{
+	static const char req[] = "PUT /v1/sandboxes/s/files HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new();
+
+	evbuffer_add(src, req, sizeof(req) - 1);
+	http_sf_input(sf, src, dst, -1);
+	EXPECT(http_sf_state(sf) == HTTP_SF_STREAM);
+	EXPECT_EQ(evbuffer_get_length(src), 6); /* the head's last LF and the body wait */
+	EXPECT_EQ(http_body_buffered(http_sf_body(sf)), 0);
+	claim(sf);
+	http_sf_input(sf, src, dst, -1);
+	EXPECT_EQ(http_body_buffered(http_sf_body(sf)), 5);
+	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT);
+	evbuffer_free(src);
+	evbuffer_free(dst);
 	http_sf_free(sf);
 }
 
@@ -310,8 +349,8 @@ static void test_lf(void)
 
 static struct {
 	uint64_t got, bad;
-	size_t peak, max_buffered;
-	unsigned uploads, unclaimed_seen_marker, failed_bodies, plain_bodies;
+	size_t peak, max_buffered, sse_max_out;
+	unsigned uploads, unclaimed_seen_marker, failed_bodies, plain_bodies, uploads_gone, sse_gone, early;
 	bool slow;
 } srv;
 
@@ -340,6 +379,7 @@ static void upload_free(struct upload *u)
 
 static void upload_gone(struct http_hold *h)
 {
+	srv.uploads_gone++;
 	upload_free((struct upload *)h);
 }
 
@@ -398,17 +438,60 @@ static void upload_notify(struct http_body *b, void *arg)
 	upload_step(u);
 }
 
+/* ?limit=N: reads N bytes, then answers 413 with the rest unread. */
+struct early {
+	struct http_hold hold;
+	struct http_body *b;
+	struct evhttp_request *req;
+	struct evbuffer *tmp;
+	uint64_t limit, n;
+};
+
+static void early_gone(struct http_hold *h)
+{
+	struct early *e = (struct early *)h;
+
+	evbuffer_free(e->tmp);
+	free(e);
+}
+
+static void early_notify(struct http_body *b, void *arg)
+{
+	struct early *e = arg;
+
+	e->n += http_body_read(b, e->tmp, SIZE_MAX);
+	evbuffer_drain(e->tmp, evbuffer_get_length(e->tmp));
+	if (e->n < e->limit && !http_body_done(b) && !http_body_failed(b))
+		return;
+	srv.early++;
+	http_body_notify(b, NULL, NULL);
+	http_hold_end(&e->hold);
+	http_reply_error(e->req, 413, "payload_too_large", "read %llu bytes, enough", (unsigned long long)e->n);
+	early_gone(&e->hold);
+}
+
 /* PUT /v1/sandboxes/{}/files: streams (checks the pattern); ?deny=1 answers 401 unread. */
 static void h_upload(struct http_req *r)
 {
 	struct http_body *b;
 	struct upload *u;
+	uint64_t limit = 0;
 
 	if (http_query(r, "deny")) {
 		http_reply_error(r->req, 401, "unauthorized", "no");
 		return;
 	}
 	b = http_body_get(r);
+	if (b && http_query(r, "limit") && http_parse_u64(http_query(r, "limit"), &limit) == 0) {
+		struct early *e = calloc(1, sizeof(*e));
+		e->b = b;
+		e->req = r->req;
+		e->limit = limit;
+		e->tmp = evbuffer_new();
+		http_hold_begin(&e->hold, r->req, early_gone, r->d->conns);
+		http_body_notify(b, early_notify, e);
+		return;
+	}
 	if (!b) {
 		srv.plain_bodies++;
 		http_reply_json(r->req, 200, json_pack("{s:I}", "size",
@@ -512,7 +595,72 @@ static void h_big(struct http_req *r)
 	evbuffer_free(b);
 }
 
+/* GET /sse?n=N: a held, chunked reply paced like dp_attach's (the output under 512 KiB, more when a
+ * chunk has gone); n=0 never ends. */
+struct sse {
+	struct http_hold hold;
+	struct evbuffer *chunk;
+	uint64_t n, at;
+};
+
+static void sse_gone(struct http_hold *h)
+{
+	struct sse *c = (struct sse *)h;
+
+	srv.sse_gone++;
+	evbuffer_free(c->chunk);
+	free(c);
+}
+
+static void sse_pump(struct sse *c);
+
+static void sse_flushed(struct evhttp_connection *evcon, void *arg)
+{
+	(void)evcon;
+	sse_pump(arg);
+}
+
+static void sse_pump(struct sse *c)
+{
+	struct evbuffer *out = bufferevent_get_output(evhttp_connection_get_bufferevent(c->hold.evcon));
+	uint8_t blk[4096];
+
+	while (evbuffer_get_length(out) < (512u << 10) && (c->n == 0 || c->at < c->n)) {
+		for (int k = 0; k < 16; k++) {
+			for (size_t i = 0; i < sizeof(blk); i++)
+				blk[i] = pat(c->at + i);
+			evbuffer_add(c->chunk, blk, sizeof(blk));
+			c->at += sizeof(blk);
+		}
+		evhttp_send_reply_chunk_with_cb(c->hold.req, c->chunk, sse_flushed, c);
+		if (evbuffer_get_length(out) > srv.sse_max_out)
+			srv.sse_max_out = evbuffer_get_length(out);
+	}
+	if (c->n && c->at >= c->n) {
+		struct evhttp_request *req = c->hold.req;
+		http_hold_end(&c->hold);
+		evhttp_send_reply_end(req);
+		evbuffer_free(c->chunk);
+		free(c);
+	}
+}
+
+static void h_sse(struct http_req *r)
+{
+	struct sse *c = calloc(1, sizeof(*c));
+	uint64_t n = 0;
+
+	http_parse_u64(http_query(r, "n") ? http_query(r, "n") : "0", &n);
+	c->n = n;
+	c->chunk = evbuffer_new();
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Type", "text/event-stream");
+	http_hold_begin(&c->hold, r->req, sse_gone, r->d->conns);
+	evhttp_send_reply_start(r->req, 200, "OK");
+	sse_pump(c);
+}
+
 static const struct http_route routes[] = {
+	{ EVHTTP_REQ_GET, "/sse", h_sse },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", h_upload },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", h_echo_stream },
 	{ EVHTTP_REQ_POST, "/echo", h_echo },
@@ -581,6 +729,16 @@ static void client_upload(struct test_server *ts)
 	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 &&
 		      body_is(body, blen, "hello world"),
 	      "a non-streaming route gets its body from evhttp, as before");
+	free(body);
+	body = NULL;
+
+	/* evhttp's own 100 Continue, for a route whose body it reads */
+	cl_sends(fd, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+	CHECK(cl_head(fd, head, sizeof(head)) == 0 && strcmp(head, "HTTP/1.1 100 Continue\r\n\r\n") == 0,
+	      "a non-streaming route's Expect: 100-continue is still evhttp's to answer");
+	cl_sends(fd, "hello");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 && body_is(body, blen, "hello"),
+	      "... and its body arrives");
 	free(body);
 	body = NULL;
 
@@ -654,7 +812,51 @@ static void client_upload(struct test_server *ts)
 	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 400,
 	      "a malformed request is evhttp's to answer (400)");
 	free(body);
+	body = NULL;
 	close(fd);
+
+	/* the handler reads part of the body and answers: the rest is dropped, keep-alive goes on */
+	fd = cl_connect(ts->port);
+	dprintf(fd, "PUT /v1/sandboxes/sb-1/files?limit=100000 HTTP/1.1\r\nContent-Length: %u\r\n\r\n", 4u << 20);
+	send_pattern(fd, 4u << 20);
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 413,
+	      "a handler that has read enough answers before the end of the body");
+	free(body);
+	body = NULL;
+	cl_sends(fd, "GET /ping HTTP/1.1\r\n\r\n");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200,
+	      "... and the connection serves the next request");
+	free(body);
+	body = NULL;
+
+	/* a held, chunked reply (like attach's events) through the filter, paced by its callback */
+	{
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cl_sends(fd, "GET /sse?n=33554432 HTTP/1.1\r\n\r\n");
+		bool ok = cl_response(fd, &status, NULL, 0, &body, &blen) == 0 && status == 200 && blen == (32u << 20);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		for (size_t i = 0; ok && i < blen; i++)
+			ok = (uint8_t)body[i] == pat(i);
+		double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+		CHECK(ok, "32 MiB of held, chunked reply arrive intact through the filter (%.0f MB/s)",
+		      (double)blen / 1e6 / s);
+		free(body);
+		body = NULL;
+	}
+	cl_sends(fd, "GET /sse HTTP/1.1\r\n\r\n");
+	{
+		char h[4096], chunk[65536];
+		CHECK(cl_head(fd, h, sizeof(h)) == 0 && cl_recv(fd, chunk, sizeof(chunk)) == 0,
+		      "an endless stream starts on the same connection");
+	}
+	close(fd); /* its on_gone must run */
+}
+
+static bool sse_ended(struct test_server *ts)
+{
+	(void)ts;
+	return srv.sse_gone == 1;
 }
 
 static int allow_all(struct http_req *r)
@@ -683,6 +885,80 @@ static void test_listener(void)
 	CHECK(srv.unclaimed_seen_marker == 0, "a client's " HTTP_SF_HEADER " never reaches a handler");
 	CHECK(srv.failed_bodies == 1, "the malformed body was reported to its handler once");
 	CHECK(srv.plain_bodies == 0, "every upload streamed");
+	CHECK(srv.early == 1, "the early answer was given once");
+	CHECK(srv.sse_max_out < (512u << 10) + (64u << 10) + 64,
+	      "the held reply's output buffer stayed under its mark (%zu)", srv.sse_max_out);
+	{
+		bool gone = ts_spin_until(&ts, sse_ended, 5000);
+		CHECK(gone, "a held stream's client that hangs up is noticed through the filter (on_gone)");
+	}
+	bool none = ts_spin_until(&ts, ts_no_conns, 5000);
+	CHECK(none, "every connection is gone from conn.c's count (%u)", http_conns_count(ts.d.conns));
+	ts_stop(&ts);
+}
+
+/* A 1 s request timeout and at most 3 connections per client. */
+static void client_limits(struct test_server *ts)
+{
+	int fd = cl_connect(ts->port), fds[3], status = 0;
+	char head[4096], *body = NULL;
+	size_t blen = 0;
+	struct timespec t0, t1;
+
+	/* a body that stops coming: the handler hears it failed, answers 400, the connection closes */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cl_sends(fd, "PUT /v1/sandboxes/a/files HTTP/1.1\r\nContent-Length: 1000\r\n\r\npart");
+	bool ok = cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 400 && cl_eof(fd);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	CHECK(ok && t1.tv_sec - t0.tv_sec < 5, "a body with no byte for the request timeout fails: 400, then closed");
+	free(body);
+	body = NULL;
+	close(fd);
+
+	/* a client that hangs up in the middle of an upload: the handler's on_gone runs */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "PUT /v1/sandboxes/a/files HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n");
+	send_pattern(fd, 3u << 20);
+	usleep(100000);
+	close(fd);
+
+	/* the per-client cap holds on filtered connections: 429 JSON, then the close */
+	for (int i = 0; i < 3; i++)
+		fds[i] = cl_connect(ts->port);
+	usleep(100000);
+	fd = cl_connect(ts->port);
+	CHECK(cl_response(fd, &status, head, sizeof(head), &body, &blen) == 0 && status == 429 &&
+		      strstr(body, "at_capacity") && cl_eof(fd),
+	      "over the per-client cap: 429 at_capacity, then closed");
+	free(body);
+	close(fd);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+}
+
+static bool upload_ended(struct test_server *ts)
+{
+	(void)ts;
+	return srv.uploads_gone == 1;
+}
+
+static void test_listener_limits(void)
+{
+	struct http_limits lim = { .max_conns = 64, .max_conns_per_client = 3, .request_timeout_s = 1 };
+	struct test_server ts = { 0 };
+
+	memset(&srv, 0, sizeof(srv));
+	ts.plane.routes = routes;
+	ts.plane.nroutes = sizeof(routes) / sizeof(routes[0]);
+	ts.plane.stream_routes = stream_routes;
+	ts.plane.nstream_routes = NSTREAM;
+	ts.plane.auth = allow_all;
+	if (!CHECK(ts_start(&ts, &lim) == 0, "a listener with a 1 s request timeout and 3 connections per client"))
+		return;
+	ts_run_client(&ts, client_limits, 60);
+	CHECK(srv.failed_bodies == 1, "the stalled body was reported failed");
+	bool gone = ts_spin_until(&ts, upload_ended, 5000);
+	CHECK(gone, "an upload whose client hung up ends in on_gone");
 	bool none = ts_spin_until(&ts, ts_no_conns, 5000);
 	CHECK(none, "every connection is gone from conn.c's count (%u)", http_conns_count(ts.d.conns));
 	ts_stop(&ts);
@@ -698,8 +974,10 @@ int main(void)
 	RUN(test_client_marker);
 	RUN(test_raw);
 	RUN(test_bound);
+	RUN(test_unclaimed);
 	RUN(test_discard);
 	RUN(test_lf);
 	test_listener();
+	test_listener_limits();
 	return DONE();
 }

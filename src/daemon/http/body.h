@@ -34,8 +34,9 @@
 
 struct http_body;
 
-/* The streaming body of this request (claimed by the caller; `Expect: 100-continue` is
- * answered now), or NULL when evhttp read it whole (then use evhttp's input buffer). */
+/* The streaming body of this request, or NULL when evhttp read it whole (then use evhttp's input
+ * buffer). Claims it: nothing of it is read from the client before, and `Expect: 100-continue`
+ * is answered now. Call it once the request is authorised. */
 struct http_body *http_body_get(struct http_req *r);
 /* Moves up to max bytes of body into out; returns how many. */
 size_t http_body_read(struct http_body *b, struct evbuffer *out, size_t max);

@@ -443,6 +443,8 @@ void http_conns_free(struct http_conns *cs)
 	}
 	while ((c = cs->live)) { /* a listener not freed: forget, do not touch */
 		list_del(&cs->live, c);
+		if (c->sf)
+			http_sf_set_conn(c->sf, NULL, 0);
 		conn_free(c);
 	}
 	for (int i = 0; i < cs->nlisteners; i++) {

@@ -490,6 +490,8 @@ size_t http_sf_input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *
 		n = v.iov_len;
 		if (st == HTTP_SF_STREAM) {
 			size_t have = evbuffer_get_length(sf->body->buf);
+			if (!sf->body->claimed)
+				break; /* not a byte of it before a handler (past auth) asks */
 			if (have >= sf->body_max) {
 				sf->stalled = true;
 				break;
@@ -674,15 +676,20 @@ static enum bufferevent_filter_result sf_out(struct evbuffer *src, struct evbuff
 					     enum bufferevent_flush_mode mode, void *ctx)
 {
 	struct http_sf *sf = ctx;
-	size_t pending = evbuffer_get_length(dst), ours = sf->inflight + sf->foreign;
-	size_t gone = ours > pending ? ours - pending : 0, n;
+	size_t pending = evbuffer_get_length(dst), ours, gone, n;
 	bool progress = false;
 
 	(void)mode;
+	if (sf->inflight > evbuffer_get_length(src)) /* drained by someone else */
+		sf->inflight = evbuffer_get_length(src);
+	ours = sf->inflight + sf->foreign;
+	gone = ours > pending ? ours - pending : 0;
 	if (gone) { /* dst is first in, first out: a 100 Continue we put there went first */
 		size_t f = gone < sf->foreign ? gone : sf->foreign;
 		sf->foreign -= f;
 		gone -= f;
+		if (gone > sf->inflight)
+			gone = sf->inflight;
 		if (gone) {
 			evbuffer_drain(src, gone);
 			sf->inflight -= gone;
