@@ -18,6 +18,8 @@
 
 #include "daemon/dataplane/dataplane.h"
 #include "daemon/api/api.h"
+#include "daemon/api/files.h"
+#include "daemon/api/req.h"
 #include "daemon/daemon.h"
 #include "daemon/sandbox/sandbox.h"
 #include "daemon/api/render.h"
@@ -172,6 +174,71 @@ int session_done(const struct session *s)
 {
 	return s->done;
 }
+
+/* What the data plane's other routes need (dp_ws.c is the real one; files and resize are the
+ * e2e suite's to test): fake sessions are no terminals and no sandbox exists. */
+size_t session_stdin_room(const struct session *s)
+{
+	(void)s;
+	return 1u << 20;
+}
+
+void session_set_stdin_room_cb(struct session *s, void (*fn)(struct session *s, void *arg), void *arg)
+{
+	(void)s;
+	(void)fn;
+	(void)arg;
+}
+
+int session_resize(struct session *s, uint16_t rows, uint16_t cols, space_err *err)
+{
+	(void)s;
+	(void)rows;
+	(void)cols;
+	return err_set(err, EBUSY, "not a terminal (stub)");
+}
+
+int req_pty_size(json_t *v, uint16_t *rows, uint16_t *cols, space_err *err)
+{
+	json_int_t r = json_integer_value(json_object_get(v, "rows")), c = json_integer_value(json_object_get(v, "cols"));
+
+	if (r < 1 || r > 1000 || c < 1 || c > 1000)
+		return err_set(err, EINVAL, "rows and cols must be 1..1000");
+	*rows = (uint16_t)r;
+	*cols = (uint16_t)c;
+	return 0;
+}
+
+struct sandbox *sandbox_find(struct spaced *d, const char *id)
+{
+	(void)d;
+	(void)id;
+	return NULL;
+}
+
+int token_check_files(struct spaced *d, const char *sb_id, const char *token, space_err *err)
+{
+	(void)d;
+	(void)sb_id;
+	(void)token;
+	return err_set(err, EACCES, "invalid token");
+}
+
+static void no_files(struct http_req *r)
+{
+	http_reply_error(r->req, 501, "internal", "no files in the stub");
+}
+
+void api_files_read(struct http_req *r) { no_files(r); }
+void api_files_write(struct http_req *r) { no_files(r); }
+void api_files_remove(struct http_req *r) { no_files(r); }
+void api_files_stat(struct http_req *r) { no_files(r); }
+void api_files_list(struct http_req *r) { no_files(r); }
+void api_files_mkdir(struct http_req *r) { no_files(r); }
+void api_files_rename(struct http_req *r) { no_files(r); }
+void api_files_tar_get(struct http_req *r) { no_files(r); }
+void api_files_tar_put(struct http_req *r) { no_files(r); }
+void api_files_watch(struct http_req *r) { no_files(r); }
 
 void session_watch_add(struct session *s, struct session_watch *w)
 {
