@@ -350,7 +350,7 @@ static void test_lf(void)
 static struct {
 	uint64_t got, bad;
 	size_t peak, max_buffered, sse_max_out;
-	unsigned uploads, unclaimed_seen_marker, failed_bodies, plain_bodies, uploads_gone, sse_gone, early;
+	unsigned uploads, unclaimed_seen_marker, failed_bodies, plain_bodies, uploads_gone, sse_gone, early, aborts_gone;
 	bool slow;
 } srv;
 
@@ -659,7 +659,47 @@ static void h_sse(struct http_req *r)
 	sse_pump(c);
 }
 
+/* GET /abort: a reply that starts, then is cut the way files_op.c's fop_abort cuts one (the
+ * connection freed from an event of ours, outside evhttp's callbacks). */
+struct abort_reply {
+	struct http_hold hold;
+	struct event *kick;
+};
+
+static void abort_gone(struct http_hold *h)
+{
+	struct abort_reply *a = (struct abort_reply *)h;
+
+	srv.aborts_gone++;
+	event_free(a->kick);
+	free(a);
+}
+
+static void abort_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct abort_reply *a = arg;
+
+	(void)fd;
+	(void)what;
+	evhttp_connection_free(a->hold.evcon); /* closecb -> on_gone frees a */
+}
+
+static void h_abort(struct http_req *r)
+{
+	struct abort_reply *a = calloc(1, sizeof(*a));
+	struct evbuffer *chunk = evbuffer_new();
+
+	a->kick = event_new(r->d->base, -1, 0, abort_kick, a);
+	http_hold_begin(&a->hold, r->req, abort_gone, r->d->conns);
+	evhttp_send_reply_start(r->req, 200, "OK");
+	evbuffer_add(chunk, "partial", 7);
+	evhttp_send_reply_chunk(r->req, chunk);
+	evbuffer_free(chunk);
+	event_active(a->kick, 0, 0);
+}
+
 static const struct http_route routes[] = {
+	{ EVHTTP_REQ_GET, "/abort", h_abort },
 	{ EVHTTP_REQ_GET, "/sse", h_sse },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", h_upload },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", h_echo_stream },
@@ -894,6 +934,7 @@ static void test_listener(void)
 	}
 	bool none = ts_spin_until(&ts, ts_no_conns, 5000);
 	CHECK(none, "every connection is gone from conn.c's count (%u)", http_conns_count(ts.d.conns));
+	CHECK(ts_freed_events(&ts) == 0, "no event of a freed connection is left in the loop");
 	ts_stop(&ts);
 }
 
@@ -920,6 +961,33 @@ static void client_limits(struct test_server *ts)
 	cl_sends(fd, "PUT /v1/sandboxes/a/files HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n");
 	send_pattern(fd, 3u << 20);
 	usleep(100000);
+	close(fd);
+
+	/* a reply cut by the server after it began (files_op.c's fop_abort): the client gets a short
+	 * body, then the close */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "GET /abort HTTP/1.1\r\n\r\n");
+	{
+		char sink[4096];
+		size_t got = 0;
+		ssize_t n;
+		bool started = cl_head(fd, head, sizeof(head)) == 0 && sscanf(head, "HTTP/1.1 %d", &status) == 1 &&
+			       status == 200;
+		while (started && (n = recv(fd, sink, sizeof(sink), 0)) > 0)
+			got += (size_t)n;
+		CHECK(started && got > 0 && got < 20, "a reply cut after it began: part of it, then the close (%zu bytes)",
+		      got);
+	}
+	close(fd);
+
+	/* a client that hangs up in the middle of a download, with our output queued */
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "GET /sse HTTP/1.1\r\n\r\n");
+	{
+		char h[4096], chunk[65536];
+		CHECK(cl_head(fd, h, sizeof(h)) == 0 && cl_recv(fd, chunk, sizeof(chunk)) == 0,
+		      "a download starts; its client hangs up with the reply half read");
+	}
 	close(fd);
 
 	/* the per-client cap holds on filtered connections: 429 JSON, then the close */
@@ -953,15 +1021,27 @@ static void test_listener_limits(void)
 	ts.plane.stream_routes = stream_routes;
 	ts.plane.nstream_routes = NSTREAM;
 	ts.plane.auth = allow_all;
-	if (!CHECK(ts_start(&ts, &lim) == 0, "a listener with a 1 s request timeout and 3 connections per client"))
+	int saved = http_timeout_s;
+
+	http_timeout_s = 3; /* run past below */
+	if (!CHECK(ts_start(&ts, &lim) == 0, "a listener with a 1 s request timeout and 3 connections per client")) {
+		http_timeout_s = saved;
 		return;
+	}
 	ts_run_client(&ts, client_limits, 60);
 	CHECK(srv.failed_bodies == 1, "the stalled body was reported failed");
 	bool gone = ts_spin_until(&ts, upload_ended, 5000);
 	CHECK(gone, "an upload whose client hung up ends in on_gone");
+	CHECK(ts_spin_until(&ts, sse_ended, 5000) && srv.aborts_gone == 1,
+	      "the cut reply and the download whose client hung up end in on_gone");
 	bool none = ts_spin_until(&ts, ts_no_conns, 5000);
 	CHECK(none, "every connection is gone from conn.c's count (%u)", http_conns_count(ts.d.conns));
+	CHECK(ts_freed_events(&ts) == 0, "no event of a freed connection is left in the loop");
+	ts_run_for(&ts, 4000);
+	CHECK(ts_freed_events(&ts) == 0 && http_conns_count(ts.d.conns) == 0,
+	      "the loop runs past every timeout (3 s) those connections had");
 	ts_stop(&ts);
+	http_timeout_s = saved;
 }
 
 int main(void)

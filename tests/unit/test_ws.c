@@ -4,7 +4,9 @@
  * handshake, protocol errors (1002, 1007, 1009), bad handshakes, a server-initiated close, the
  * keepalive, flow control by on_writable and pausing, a client that vanishes; the connection
  * count must return to 0 and every ws be freed (ASan). All of it on a plain listener and on one
- * whose connections go through the stream filter (stream.h). */
+ * whose connections go through the stream filter (stream.h). Then clients that vanish every way
+ * and connections freed from inside libevent's callbacks, with 1 s HTTP timeouts and the loop run
+ * past them: no event of a freed connection may be left in it. */
 #include <event2/buffer.h>
 #include <sys/queue.h>
 #include <openssl/evp.h>
@@ -663,6 +665,110 @@ static void client_ws(struct test_server *ts)
 	free(big);
 }
 
+/* Every way a connection ends here, with the HTTP timeouts at 1 s: clients that go without a
+ * close frame (EOF; a reset with our output queued and unread; mid-frame; while an echo is being
+ * written; right after their own close frame), and connections that end from inside libevent's
+ * callbacks (the close handshake both ways: ws goes from its write callback once its close frame is
+ * out; a `Connection: close` reply and an HTTP/1.0 one: evhttp frees those from its own). */
+static void client_vanish(struct test_server *ts)
+{
+	uint8_t *big = calloc(1, 200000), frame[1100];
+	int fd, status = 0;
+	char *body = NULL;
+
+	fd = ws_open(ts->port, "/ws");
+	CHECK(fd >= 0, "a WebSocket whose client goes right after the handshake");
+	close(fd);
+
+	fd = ws_open(ts->port, "/ws");
+	CHECK(fd >= 0 && cl_send(fd, frame, mk_frame(frame, true, WS_OP_BINARY, big, 1000, true, 0) / 2) == 0,
+	      "a client that goes in the middle of a frame");
+	usleep(50000);
+	close(fd);
+
+	fd = ws_open(ts->port, "/ws/flood");
+	CHECK(fd >= 0, "a client that goes without reading what the server queued (1 MiB)");
+	usleep(100000);
+	close(fd); /* unread bytes: a reset */
+
+	fd = ws_open(ts->port, "/ws");
+	CHECK(fd >= 0 && wsc_send(fd, true, WS_OP_BINARY, big, 200000, true) == 0,
+	      "a client that goes while its echo is being written");
+	close(fd);
+
+	fd = ws_open(ts->port, "/ws");
+	CHECK(fd >= 0 && wsc_send(fd, true, WS_OP_CLOSE, "\x03\xe8", 2, true) == 0,
+	      "a client that sends its close frame and goes without the answer");
+	close(fd);
+
+	fd = ws_open(ts->port, "/ws");
+	wsc_send(fd, true, WS_OP_CLOSE, "\x03\xe8", 2, true);
+	CHECK(expect_close(fd, 1000) && cl_eof(fd), "the close handshake: the server goes once its close is out");
+	close(fd);
+
+	fd = ws_open(ts->port, "/ws/hello");
+	CHECK(expect_frame(fd, WS_OP_TEXT, "hello", 5) && expect_close(fd, 1000), "a server-initiated close");
+	wsc_send(fd, true, WS_OP_CLOSE, "\x03\xe8", 2, true);
+	CHECK(cl_eof(fd), "... answered: the server goes");
+	close(fd);
+
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "GET /nope HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+	CHECK(cl_response(fd, &status, NULL, 0, &body, NULL) == 0 && status == 404 && cl_eof(fd),
+	      "a reply with Connection: close, then the close");
+	free(body);
+	body = NULL;
+	close(fd);
+
+	fd = cl_connect(ts->port);
+	cl_sends(fd, "GET /nope HTTP/1.0\r\n\r\n");
+	{
+		char head[4096], sink[4096];
+		ssize_t n = 0;
+		bool ok = cl_head(fd, head, sizeof(head)) == 0 && sscanf(head, "HTTP/1.0 %d", &status) == 1 && status == 404;
+		while (ok && (n = recv(fd, sink, sizeof(sink), 0)) > 0) /* its body ends with the connection */
+			;
+		CHECK(ok && n == 0, "an HTTP/1.0 reply, then the close");
+	}
+	close(fd);
+	free(big);
+}
+
+/* The regression for a crash of spaced: through the stream filter, a connection freed from inside
+ * libevent's filter left the filter's write timeout in the timer heap on freed memory, and the loop
+ * ran it when it was due (stream.c, under_writecb). Runs the loop past every timeout they had. */
+static void run_vanish(bool filtered)
+{
+	struct http_limits lim = { .max_conns = 64, .max_conns_per_client = 64, .request_timeout_s = 10 };
+	struct test_server ts = { 0 };
+	const char *how = filtered ? "through the stream filter" : "plain";
+	int saved = http_timeout_s;
+
+	memset(&srv, 0, sizeof(srv));
+	http_timeout_s = 1;
+	ts.plane.routes = routes;
+	ts.plane.nroutes = sizeof(routes) / sizeof(routes[0]);
+	ts.plane.auth = allow_all;
+	if (filtered) {
+		ts.plane.stream_routes = stream_routes;
+		ts.plane.nstream_routes = 1;
+	}
+	if (CHECK(ts_start(&ts, &lim) == 0, "a listener with 1 s HTTP timeouts (%s)", how)) {
+		g_base = ts.d.base;
+		ts_run_client(&ts, client_vanish, 60);
+		CHECK(ts_spin_until(&ts, ts_no_conns, 8000), "every connection ends (%s; %u left)", how,
+		      http_conns_count(ts.d.conns));
+		CHECK(srv.closed == srv.accepted && srv.accepted == 7, "on_close ran once for each of the %u WebSockets (%u)",
+		      srv.accepted, srv.closed);
+		CHECK(ts_freed_events(&ts) == 0, "no event of a freed connection is left in the loop (%s)", how);
+		ts_run_for(&ts, 2500);
+		CHECK(ts_freed_events(&ts) == 0 && http_conns_count(ts.d.conns) == 0,
+		      "the loop runs past every timeout those connections had (%s)", how);
+		ts_stop(&ts);
+	}
+	http_timeout_s = saved;
+}
+
 static void run_listener(bool filtered)
 {
 	struct http_limits lim = { .max_conns = 64, .max_conns_per_client = 64, .request_timeout_s = 10 };
@@ -684,6 +790,7 @@ static void run_listener(bool filtered)
 	ts_run_client(&ts, client_ws, 120);
 	bool none = ts_spin_until(&ts, ts_no_conns, 8000);
 	CHECK(none, "conn.c's connection count returns to 0 (%u)", http_conns_count(ts.d.conns));
+	CHECK(ts_freed_events(&ts) == 0, "no event of a freed connection is left in the loop");
 	CHECK(srv.closed == srv.accepted && srv.accepted == 9, "on_close ran once for each of the %u WebSockets (%u)",
 	      srv.accepted, srv.closed);
 	CHECK(srv.flood_sent == FLOOD && srv.flood_max_queued < (1u << 20) + FLOOD_MSG + 64,
@@ -704,5 +811,7 @@ int main(void)
 	RUN(test_rx_errors);
 	run_listener(false);
 	run_listener(true);
+	run_vanish(false);
+	run_vanish(true);
 	return DONE();
 }

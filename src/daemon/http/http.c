@@ -29,6 +29,8 @@
  * (then reading pauses) so a client cannot grow our memory. */
 #define HOLD_READ_HIGH (64u << 10)
 
+int http_timeout_s = HTTP_TIMEOUT_S;
+
 /* ---- listener ---- */
 
 int http_parse_addr(const char *s, char *host, size_t hostlen, uint16_t *port, space_err *err)
@@ -127,7 +129,7 @@ struct evhttp *http_listen(struct event_base *base, const char *addr_port, const
 						 EVHTTP_REQ_TRACE | EVHTTP_REQ_CONNECT | EVHTTP_REQ_PATCH);
 	evhttp_set_max_body_size(http, (ev_ssize_t)BODY_CAP(plane->max_body));
 	evhttp_set_max_headers_size(http, HTTP_MAX_HEADERS);
-	evhttp_set_timeout(http, HTTP_TIMEOUT_S);
+	evhttp_set_timeout(http, http_timeout_s);
 	evhttp_set_gencb(http, dispatch, (void *)plane);
 	bound = evhttp_accept_socket_with_handle(http, fd);
 	if (!bound) {
@@ -629,7 +631,7 @@ static void hold_closed(struct evhttp_connection *evcon, void *arg)
 void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_gone)(struct http_hold *h),
 		     struct http_conns *cs)
 {
-	struct timeval tv = { .tv_sec = HTTP_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = http_timeout_s };
 	bufferevent_data_cb rcb, wcb;
 	bufferevent_event_cb ecb;
 	struct bufferevent *bev;
@@ -659,7 +661,7 @@ void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_
 
 void http_hold_end(struct http_hold *h)
 {
-	struct timeval tv = { .tv_sec = HTTP_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = http_timeout_s };
 	struct bufferevent *bev;
 
 	if (!h->active)

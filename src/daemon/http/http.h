@@ -19,6 +19,8 @@ struct spaced;
 #define HTTP_MAX_PATH 2048
 /* Idle/read/write timeout of a connection (not of long-polls and streams). */
 #define HTTP_TIMEOUT_S 120
+/* What the listeners use: HTTP_TIMEOUT_S; unit tests shorten it to run the loop past it. */
+extern int http_timeout_s;
 #define HTTP_MAX_HEADERS (32u << 10)
 
 /* Connection caps and the whole-request deadline (conn.c); 0 = no cap. */

@@ -74,6 +74,10 @@ struct http_sf {
 	bool progress;             /* a streaming body advanced (the idle timer restarts) */
 	/* on a connection */
 	struct bufferevent *bev, *under;
+	struct bufferevent *filter;    /* = bev, kept after the connection is gone */
+	bufferevent_data_cb f_read, f_write; /* libevent's own callbacks on `under` (under_readcb) */
+	bufferevent_event_cb f_event;
+	void *f_arg;
 	struct event *kick, *notify, *idle, *closer, *pump;
 	struct http_conn *conn;
 	int idle_s;
@@ -800,6 +804,50 @@ static void closer_cb(evutil_socket_t fd, short what, void *arg)
 		http_conn_close(sf->conn);
 }
 
+/* libevent's filter (2.1.12, bufferevent_filter.c) runs the socket's callbacks be_filter_readcb,
+ * be_filter_writecb and be_filter_eventcb without a reference to itself, and from inside them it
+ * calls evhttp's and ws.c's callbacks, which may free the connection: evhttp_send_done frees a
+ * `Connection: close` connection from its write callback once our output has drained, which on
+ * this filter is always inside be_filter_writecb (sf_out drains as the socket drains), and so does
+ * ws.c once its close frame is out. The filter's refcount then reached 0 inside: libevent
+ * unlinked it (freeing the socket's bufferevent) and began finalizing it (its timeout events
+ * cancelled, its memory freed later from the loop), and then be_filter_process_output, returning,
+ * re-armed the filter's write timeout (HTTP_TIMEOUT_S, BEV_RESET_GENERIC_WRITE_TIMEOUT). The filter
+ * was freed with that event still in the timer heap; when it fired, libevent took a reference on
+ * the freed filter and dropped it, unlinking again: a second decref of the socket's bufferevent
+ * (ASan: SEGV in event_callback_finalize_many_ under bufferevent_decref_and_unlock_; -O2: a
+ * segfault or a spin in timeout_process). So each of the three runs holding a reference: the last
+ * one is dropped, and the filter finalized, only once libevent's own code is done with it. */
+static void under_readcb(struct bufferevent *under, void *arg)
+{
+	struct http_sf *sf = arg;
+	struct bufferevent *f = sf->filter;
+
+	bufferevent_incref(f);
+	sf->f_read(under, sf->f_arg);
+	bufferevent_decref(f); /* from here on the filter (and sf, its context) may be finalizing */
+}
+
+static void under_writecb(struct bufferevent *under, void *arg)
+{
+	struct http_sf *sf = arg;
+	struct bufferevent *f = sf->filter;
+
+	bufferevent_incref(f);
+	sf->f_write(under, sf->f_arg);
+	bufferevent_decref(f);
+}
+
+static void under_eventcb(struct bufferevent *under, short what, void *arg)
+{
+	struct http_sf *sf = arg;
+	struct bufferevent *f = sf->filter;
+
+	bufferevent_incref(f);
+	sf->f_event(under, what, sf->f_arg);
+	bufferevent_decref(f);
+}
+
 struct bufferevent *http_sf_wrap(struct http_sf *sf, struct event_base *base, struct bufferevent *under)
 {
 	struct bufferevent *f;
@@ -817,8 +865,17 @@ struct bufferevent *http_sf_wrap(struct http_sf *sf, struct event_base *base, st
 		bufferevent_free(under);
 		return NULL;
 	}
-	sf->bev = f;
+	sf->bev = sf->filter = f;
 	sf->under = under;
+	/* Interpose on the callbacks the filter gave the socket's bufferevent (above). Freeing the
+	 * filter clears them (it frees `under`, which we made with BEV_OPT_CLOSE_ON_FREE), so none
+	 * runs once the filter's refcount has reached 0. */
+	bufferevent_getcb(under, &sf->f_read, &sf->f_write, &sf->f_event, &sf->f_arg);
+	if (!sf->f_read || !sf->f_write || !sf->f_event || sf->f_arg != (void *)f) {
+		bufferevent_free(f); /* not the libevent this was written for */
+		return NULL;
+	}
+	bufferevent_setcb(under, under_readcb, under_writecb, under_eventcb, sf);
 	if (!evbuffer_add_cb(bufferevent_get_output(f), out_added, sf)) {
 		bufferevent_free(f); /* frees under and sf */
 		return NULL;
@@ -887,7 +944,7 @@ struct http_body *http_body_get(struct http_req *r)
 {
 	struct http_body *b = r->body;
 	struct http_sf *sf = b ? b->sf : NULL;
-	struct timeval tv = { .tv_sec = HTTP_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = http_timeout_s };
 	bufferevent_data_cb rcb, wcb;
 	bufferevent_event_cb ecb;
 	void *cbarg;
