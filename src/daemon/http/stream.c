@@ -75,7 +75,7 @@ struct http_sf {
 	/* on a connection */
 	struct bufferevent *bev, *under;
 	struct bufferevent *filter;    /* = bev, kept after the connection is gone */
-	bufferevent_data_cb f_read, f_write; /* libevent's own callbacks on `under` (see hold_cb) */
+	bufferevent_data_cb f_read, f_write; /* libevent's own callbacks on `under` (under_readcb) */
 	bufferevent_event_cb f_event;
 	void *f_arg;
 	struct event *kick, *notify, *idle, *closer, *pump;
