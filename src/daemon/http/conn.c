@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http.h"
 #include "log.h"
@@ -29,6 +30,10 @@
 /* How long accepting pauses when the process is out of fds. */
 #define ACCEPT_BACKOFF_MS 250
 #define MAX_LISTENERS 4
+/* Connections accepted and not yet inspected, at most: past it the listeners pause until the
+ * inspection (the next loop turn) has admitted or refused them, so a burst of connects cannot
+ * take every descriptor before the caps are applied. */
+#define PENDING_MAX 64
 
 struct http_conn {
 	struct http_conn *next, *prev;
@@ -60,7 +65,8 @@ struct http_conns {
 	struct http_limits lim;
 	struct http_conn *live;     /* admitted connections */
 	struct http_conn *pending;  /* accepted, not yet inspected */
-	unsigned nlive;
+	unsigned nlive, npending;
+	bool pending_paused;        /* listeners paused at PENDING_MAX until the inspection */
 	struct event *inspect;
 	struct http_listener listeners[MAX_LISTENERS];
 	int nlisteners;
@@ -208,6 +214,22 @@ void http_conn_close(struct http_conn *c)
 
 /* ---- admission ---- */
 
+/* Frees a refused connection and closes its socket now. A filtered connection's socket is
+ * closed by its bufferevent only when libevent finalizes it, a loop turn or two later: during a
+ * burst of refusals (one client opening more than its cap) those descriptors would pile up and
+ * push accept() into EMFILE, which the caps sized from the fd limit exist to prevent. The socket's
+ * bufferevent is told it has no descriptor any more, so nothing closes the number twice. */
+static void refuse_close(struct http_conn *c, int fd)
+{
+	struct bufferevent *under = c->sf ? bufferevent_get_underlying(c->bev) : NULL;
+
+	evhttp_connection_free(c->evcon); /* shutdown(fd); the filter is freed later */
+	if (under && fd >= 0 && bufferevent_getfd(under) == fd) {
+		bufferevent_setfd(under, -1);
+		close(fd);
+	}
+}
+
 /* Over a cap, before evhttp has read anything: answer 429 ourselves and
  * close. What the client already sent is read and dropped first, so that the
  * close is a FIN rather than a reset that could destroy the answer. */
@@ -238,7 +260,7 @@ static void refuse(struct http_conns *cs, struct http_conn *c, enum http_cap why
 	/* Best effort: a fresh socket's buffer takes these few hundred bytes. */
 	if (n > 0 && (size_t)n < sizeof(reply))
 		(void)!send(fd, reply, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-	evhttp_connection_free(c->evcon);
+	refuse_close(c, fd);
 }
 
 static void admit_one(struct http_conns *cs, struct http_conn *c)
@@ -294,6 +316,13 @@ static void inspect(evutil_socket_t fd, short what, void *arg)
 		list_del(&cs->pending, c);
 		admit_one(cs, c);
 	}
+	cs->npending = 0;
+	if (cs->pending_paused) {
+		cs->pending_paused = false;
+		for (int i = 0; i < cs->nlisteners; i++)
+			if (!cs->listeners[i].backing_off)
+				evconnlistener_enable(cs->listeners[i].l);
+	}
 }
 
 /* The socket's bufferevent wrapped in the stream filter. It closes the fd when it is freed (after
@@ -337,6 +366,11 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	bufferevent_incref(bev);
 	list_add(&cs->pending, c);
 	event_active(cs->inspect, EV_TIMEOUT, 0);
+	if (++cs->npending >= PENDING_MAX && !cs->pending_paused) {
+		cs->pending_paused = true;
+		for (int i = 0; i < cs->nlisteners; i++)
+			evconnlistener_disable(cs->listeners[i].l);
+	}
 	for (int i = 0; i < cs->nlisteners; i++) {
 		struct http_listener *l = &cs->listeners[i];
 		if (l->backing_off && !event_pending(l->resume, EV_TIMEOUT, NULL)) {
