@@ -230,6 +230,7 @@ static void write_killed_case(int sig, bool named)
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_WRONLY);
 
+		fs_child_signals();
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		dup2(devnull, 2);

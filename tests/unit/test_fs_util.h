@@ -31,6 +31,21 @@ struct fsrun {
 	size_t bodylen;
 };
 
+/* A forked child of a test runs fsop_main as the agent's children do: default signal
+ * dispositions and an empty mask (spawn.c resets both), whatever the test inherited -- a test
+ * run from a background shell has SIGINT and SIGQUIT ignored, and then a kill(SIGINT) of a
+ * write would never end it. */
+static inline void fs_child_signals(void)
+{
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 static inline void fsrun_free(struct fsrun *r)
 {
 	free(r->out);
@@ -83,6 +98,7 @@ static inline void fsrun_v(struct fsrun *r, const void *in, size_t inlen, char *
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
+		fs_child_signals();
 		dup2(fin, 0);
 		dup2(fout, 1);
 		dup2(ferr, 2);

@@ -68,6 +68,7 @@ static int watch_start(struct watch *w, const char *path, bool rec)
 		char *argv[] = { "watch", (char *)path, rec ? "-r" : NULL, NULL };
 		int devnull = open("/dev/null", O_RDWR);
 
+		fs_child_signals();
 		dup2(devnull, 0);
 		dup2(fds[1], 1);
 		close(fds[0]);
