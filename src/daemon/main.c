@@ -15,6 +15,7 @@
 #include "cleanup.h"
 #include "http/http.h"
 #include "keyfile.h"
+#include "net/net.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -281,6 +282,7 @@ static int run(struct spaced *d)
 	event_free(sigterm);
 	event_free(d->tick);
 	sandbox_shutdown(d);
+	gw_reapers_finish();
 	memimg_forget_all();
 	store_close(d->store);
 	return 0;

@@ -83,11 +83,14 @@ def test_burst_of_ten_against_a_pool_of_four(own_daemon):
     worst, typical = max(latencies), sorted(latencies)[len(latencies) // 2]
     print(f"# GET /v1/info during 10 creates: {len(latencies)} calls, median {typical * 1000:.1f} ms, "
           f"max {worst * 1000:.1f} ms")
-    # Typically within 50 ms; never a wait on a child or a gateway (a blocking one stalled it
-    # 144-244 ms). One turn of the loop that spawns a QEMU (or a gateway) takes 15-40 ms
-    # under the sanitizers on 2 cores busy booting ten VMs, so the worst call gets 150 ms.
+    # Typically within 50 ms: a loop that waited on children or gateways shows in the median.
+    # The worst single call is bounded loosely: with ten TCG VMs booting on 2 cores the probe
+    # process itself waits for a CPU (strace of spaced during this burst: no syscall or gap
+    # over 65 ms in its loop, while the probe saw 300-600 ms), so a tight bound on the max
+    # measured the scheduler, not the daemon. A wait on a child per VM (gateways were stopped
+    # synchronously, 60-90 ms each) is what the median and this bound still catch.
     assert typical < 0.05, f"GET /v1/info took {typical * 1000:.0f} ms (median) while VMs started"
-    assert worst < 0.15, f"the control plane stalled {worst * 1000:.0f} ms while VMs started"
+    assert worst < 1.0, f"the control plane stalled {worst * 1000:.0f} ms while VMs started"
     # Pool VMs are not the clients': not listed, not found.
     listed = {s["id"] for s in api.sandboxes()}
     assert set(ids) <= listed

@@ -77,6 +77,8 @@ bool gw_push_pending(const struct gw *g);
 int gw_pid(const struct gw *g);
 /* SIGTERM, then SIGKILL after a moment; frees g. */
 void gw_stop(struct gw *g);
+/* Gateways gw_stop left ending from the loop: awaited now (at shutdown). */
+void gw_reapers_finish(void);
 /* Stops watching and frees; the process lives on (daemon shutdown). */
 void gw_free(struct gw *g);
 /* A gateway no daemon watches (its sandbox is going): killed by its gw.pid, if that still

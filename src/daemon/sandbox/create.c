@@ -136,9 +136,12 @@ static void claim(struct sandbox *pooled, struct sandbox *want)
 	r->metadata = json_incref(want->rec.metadata);
 	/* It waited in the pool denied everything; the create's policy takes over before the
 	 * client hears of it. A gateway that cannot take it keeps denying (the safe way). */
+	bool same = r->network && want->rec.network ? json_equal(r->network, want->rec.network)
+						     : !r->network && !want->rec.network;
 	json_decref(r->network);
 	r->network = json_incref(want->rec.network);
-	if (egress_push(pooled, &err) < 0)
+	/* The push waits for the gateway's answer (egress.c): only when the policy changes. */
+	if (!same && egress_push(pooled, &err) < 0)
 		log_error("sandbox %s: %s", r->id, err.msg);
 	r->timeout_s = want->rec.timeout_s;
 	r->on_timeout = want->rec.on_timeout;
