@@ -65,7 +65,6 @@ static int child_dies(int how)
 	if (pid == 0) {
 		struct rlimit no_core = { 0, 0 };
 		space_err e = { 0 };
-
 		setrlimit(RLIMIT_CORE, &no_core);
 		if (tty_raw(slave, &e) < 0 || !raw())
 			_exit(99);
@@ -119,6 +118,14 @@ static void test_raw_and_restore(void)
 
 int main(void)
 {
+	sigset_t none;
+
+	/* As from an interactive shell: a run from a background one (CI, nohup) inherits SIGINT
+	 * and SIGQUIT ignored, which spacectl rightly leaves ignored, and the cases send those. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (openpty(&master, &slave, NULL, NULL, NULL) < 0)
 		SKIP_ALL("no pseudo-terminal (openpty failed)");
 	RUN(test_winsize);
