@@ -239,6 +239,10 @@ void api_files_rename(struct http_req *r) { no_files(r); }
 void api_files_tar_get(struct http_req *r) { no_files(r); }
 void api_files_tar_put(struct http_req *r) { no_files(r); }
 void api_files_watch(struct http_req *r) { no_files(r); }
+const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+};
 
 void session_watch_add(struct session *s, struct session_watch *w)
 {

@@ -80,18 +80,12 @@ static int api_auth(struct http_req *r)
 	return 0;
 }
 
-/* Uploads stream through the daemon (http/body.h). */
-static const struct http_route api_stream_routes[] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
-};
-
 static struct http_plane api_plane = {
 	.name = "api",
 	.routes = api_routes,
 	.nroutes = sizeof(api_routes) / sizeof(api_routes[0]),
-	.stream_routes = api_stream_routes,
-	.nstream_routes = sizeof(api_stream_routes) / sizeof(api_stream_routes[0]),
+	.stream_routes = files_stream_routes,
+	.nstream_routes = FILES_NSTREAM_ROUTES,
 	.auth = api_auth,
 	.auth_first = true,
 };

@@ -349,24 +349,10 @@ static int add_json_line(const char *line, size_t len, struct evbuffer *out)
 
 static int list_header(struct fop *f)
 {
-	json_t *path = json_object_get(fop_header(f), "path");
-	char *s = json_dumps(path ? path : json_null(), JSON_ENCODE_ANY);
-	struct evbuffer *b = evbuffer_new();
-
 	evhttp_add_header(evhttp_request_get_output_headers(fop_req(f)), "Content-Type", "application/json");
 	fop_reply_start(f, 200, "OK");
-	if (!s || !b) {
-		free(s);
-		if (b)
-			evbuffer_free(b);
-		return -1;
-	}
 	fop_set_first(f, true);
-	evbuffer_add_printf(b, "{\"path\":%s,\"entries\":[", s);
-	free(s);
-	fop_prepend(f, b);
-	evbuffer_free(b);
-	return 0;
+	return fop_open_doc(f, "{\"path\":", json_object_get(fop_header(f), "path"), ",\"entries\":[");
 }
 
 static int list_line(struct fop *f, const char *line, size_t len, struct evbuffer *out)
@@ -429,24 +415,12 @@ void api_files_tar_get(struct http_req *r)
 static int watch_header(struct fop *f)
 {
 	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(fop_req(f));
-	char *s = json_dumps(fop_header(f), JSON_COMPACT);
-	struct evbuffer *b = evbuffer_new();
 
 	evhttp_add_header(hdrs, "Content-Type", "text/event-stream");
 	evhttp_add_header(hdrs, "Cache-Control", "no-store");
 	evhttp_add_header(hdrs, "X-Accel-Buffering", "no");
 	fop_reply_start(f, 200, "OK");
-	if (!s || !b) {
-		free(s);
-		if (b)
-			evbuffer_free(b);
-		return -1;
-	}
-	evbuffer_add_printf(b, "event: ready\ndata: %s\n\n", s);
-	free(s);
-	fop_prepend(f, b);
-	evbuffer_free(b);
-	return 0;
+	return fop_open_doc(f, "event: ready\ndata: ", fop_header(f), "\n\n");
 }
 
 static int watch_line(struct fop *f, const char *line, size_t len, struct evbuffer *out)
@@ -517,3 +491,8 @@ void api_tokens_create(struct http_req *r)
 	json_decref(exp);
 	explicit_bzero(token, sizeof(token));
 }
+
+const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+};

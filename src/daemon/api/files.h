@@ -42,8 +42,9 @@ void fop_reply_start(struct fop *f, int status, const char *reason);
 void fop_set_status(struct fop *f, int status);
 /* A flag for the route's own use (first entry of a list); returns the previous value. */
 bool fop_set_first(struct fop *f, bool v);
-/* Bytes to send before anything else (a streamed document's opening). */
-void fop_prepend(struct fop *f, struct evbuffer *b);
+/* A streamed document's opening, sent before anything else: prefix, j as compact JSON (null
+ * when NULL), suffix. -1 when out of memory. */
+int fop_open_doc(struct fop *f, const char *prefix, const json_t *j, const char *suffix);
 struct evhttp_request *fop_req(struct fop *f);
 json_t *fop_header(struct fop *f);
 void *fop_ctx(struct fop *f);
@@ -67,5 +68,9 @@ void api_files_tar_get(struct http_req *r);
 void api_files_tar_put(struct http_req *r);
 void api_files_watch(struct http_req *r);
 void api_tokens_create(struct http_req *r);
+
+/* The routes whose request bodies stream (http/body.h), on both planes. */
+#define FILES_NSTREAM_ROUTES 2
+extern const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES];
 
 #endif

@@ -171,9 +171,18 @@ bool fop_set_first(struct fop *f, bool v)
 	return was;
 }
 
-void fop_prepend(struct fop *f, struct evbuffer *b)
+int fop_open_doc(struct fop *f, const char *prefix, const json_t *j, const char *suffix)
 {
-	evbuffer_prepend_buffer(f->out, b);
+	char *s = json_dumps(j ? j : json_null(), JSON_COMPACT | JSON_ENCODE_ANY);
+	struct evbuffer *b = s ? evbuffer_new() : NULL;
+	int rc = -1;
+
+	if (b && evbuffer_add_printf(b, "%s%s%s", prefix, s, suffix) >= 0)
+		rc = evbuffer_prepend_buffer(f->out, b);
+	if (b)
+		evbuffer_free(b);
+	free(s);
+	return rc;
 }
 
 json_t *fop_header(struct fop *f)

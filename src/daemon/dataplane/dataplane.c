@@ -249,18 +249,12 @@ static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
 };
 
-/* Uploads stream through the daemon (http/body.h). */
-static const struct http_route dp_stream_routes[] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
-};
-
 static struct http_plane dp_plane = {
 	.name = "data",
 	.routes = dp_routes,
 	.nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]),
-	.stream_routes = dp_stream_routes,
-	.nstream_routes = sizeof(dp_stream_routes) / sizeof(dp_stream_routes[0]),
+	.stream_routes = files_stream_routes,
+	.nstream_routes = FILES_NSTREAM_ROUTES,
 	.auth = dp_auth,
 	.auth_first = false, /* the route names the session the token must open */
 };
