@@ -1,10 +1,12 @@
 /* api.c -- the control-plane listener: API-key check and the route table */
 #include "api.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "api/files.h"
 #include "daemon.h"
+#include "e2b/e2b.h"
 #include "log.h"
 
 static const struct http_route api_routes[] = {
@@ -54,29 +56,51 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
 	{ EVHTTP_REQ_GET, "/ui", api_ui_get },
 	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get },
+	/* E2B's control plane (docs/design/e2b.md): its paths beside ours, E2B_API_URL = this
+	 * listener. */
+	E2B_API_ROUTES,
 };
 
 /* Every control-plane request carries the API key, unknown routes included,
- * so nothing about the API is learned without it. An empty configured key
- * opens nothing. The one exception: GET of the browser page's static files
- * (/ui/ and /ui/<name>), which hold no data; the page asks the user for the
- * key and sends it with everything it does. */
+ * so nothing about the API is learned without it: as "Authorization: Bearer <key>", or as
+ * "X-API-KEY: <key>" (what the E2B SDKs send). An empty configured key opens nothing. The
+ * one exception: GET of the browser page's static files (/ui/ and /ui/<name>), which hold no
+ * data; the page asks the user for the key and sends it with everything it does. */
+static void refuse(struct http_req *r, const char *msg)
+{
+	if (e2b_api_path(r))
+		e2b_reply_error(r->req, 401, "%s", msg);
+	else
+		http_reply_error(r->req, 401, "unauthorized", "%s", msg);
+}
+
 static int api_auth(struct http_req *r)
 {
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	struct evkeyvalq *hdrs = evhttp_request_get_input_headers(r->req);
+	const char *h = evhttp_find_header(hdrs, "Authorization");
+	const char *x = evhttp_find_header(hdrs, "X-API-KEY");
 	char key[sizeof(r->d->cfg.api_key)];
 
 	if (api_ui_public(r))
 		return 0;
-	if (!h) {
-		http_reply_error(r->req, 401, "unauthorized", "missing Authorization: Bearer <api key>");
+	if (!h && !x) {
+		refuse(r, "missing Authorization: Bearer <api key> (or X-API-KEY)");
 		return -1;
 	}
-	if (http_bearer(h, key, sizeof(key)) < 0 || !r->d->cfg.api_key[0] ||
-	    !http_secret_equal(key, r->d->cfg.api_key)) {
-		http_reply_error(r->req, 401, "unauthorized", "invalid API key");
+	if (h && http_bearer(h, key, sizeof(key)) < 0) {
+		refuse(r, "invalid API key");
 		return -1;
 	}
+	if (!h && snprintf(key, sizeof(key), "%s", x) >= (int)sizeof(key)) {
+		refuse(r, "invalid API key");
+		return -1;
+	}
+	if (!r->d->cfg.api_key[0] || !http_secret_equal(key, r->d->cfg.api_key)) {
+		explicit_bzero(key, sizeof(key));
+		refuse(r, "invalid API key");
+		return -1;
+	}
+	explicit_bzero(key, sizeof(key));
 	return 0;
 }
 

@@ -492,7 +492,4 @@ void api_tokens_create(struct http_req *r)
 	explicit_bzero(token, sizeof(token));
 }
 
-const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
-};
+const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = { FILES_STREAM_ROUTE_ENTRIES };

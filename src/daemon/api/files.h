@@ -70,6 +70,9 @@ void api_files_watch(struct http_req *r);
 void api_tokens_create(struct http_req *r);
 
 /* The routes whose request bodies stream (http/body.h), on both planes. */
+#define FILES_STREAM_ROUTE_ENTRIES                                           \
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },        \
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put }
 #define FILES_NSTREAM_ROUTES 2
 extern const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES];
 

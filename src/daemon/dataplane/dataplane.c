@@ -11,6 +11,7 @@
 #include "api/render.h"
 #include "api/files.h"
 #include "api/req.h"
+#include "e2b/e2b.h"
 
 static const struct {
 	const char *name;
@@ -130,6 +131,8 @@ static int dp_auth(struct http_req *r)
 	struct session *s;
 	char token[128];
 
+	if (envd_path(r))
+		return envd_auth(r);
 	if (dp_token(r, token, sizeof(token)) < 0)
 		return -1;
 	if (strcmp(r->seg[1], "sandboxes") == 0) {
@@ -247,14 +250,22 @@ static const struct http_route dp_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
+	/* E2B's envd and code interpreter (docs/design/e2b.md): E2B_SANDBOX_URL = this listener. */
+	ENVD_ROUTES,
+};
+
+/* The files routes' streamed uploads, and envd's. */
+static const struct http_route dp_stream_routes[] = {
+	FILES_STREAM_ROUTE_ENTRIES,
+	ENVD_STREAM_ROUTES,
 };
 
 static struct http_plane dp_plane = {
 	.name = "data",
 	.routes = dp_routes,
 	.nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]),
-	.stream_routes = files_stream_routes,
-	.nstream_routes = FILES_NSTREAM_ROUTES,
+	.stream_routes = dp_stream_routes,
+	.nstream_routes = sizeof(dp_stream_routes) / sizeof(dp_stream_routes[0]),
 	.auth = dp_auth,
 	.auth_first = false, /* the route names the session the token must open */
 };

@@ -41,6 +41,11 @@ struct sandbox *sandbox_find(struct spaced *d, const char *id)
 	return NULL;
 }
 
+const struct sandbox_rec *sandbox_record(const struct sandbox *sb)
+{
+	return &sb->rec;
+}
+
 bool sandbox_visible(const struct sandbox_rec *r)
 {
 	return r->role == ROLE_USER;

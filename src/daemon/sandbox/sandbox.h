@@ -53,6 +53,8 @@ int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space
 bool sandbox_visible(const struct sandbox_rec *r);
 /* Runtime object of a live (not deleted) sandbox, or NULL. */
 struct sandbox *sandbox_find(struct spaced *d, const char *id);
+/* Its record as the runtime holds it now (valid until the next loop turn). */
+const struct sandbox_rec *sandbox_record(const struct sandbox *sb);
 /* Start-up: load sandboxes and snapshots from the store, adopt surviving
  * QEMUs, fail or finish what was interrupted. */
 int sandbox_reconcile(struct spaced *d, space_err *err);
@@ -140,6 +142,13 @@ struct session *session_open_internal(struct spaced *d, const char *sb_id, enum 
 int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token[65], int64_t *expires_ms,
 		      space_err *err);
 int token_check_files(struct spaced *d, const char *sb_id, const char *token, space_err *err);
+/* The same for any scope: TOKEN_SCOPE_FILES, TOKEN_SCOPE_ENVD (the E2B layer's envd and
+ * code-interpreter routes of one sandbox). ttl_s > 0, unchecked: callers bound it. */
+#define TOKEN_SCOPE_FILES "files"
+#define TOKEN_SCOPE_ENVD "envd"
+int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t ttl_s, char token[65],
+		int64_t *expires_ms, space_err *err);
+int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token, space_err *err);
 /* Runtime session by id (only sessions of live sandboxes), or NULL. */
 struct session *session_find(struct spaced *d, const char *ss_id);
 /* Checks a data-plane bearer token for this session: 0, or -1 with EACCES
