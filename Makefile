@@ -70,7 +70,7 @@ SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt $(BUILD)/san/bin/space
 
 
 .PHONY: fuzz fuzz-deps fuzz-build
-.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
+.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base template-code-interpreter-v1 run test unit e2e bench faults load clean
 .PHONY: ui browser-test-deps
 all: bins kernel templates ui
 
@@ -137,11 +137,13 @@ $(BUILD)/bin/space-memcvt: $(MEMCVT_OBJ) $(BUILD)/obj/dyn/common/err.o
 kernel: deps
 	@guest/kernel/build.sh $(BUILD)/kernel
 
-templates: template-minimal template-base
+templates: template-minimal template-base template-code-interpreter-v1
 template-minimal: bins kernel
 	@guest/templates/build.sh minimal $(BUILD)
 template-base: bins kernel
 	@guest/templates/build.sh base $(BUILD)
+template-code-interpreter-v1: bins kernel
+	@guest/templates/build.sh code-interpreter-v1 $(BUILD)
 
 run: all
 	@scripts/run.sh
