@@ -232,3 +232,37 @@ def test_network_create_and_update(e2b, api):
         assert r.status == 400, r
     finally:
         e2b.req("DELETE", f"/sandboxes/{sid}", timeout=WAIT)
+
+
+def test_snapshot_then_create_from_it_and_fork(e2b, api):
+    c = e2b.create(timeout=600)
+    sid = c["sandboxID"]
+    made = []
+    try:
+        r = api.run(sid, ["/bin/sh", "-c", "echo snap > /tmp/e2b-snap && sync"], user="root")
+        assert r.exit_code == 0, r
+        r = e2b.req("POST", f"/sandboxes/{sid}/snapshots", {}, timeout=WAIT)
+        assert r.status == 201, r
+        snap = r.json
+        assert snap["snapshotID"].startswith("sn-") and len(snap["names"]) == 1, snap
+        listed = e2b.req("GET", "/snapshots?" + urllib.parse.urlencode({"sandboxID": sid})).json
+        assert [s["snapshotID"] for s in listed] == [snap["snapshotID"]], listed
+        # E2B's SDK passes a snapshot to create as its templateID: by id, and by name.
+        for ref in (snap["snapshotID"], snap["names"][0]):
+            child = e2b.create(templateID=ref)
+            made.append(child["sandboxID"])
+            r = api.run(child["sandboxID"], ["/bin/cat", "/tmp/e2b-snap"], user="root")
+            assert r.exit_code == 0 and r.stdout == b"snap\n", r
+        # Fork: one entry per child, each with its own token.
+        r = e2b.req("POST", f"/sandboxes/{sid}/fork", {"count": 1, "timeout": 120}, timeout=WAIT)
+        assert r.status == 201, r
+        assert len(r.json) == 1 and "sandbox" in r.json[0], r.json
+        kid = space.check(r.json[0]["sandbox"], CREATED)
+        made.append(kid["sandboxID"])
+        assert api.sandbox(kid["sandboxID"])["timeout_s"] == 120
+        r = api.run(kid["sandboxID"], ["/bin/cat", "/tmp/e2b-snap"], user="root")
+        assert r.exit_code == 0 and r.stdout == b"snap\n", r
+        assert e2b.req("POST", "/sandboxes/sb-0000000000000000/fork", {}).status == 404
+    finally:
+        for m in made + [sid]:
+            e2b.req("DELETE", f"/sandboxes/{m}", timeout=WAIT)
