@@ -52,6 +52,8 @@ struct interp_exec {
 	char *line; /* the request line, until written */
 	bool held;  /* the client is still there */
 	bool sent;  /* written to the interpreter */
+	bool running; /* the interpreter said it started it (number_of_executions) */
+	bool interrupt; /* SIGINT asked for before it ran */
 	struct interp_exec *next;
 };
 
@@ -315,6 +317,23 @@ static void ctx_next(struct interp_ctx *c)
 	}
 }
 
+/* SIGINT to the code of the execution in flight. Only once the interpreter has said it runs it:
+ * before, the program may still be starting, and a SIGINT then would end it (Python installs
+ * its handler late in its start-up); the request is kept until then. */
+static void ctx_interrupt(struct interp_ctx *c)
+{
+	space_err err = { 0 };
+
+	if (!c->cur || !c->s)
+		return;
+	if (!c->cur->running) {
+		c->cur->interrupt = true;
+		return;
+	}
+	if (session_signal(c->s, SIGINT, &err) < 0)
+		log_warn("interp %s/%s: interrupting: %s", c->sb->id, c->id, err.msg);
+}
+
 static void ctx_line(struct interp_ctx *c, const char *line, size_t len)
 {
 	enum interp_line_type type;
@@ -332,6 +351,11 @@ static void ctx_line(struct interp_ctx *c, const char *line, size_t len)
 		exec_send(c->cur, out, n + 1);
 	}
 	free(out);
+	if (type == INTERP_LINE_COUNT && c->cur && !c->cur->running) {
+		c->cur->running = true;
+		if (c->cur->interrupt || !c->cur->held)
+			ctx_interrupt(c);
+	}
 	if (type == INTERP_LINE_END && c->cur) {
 		exec_finish(c->cur, NULL, NULL);
 		c->cur = NULL;
@@ -484,15 +508,12 @@ static void exec_gone(struct http_hold *h)
 {
 	struct interp_exec *e = (struct interp_exec *)h;
 	struct interp_ctx *c = e->ctx;
-	space_err err = { 0 };
 
 	e->held = false;
-	if (c && c->cur == e && c->s) {
-		/* Stop the code; its end_of_execution then moves the queue on. */
-		if (session_signal(c->s, SIGINT, &err) < 0)
-			log_warn("interp %s/%s: interrupting: %s", c->sb->id, c->id, err.msg);
-	}
-	/* Queued ones are dropped by ctx_next; the running one by its end line. */
+	/* Stop the code; its end_of_execution then moves the queue on. Queued ones are dropped
+	 * by ctx_next. */
+	if (c && c->cur == e)
+		ctx_interrupt(c);
 }
 
 /* ---- handlers ---- */
@@ -671,13 +692,9 @@ void interp_contexts_restart(struct http_req *r)
 void interp_contexts_interrupt(struct http_req *r)
 {
 	struct interp_ctx *c = req_ctx(r);
-	space_err err = { 0 };
 
 	if (!c)
 		return;
-	if (c->s && session_signal(c->s, SIGINT, &err) < 0) {
-		reply_space_err(r, &err);
-		return;
-	}
+	ctx_interrupt(c); /* nothing running: nothing to do */
 	http_reply_empty(r->req, 204);
 }
