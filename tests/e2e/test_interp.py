@@ -199,3 +199,27 @@ def test_interpreter_death_then_fresh_context(box):
     lines = box.execute("'z' in dir()", context_id=ctx)
     assert main_text(lines) == "False", lines
     box.req("DELETE", f"/contexts/{ctx}")
+
+
+def test_pause_connect_keeps_the_context(daemon):
+    """E2B's pause then connect: the guest's memory comes back, the interpreter with it."""
+    hdrs = {"X-API-KEY": daemon.api_key, "Content-Type": "application/json"}
+
+    def ctl(method, path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        return space.http_request(daemon.url, method, path, data, hdrs, WAIT)
+
+    r = ctl("POST", "/v2/sandboxes", {"templateID": TEMPLATE, "timeout": 600})
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    try:
+        box = Interp(daemon.data_url, sid, r.json["envdAccessToken"])
+        assert not of(box.execute("kept = 'across pause'"), "error")
+        assert ctl("POST", f"/sandboxes/{sid}/pause").status == 204
+        r = ctl("POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 600})
+        assert r.status in (200, 201), r
+        box.token = r.json["envdAccessToken"]
+        lines = box.execute("kept")
+        assert main_text(lines) == "'across pause'", lines
+    finally:
+        ctl("DELETE", f"/sandboxes/{sid}")

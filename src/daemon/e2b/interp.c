@@ -183,10 +183,19 @@ static void ctx_fail_all(struct interp_ctx *c, const char *name, const char *val
 	c->nqueued = 0;
 }
 
+/* c->s, unless the sandbox's sessions were freed under it (sessions_free cleared the watch;
+ * the kick that handles it may not have run yet). */
+static struct session *ctx_session(struct interp_ctx *c)
+{
+	if (c->s && !c->w.s)
+		c->s = NULL;
+	return c->s;
+}
+
 /* Stops c's interpreter (it ends in the guest; its end is not waited for). */
 static void ctx_stop(struct interp_ctx *c)
 {
-	struct session *s = c->s;
+	struct session *s = ctx_session(c);
 
 	ctx_unwatch(c);
 	if (s)
@@ -273,7 +282,7 @@ static int ctx_ensure(struct interp_ctx *c, space_err *err)
 	const char *argv[] = { "/usr/bin/python3", "-u", INTERP_PROGRAM, "--cwd", c->cwd, NULL };
 	struct session *s;
 
-	if (c->s)
+	if (ctx_session(c))
 		return 0;
 	s = session_open_internal(c->sb->d, c->sb->id, SESS_KIND_PROCESS, argv, NULL, true, err);
 	if (!s)
@@ -324,7 +333,7 @@ static void ctx_interrupt(struct interp_ctx *c)
 {
 	space_err err = { 0 };
 
-	if (!c->cur || !c->s)
+	if (!c->cur || !ctx_session(c))
 		return;
 	if (!c->cur->running) {
 		c->cur->interrupt = true;
@@ -526,7 +535,16 @@ static json_t *ctx_json(const struct interp_ctx *c)
 /* The sandbox's contexts, the sandbox being checked (envd_auth: it exists and runs). */
 static struct interp_sb *req_sb(struct http_req *r, bool create)
 {
-	struct interp_sb *b = sb_get(r->d, e2b_sandbox_id(r), create);
+	struct interp_sb *b, *next;
+
+	/* Forget the contexts of sandboxes that are gone (those whose interpreters were running
+	 * went when their sessions did; these had none then). */
+	for (b = sandboxes; b; b = next) {
+		next = b->next;
+		if (b->d == r->d && !sandbox_find(r->d, b->id))
+			sb_free(b, "the sandbox is gone");
+	}
+	b = sb_get(r->d, e2b_sandbox_id(r), create);
 
 	if (!b && create)
 		e2b_reply_error(r->req, 500, "out of memory");
