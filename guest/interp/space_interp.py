@@ -136,12 +136,14 @@ def redirect():
         rd = Reader(r, name)
         rd.start()
         readers.append(rd)
+    # Line-buffered: print("hi") reaches the pipe as one "hi\n" (one stdout line, as
+    # Jupyter sends it); what has no newline yet is flushed at the end of the execution.
     sys.stdout = io.TextIOWrapper(
-        os.fdopen(1, "wb", buffering=0, closefd=False), encoding="utf-8",
-        errors="backslashreplace", write_through=True, line_buffering=True)
+        os.fdopen(1, "wb", closefd=False), encoding="utf-8",
+        errors="backslashreplace", line_buffering=True)
     sys.stderr = io.TextIOWrapper(
-        os.fdopen(2, "wb", buffering=0, closefd=False), encoding="utf-8",
-        errors="backslashreplace", write_through=True, line_buffering=True)
+        os.fdopen(2, "wb", closefd=False), encoding="utf-8",
+        errors="backslashreplace", line_buffering=True)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
     return readers
 

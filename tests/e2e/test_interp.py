@@ -223,3 +223,23 @@ def test_pause_connect_keeps_the_context(daemon):
         assert main_text(lines) == "'across pause'", lines
     finally:
         ctl("DELETE", f"/sandboxes/{sid}")
+
+
+def test_hostile_protocol_lines_are_dropped(box):
+    """Code in the context can write to the interpreter's protocol fd: whatever is not a known
+    line of bounded size is dropped, known lines are re-encoded, and the execution goes on."""
+    code = (
+        "import sys, os\n"
+        "fd = sys.modules['__main__']._proto.fileno()\n"
+        "os.write(fd, b'garbage\\n\\n[1,2]\\n{\"type\":\"result\",\"png\":[1]}\\n')\n"
+        "os.write(fd, b'{\"type\":\"stdout\",\"text\":\"forged\",\"evil\":\"x\"}\\n')\n"
+        "os.write(fd, b'{\"type\":\"stdout\",\"text\":\"' + b'A' * (5 << 20) + b'\"}\\n')\n"
+        "os.write(fd, b'{\"type\":\"stdout\",\"text\":\"\\xff\\xfe\"}\\n')\n"
+        "'still here'")
+    lines = box.execute(code)
+    assert main_text(lines) == "'still here'", [str(m)[:200] for m in lines]
+    forged = [m for m in of(lines, "stdout") if m["text"] == "forged"]
+    assert forged == [{"type": "stdout", "text": "forged"}], forged
+    assert not any(len(m.get("text", "")) > (1 << 20) for m in lines)
+    assert lines[-1]["type"] == "end_of_execution"
+    assert main_text(box.execute("6 * 7")) == "42"

@@ -90,6 +90,9 @@ def test_variables_persist_and_last_expression_is_the_result(interp):
 def test_stdout_and_stderr(interp):
     lines = interp.run("import sys\nprint('hello')\nprint('oops', file=sys.stderr)\n'done'")
     assert stdout(lines) == "hello\n"
+    assert [m["text"] for m in of(lines, "stdout")] == ["hello\n"]  # one line, one message
+    # Output without a newline still comes, at the end of the execution.
+    assert stdout(interp.run("print('no newline', end='')")) == "no newline"
     assert stdout(lines, "stderr") == "oops\n"
     assert all(isinstance(m["timestamp"], str) for m in of(lines, "stdout"))
     # Output comes before the result and end_of_execution.
