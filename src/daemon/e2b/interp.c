@@ -14,10 +14,21 @@
  *    back, so the session and the context's state normally go on;
  *  - the sandbox is deleted: its contexts go with it;
  *  - the daemon restarts: contexts are forgotten (their ids answer 404; the next /execute
- *    without context_id makes a fresh default context).
+ *    without context_id makes a fresh default context), and the old interpreters, orphaned
+ *    daemon-channel sessions, are killed when the agent reports them (agent.c);
+ *  - a fork or a sandbox made from a snapshot: the child has no contexts (the copied
+ *    interpreters are orphans there, killed the same way).
  * A client that goes away mid-execution: the interpreter gets SIGINT (KeyboardInterrupt), as
  * the SDK's timeoutMs then means "stop this"; what it still prints is read and dropped, and the
- * queue goes on at its end_of_execution. Queued executions whose client left are dropped. */
+ * queue goes on at its end_of_execution. Queued executions whose client left are dropped.
+ * SIGINT (that, or POST /contexts/{id}/interrupt) is sent only once the interpreter has said it
+ * runs the execution (number_of_executions): during Python's start-up it would end it.
+ * Code that catches KeyboardInterrupt forever keeps its context busy: restart the context.
+ * Code in a context can write to the protocol fd itself (it runs in the same process): what it
+ * writes is checked like any line, so it can confuse only its own context's replies.
+ * Bounds: INTERP_MAX_CONTEXTS per sandbox, INTERP_MAX_QUEUE waiting executions per context,
+ * the request sizes and INTERP_MAX_LINE per guest line (interp_line.h), INTERP_HIGH_WATER
+ * queued to a client before the interpreter is paced. */
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
