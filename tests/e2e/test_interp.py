@@ -243,3 +243,20 @@ def test_hostile_protocol_lines_are_dropped(box):
     assert not any(len(m.get("text", "")) > (1 << 20) for m in lines)
     assert lines[-1]["type"] == "end_of_execution"
     assert main_text(box.execute("6 * 7")) == "42"
+
+
+def test_template_without_the_interpreter(daemon):
+    """A sandbox of a template without the program: a clear error, not a hang."""
+    hdrs = {"X-API-KEY": daemon.api_key, "Content-Type": "application/json"}
+    r = space.http_request(daemon.url, "POST", "/v2/sandboxes",
+                           json.dumps({"templateID": "base", "timeout": 300}).encode(), hdrs, WAIT)
+    assert r.status == 201, r
+    sid = r.json["sandboxID"]
+    try:
+        box = Interp(daemon.data_url, sid, r.json["envdAccessToken"])
+        lines = box.execute("1")
+        err = of(lines, "error")
+        assert err and err[-1]["name"] == "InterpreterDied", lines
+        assert "space_interp.py" in err[-1]["value"], err
+    finally:
+        space.http_request(daemon.url, "DELETE", f"/sandboxes/{sid}", None, {"X-API-KEY": daemon.api_key}, WAIT)
