@@ -44,7 +44,7 @@ test('commands.run: stdout, stderr and exit code', T, async () => {
   assert.equal(streamed.join(''), '1\n2\n3\n')
 })
 
-test('commands.run: a non-zero exit is CommandExitError with exitCode', T, async () => {
+test('commands.run non-zero exit: CommandExitError with exitCode', T, async () => {
   const s = await sbx()
   await assert.rejects(s.commands.run('echo partial; echo bad >&2; exit 3'), (e) => {
     assert.ok(e instanceof CommandExitError, `expected CommandExitError, got ${e?.name}: ${e?.message}`)
@@ -198,7 +198,7 @@ test('pause, then Sandbox.connect: the process and the file are still there', T,
   shared = Promise.resolve(again)
 })
 
-test('kill: true, then false for the same sandbox', T, async () => {
+test('kill twice: true, then false for the same sandbox', T, async () => {
   const s = await sbx()
   await kill(s)
   assert.equal(await Sandbox.kill(s.sandboxId), false)
