@@ -23,11 +23,15 @@ after(() => killAll(Sandbox))
 test('create: Sandbox.create() on the base template', T, async () => {
   const s = await sbx()
   assert.match(s.sandboxId, /^sb-/)
-  assert.equal(await s.isRunning(), true)
   const info = await s.getInfo()
   assert.equal(info.sandboxId, s.sandboxId)
   assert.equal(info.templateId, 'base')
   assert.equal(info.metadata.suite, RUN)
+})
+
+test('isRunning: envd answers GET /health', T, async () => {
+  const s = await sbx()
+  assert.equal(await s.isRunning(), true)
 })
 
 test('commands.run: stdout, stderr and exit code', T, async () => {
