@@ -55,10 +55,10 @@ class Envd:
         assert st == 200, (method, msg, st, j)
         return j
 
-    def http(self, method, path, body=None, headers=None, token=..., **query):
+    def http(self, method, route, body=None, headers=None, token=..., **query):
         c = conn(self.daemon, timeout=600)
         qs = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
-        c.request(method, path + (f"?{qs}" if qs else ""), body, self.headers(token=token, extra=headers))
+        c.request(method, route + (f"?{qs}" if qs else ""), body, self.headers(token=token, extra=headers))
         r = c.getresponse()
         data = r.read()
         c.close()
