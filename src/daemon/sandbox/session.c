@@ -335,6 +335,17 @@ static int reload_missing(const struct session_rec *rec, void *arg)
 	return 0;
 }
 
+void session_each_live(struct spaced *d, const char *sb_id, int (*fn)(struct session *s, void *arg), void *arg)
+{
+	struct sandbox *sb = sandbox_loaded(d, sb_id);
+
+	for (struct session *s = sb ? sb->sessions : NULL, *next; s; s = next) {
+		next = s->next;
+		if (!s->ephemeral && !session_done(s) && fn(s, arg))
+			return;
+	}
+}
+
 const struct session_rec *session_rec(const struct session *s)
 {
 	return &s->rec;
@@ -638,6 +649,7 @@ void session_on_started(struct session *s, uint32_t pid)
 	}
 	s->rec.pid = (int)pid;
 	session_persist(s);
+	notify_watches(s); /* a reader may wait for the pid (E2B's start event) */
 }
 
 void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t *p, size_t n)
