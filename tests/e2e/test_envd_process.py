@@ -292,6 +292,24 @@ def test_token_is_required(envd):
     assert s.next() is None and s.end["error"]["code"] == "unauthenticated", s.end
 
 
+def test_output_nobody_reads_does_not_stop_the_process(envd):
+    """envd drops output no client takes; a detached chatty process must not block on it."""
+    s = envd.stream("Start", bash("head -c 24000000 /dev/zero | tr '\\0' x; echo; sleep 600"))
+    pid = s.start()
+    s.close()
+    deadline = time.monotonic() + 180
+    while True:
+        # Blocked on a full pipe, `head` would still be there; done, only the sleep is left.
+        check = envd.stream("Start", bash(f"pgrep -P {pid} -x head || echo gone"))
+        check.start()
+        out, _ = check.until_end()
+        if out["stdout"] == b"gone\n":
+            break
+        assert time.monotonic() < deadline, "the process stayed blocked on output nobody read"
+        time.sleep(2)
+    assert envd.call("SendSignal", dict(sel(pid), signal="SIGNAL_SIGKILL")) == {}
+
+
 def test_process_survives_pause_and_connect(daemon):
     rec = create_e2b(daemon)
     sb_id = rec["sandboxID"]

@@ -295,6 +295,7 @@ void envd_process_start(struct http_req *r)
 		connect_stream_reply_error(r->req, "internal", "the session vanished");
 		return;
 	}
+	session_set_free_running(s);
 	ps = proc_new(r);
 	if (!ps) {
 		session_cancel(s);

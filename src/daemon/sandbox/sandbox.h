@@ -205,5 +205,10 @@ void session_watch_add(struct session *s, struct session_watch *w);
 void session_watch_del(struct session_watch *w);
 /* The reader moved w->pos forward: may release back-pressure. */
 void session_watch_progress(struct session_watch *w);
+/* While no reader is attached, s's output is acknowledged as soon as it is stored (kept within
+ * the output caps), so the process never waits for a reader: envd's processes, whose output
+ * nobody attached is simply not delivered. Readers attached still pace it. Not persisted: after
+ * a daemon restart the session is paced again. */
+void session_set_free_running(struct session *s);
 
 #endif

@@ -377,6 +377,8 @@ static void maybe_ack(struct session *s)
 		for (w = s->watches; w; w = w->next)
 			if (w->pos < floor)
 				floor = w->pos;
+	} else if (s->free_running) {
+		floor = spool_length(s->spool);
 	}
 	ack = flow_ack_target(spool_length(s->spool), floor, SESSION_MAX_LAG);
 	if (ack <= s->acked || !agent_ready(s->sb->agent) || s->released)
@@ -612,7 +614,15 @@ void session_watch_del(struct session_watch *w)
 		}
 	}
 	maybe_park(w->s);
+	/* The last reader left a free-running session: what it had not taken is let go. */
+	if (!w->s->watches && w->s->free_running)
+		maybe_ack(w->s);
 	w->s = NULL;
+}
+
+void session_set_free_running(struct session *s)
+{
+	s->free_running = true;
 }
 
 void session_watch_progress(struct session_watch *w)
