@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "e2b/e2b_ctl.h"
 #include "http/http.h"
 #include "keyfile.h"
 #include "net/net.h"
@@ -162,6 +163,28 @@ static void show_api_key(const struct spaced *d, enum key_origin origin)
 	printf("try: SPACE_URL=http://%s SPACE_API_KEY_FILE=%s build/bin/spacectl info\n", d->cfg.listen, path);
 }
 
+/* What a user pastes to point E2B's SDKs here (E2B_SANDBOX_URL: every sandbox's traffic goes
+ * through our data plane, routed by its headers). */
+static void show_e2b_env(const struct spaced *d, enum key_origin origin)
+{
+	char url[160], path[PATH_MAX];
+
+	e2b_api_url(d->cfg.listen, url, sizeof(url));
+	printf("E2B SDKs:\n");
+	printf("  export E2B_API_URL=%s\n", url);
+	printf("  export E2B_SANDBOX_URL=%s\n", d->cfg.data_url);
+	if (origin == KEY_GIVEN && d->cfg.api_key_file[0])
+		printf("  export E2B_API_KEY=$(cat %s)\n", d->cfg.api_key_file);
+	else if (origin == KEY_GIVEN)
+		printf("  export E2B_API_KEY=<the key given with --api-key>\n");
+	else if (origin == KEY_GENERATED && isatty(STDOUT_FILENO))
+		printf("  export E2B_API_KEY=%s\n", d->cfg.api_key);
+	else {
+		snprintf(path, sizeof(path), "%s/api-key", d->cfg.state_dir);
+		printf("  export E2B_API_KEY=$(cat %s)\n", path);
+	}
+}
+
 /* KVM when it can boot our guest, else TCG; the probe result is kept per
  * host kernel and QEMU build so it runs once. */
 static void choose_accel(struct spaced *d)
@@ -276,6 +299,7 @@ static int run(struct spaced *d)
 	printf("  data plane:    %s\n", d->cfg.data_url);
 	printf("  state dir:     %s\n", d->cfg.state_dir);
 	show_api_key(d, key_origin);
+	show_e2b_env(d, key_origin);
 	fflush(stdout);
 	event_base_dispatch(d->base);
 	event_free(sigint);

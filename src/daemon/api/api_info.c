@@ -1,7 +1,8 @@
-/* api_info.c -- GET /v1/info: version, accelerator, data-plane URL, capacity, uptime */
+/* api_info.c -- GET /v1/info: version, accelerator, data-plane URL, capacity, uptime, E2B's URLs */
 #include <unistd.h>
 
 #include "api.h"
+#include "e2b/e2b_ctl.h"
 #include "sandbox/sandbox.h"
 
 void api_info_get(struct http_req *r)
@@ -12,10 +13,12 @@ void api_info_get(struct http_req *r)
 	int64_t mem_mib = pages > 0 && page > 0 ? (int64_t)pages * page / (1024 * 1024) : 0;
 	int64_t up = d->started_ms > 0 ? (now_ms() - d->started_ms) / 1000 : 0;
 	struct capacity c;
+	char e2b_api[160];
 
 	capacity_get(d, &c);
+	e2b_api_url(d->cfg.listen, e2b_api, sizeof(e2b_api));
 	http_reply_json(r->req, 200,
-			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I}",
+			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s}}",
 				  "version", SPACE_VERSION,
 				  "accelerator", accel_name(d->accel),
 				  "accelerator_reason", d->accel_reason,
@@ -30,5 +33,7 @@ void api_info_get(struct http_req *r)
 				  "vcpu_budget", c.vcpu_budget,
 				  "vcpus_used", c.vcpus_used,
 				  "tmpfs_free_mib", (json_int_t)c.tmpfs_free_mib,
-				  "uptime_s", (json_int_t)(up > 0 ? up : 0)));
+				  "uptime_s", (json_int_t)(up > 0 ? up : 0),
+				  /* What E2B's SDKs take as E2B_API_URL and E2B_SANDBOX_URL. */
+				  "e2b", "api_url", e2b_api, "sandbox_url", d->cfg.data_url));
 }

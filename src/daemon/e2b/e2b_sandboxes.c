@@ -1,63 +1,493 @@
-/* e2b_sandboxes.c -- PLACEHOLDER: being written */
+/* e2b_sandboxes.c -- E2B's sandbox lifecycle (create, connect/resume, kill, pause, timeout,
+ * network, fork, snapshot) mapped onto the core: each starts the core's operation and, where
+ * E2B answers only once it is done, holds the request until op_wait reports it */
+#include <event2/buffer.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "e2b.h"
-#include "connect.h"
+#include "e2b_ctl.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+/* How long a held request waits for its operation (a cold boot under TCG on a busy host
+ * can take a while). */
+#define E2B_WAIT_S 180
+
+json_t *e2b_body(struct http_req *r)
+{
+	struct evbuffer *in = evhttp_request_get_input_buffer(r->req);
+	size_t len = evbuffer_get_length(in);
+	space_err err = { 0 };
+	const char *data;
+	json_t *j;
+
+	if (len > r->max_body) {
+		e2b_reply_error(r->req, 413, "request body of %zu bytes is over the limit of %zu", len, r->max_body);
+		return NULL;
+	}
+	data = len ? (const char *)evbuffer_pullup(in, -1) : "";
+	if (!data) {
+		e2b_reply_error(r->req, 500, "out of memory reading the body");
+		return NULL;
+	}
+	j = http_parse_json_object(data, len, &err);
+	if (!j)
+		e2b_reply_err(r->req, &err);
+	return j;
+}
+
+static bool gone_state(enum sb_state s)
+{
+	return s == SB_DELETING || s == SB_DELETED || s == SB_FAILED;
+}
+
+int e2b_sandbox_param(struct http_req *r, struct sandbox_rec *out)
+{
+	space_err err = { 0 };
+
+	if (sandbox_get(r->d, r->param[0], out, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+		return -1;
+	}
+	if (gone_state(out->state)) {
+		e2b_reply_error(r->req, 404, "sandbox %s not found (%s)", out->id, sb_state_name(out->state));
+		sandbox_rec_clear(out);
+		return -1;
+	}
+	return 0;
+}
+
+/* A sandbox that runs, handed to the SDK: its timeout set (when asked), a fresh envd token. */
+static void reply_running(struct spaced *d, struct evhttp_request *req, const char *id, bool tset,
+			  const struct timeout_req *t, int status)
+{
+	struct sandbox_rec sb = { 0 };
+	space_err err = { 0 };
+	char token[65];
+	int64_t exp;
+
+	if ((tset ? sandbox_set_timeout(d, id, t, &sb, &err) : sandbox_get(d, id, &sb, &err)) < 0 ||
+	    token_issue(d, id, TOKEN_SCOPE_ENVD, E2B_TOKEN_TTL_S, token, &exp, &err) < 0) {
+		e2b_reply_err(req, &err);
+	} else {
+		http_reply_json(req, status, e2b_created_json(&sb, token));
+		explicit_bzero(token, sizeof(token));
+	}
+	sandbox_rec_clear(&sb);
+}
+
+/* ---- requests held until their operation is done ---- */
+
+enum wait_kind { W_CREATE, W_CONNECT, W_KILL, W_PAUSE, W_FORK, W_SNAPSHOT };
+
+/* Freed exactly once: by its op_wait callback (reply sent) or when the client goes away
+ * (the waiter cancelled; the operation itself goes on, as E2B's would). */
+struct e2b_wait {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	struct op_waiter *waiter;
+	enum wait_kind kind;
+	char sb_id[ID_LEN];
+	int status;
+	bool tset;
+	struct timeout_req t;
+	json_t *children;     /* W_FORK: the children's ids */
+	char name[SPEC_NAME_MAX + 1]; /* W_SNAPSHOT */
+};
+
+static struct e2b_wait *wait_new(enum wait_kind kind, const char *sb_id, int status)
+{
+	struct e2b_wait *w = calloc(1, sizeof(*w));
+
+	if (w) {
+		w->kind = kind;
+		w->status = status;
+		snprintf(w->sb_id, sizeof(w->sb_id), "%s", sb_id);
+	}
+	return w;
+}
+
+static void wait_free(struct e2b_wait *w)
+{
+	json_decref(w->children);
+	free(w);
+}
+
+static void reply_forked(struct spaced *d, struct evhttp_request *req, struct e2b_wait *w)
+{
+	json_t *out = json_array(), *v;
+	size_t i;
+
+	json_array_foreach(w->children, i, v) {
+		struct sandbox_rec sb = { 0 };
+		space_err err = { 0 };
+		const char *id = json_string_value(v);
+		char token[65];
+		int64_t exp;
+		json_t *one;
+
+		if (!id || (w->tset ? sandbox_set_timeout(d, id, &w->t, &sb, &err) : sandbox_get(d, id, &sb, &err)) < 0) {
+			one = json_pack("{s:{s:i,s:s}}", "error", "code", err_http_status(err.code ? err.code : EIO),
+					"message", err.msg);
+		} else if (sb.state != SB_RUNNING) {
+			one = json_pack("{s:{s:i,s:s}}", "error", "code", 500, "message",
+					sb.error[0] ? sb.error : sb_state_name(sb.state));
+		} else if (token_issue(d, id, TOKEN_SCOPE_ENVD, E2B_TOKEN_TTL_S, token, &exp, &err) < 0) {
+			one = json_pack("{s:{s:i,s:s}}", "error", "code", 500, "message", err.msg);
+		} else {
+			one = json_pack("{s:o}", "sandbox", e2b_created_json(&sb, token));
+			explicit_bzero(token, sizeof(token));
+		}
+		sandbox_rec_clear(&sb);
+		if (one)
+			json_array_append_new(out, one);
+	}
+	http_reply_json(req, w->status, out);
+}
+
+static void reply_snapshot(struct spaced *d, struct evhttp_request *req, struct e2b_wait *w)
+{
+	struct snapshot_rec s = { 0 };
+	space_err err = { 0 };
+
+	if (store_snapshot_get_by_name(d->store, w->name, &s, &err) < 0) {
+		e2b_reply_err(req, &err);
+		return;
+	}
+	http_reply_json(req, w->status, e2b_snapshot_json(&s));
+	snapshot_rec_clear(&s);
+}
+
+static void wait_done(struct spaced *d, const struct op_rec *op, void *arg)
+{
+	struct e2b_wait *w = arg;
+	struct evhttp_request *req = w->hold.req;
+
+	http_hold_end(&w->hold);
+	if (!op_state_done(op->state)) {
+		e2b_reply_error(req, 504, "operation %s (%s) still %s after %d s", op->id, op_kind_name(op->kind),
+				op_state_name(op->state), E2B_WAIT_S);
+	} else if (op->state == OP_FAILED) {
+		e2b_reply_error(req, 500, "%s failed: %s", op_kind_name(op->kind), op->error);
+	} else {
+		switch (w->kind) {
+		case W_CREATE:
+		case W_CONNECT:
+			reply_running(d, req, w->sb_id, w->tset, &w->t, w->status);
+			break;
+		case W_KILL:
+		case W_PAUSE:
+			http_reply_empty(req, 204);
+			break;
+		case W_FORK:
+			reply_forked(d, req, w);
+			break;
+		case W_SNAPSHOT:
+			reply_snapshot(d, req, w);
+			break;
+		}
+	}
+	wait_free(w);
+}
+
+static void wait_gone(struct http_hold *h)
+{
+	struct e2b_wait *w = (struct e2b_wait *)h;
+
+	op_wait_cancel(w->waiter);
+	wait_free(w);
+}
+
+/* Holds r until op is done; takes w. */
+static void hold_op(struct http_req *r, const struct op_rec *op, struct e2b_wait *w)
+{
+	space_err err = { 0 };
+
+	if (!w) {
+		e2b_reply_error(r->req, 500, "out of memory");
+		return;
+	}
+	/* op_wait never calls back from inside itself, so the hold may begin after it. */
+	if (op_wait(r->d, op->id, E2B_WAIT_S, wait_done, w, &w->waiter, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+		wait_free(w);
+		return;
+	}
+	http_hold_begin(&w->hold, r->req, wait_gone, r->d->conns);
+}
+
+/* ---- handlers ---- */
+
+/* E2B passes a snapshot to create as its templateID: our snapshot id, or a named snapshot's
+ * name when no template has that name. */
+static void template_or_snapshot(struct spaced *d, struct create_req *req)
+{
+	struct template_rec t = { 0 };
+	struct snapshot_rec s = { 0 };
+	space_err err = { 0 };
+	bool snap = id_valid(req->template_ref, "sn-");
+
+	if (!snap && store_template_resolve(d->store, req->template_ref, &t, &err) < 0 && err.code == ENOENT &&
+	    snapshot_get(d, req->template_ref, &s, &err) == 0)
+		snap = true;
+	template_rec_clear(&t);
+	snapshot_rec_clear(&s);
+	if (snap) {
+		memcpy(req->snapshot, req->template_ref, sizeof(req->snapshot));
+		req->template_ref[0] = '\0';
+	}
+}
+
 void e2b_create(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	struct create_req req;
+	space_err err = { 0 };
+	json_t *body = e2b_body(r);
+
+	if (!body)
+		return;
+	if (e2b_req_create(body, &req, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+	} else {
+		template_or_snapshot(r->d, &req);
+		if (sandbox_create(r->d, &req, &sb, &op, &err) < 0)
+			e2b_reply_err(r->req, &err);
+		else
+			hold_op(r, &op, wait_new(W_CREATE, sb.id, 201));
+		create_req_free(&req);
+	}
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
 }
-void e2b_list(struct http_req *r)
+
+/* connect (resume: older SDKs, 409 when it runs already). */
+static void wake(struct http_req *r, bool resume)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	struct timeout_req t;
+	space_err err = { 0 };
+	json_t *body = e2b_body(r);
+	struct e2b_wait *w;
+	bool tset;
+
+	if (!body)
+		return;
+	if (e2b_req_timeout(body, "timeout", &t, &tset, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+		goto out;
+	}
+	if (e2b_sandbox_param(r, &sb) < 0)
+		goto out;
+	if (resume && sb.state == SB_RUNNING) {
+		e2b_reply_error(r->req, 409, "sandbox %s is already running", sb.id);
+		goto out;
+	}
+	sandbox_rec_clear(&sb);
+	if (sandbox_wake(r->d, r->param[0], &sb, &op, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+	} else if (!op.id[0]) {
+		reply_running(r->d, r->req, sb.id, tset, &t, 200);
+	} else if ((w = wait_new(W_CONNECT, sb.id, 201))) {
+		w->tset = tset;
+		w->t = t;
+		hold_op(r, &op, w);
+	} else {
+		e2b_reply_error(r->req, 500, "out of memory");
+	}
+out:
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
 }
-void e2b_get(struct http_req *r)
-{
-	e2b_reply_error(r->req, 501, "not implemented yet");
-}
-void e2b_kill(struct http_req *r)
-{
-	e2b_reply_error(r->req, 501, "not implemented yet");
-}
+
 void e2b_connect(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	wake(r, false);
 }
+
 void e2b_resume(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	wake(r, true);
 }
+
+/* kill and pause: the operation, then 204 once it is done. */
+static void act(struct http_req *r, enum op_kind kind, enum wait_kind wk)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+
+	if (e2b_sandbox_param(r, &sb) < 0)
+		return;
+	if (kind == OPK_SUSPEND && e2b_state_of(sb.state) == E2B_PAUSED) {
+		e2b_reply_error(r->req, 409, "sandbox %s is already paused (%s)", sb.id, sb_state_name(sb.state));
+		sandbox_rec_clear(&sb);
+		return;
+	}
+	sandbox_rec_clear(&sb);
+	if (sandbox_act(r->d, r->param[0], kind, &sb, &op, &err) < 0)
+		e2b_reply_err(r->req, &err);
+	else
+		hold_op(r, &op, wait_new(wk, sb.id, 204));
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+void e2b_kill(struct http_req *r)
+{
+	act(r, OPK_DELETE, W_KILL);
+}
+
 void e2b_pause(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	json_t *body = e2b_body(r); /* {"memory": bool}: our suspend always keeps memory */
+
+	if (!body)
+		return;
+	json_decref(body);
+	act(r, OPK_SUSPEND, W_PAUSE);
 }
+
+static void set_timeout(struct http_req *r, const char *key)
+{
+	struct sandbox_rec sb = { 0 };
+	struct timeout_req t;
+	space_err err = { 0 };
+	json_t *body = e2b_body(r);
+	bool set;
+
+	if (!body)
+		return;
+	if (e2b_req_timeout(body, key, &t, &set, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+	} else if (e2b_sandbox_param(r, &sb) == 0) {
+		if (!set)
+			t.timeout_s = sb.timeout_s; /* a refresh without a duration: the same again */
+		sandbox_rec_clear(&sb);
+		if (sandbox_set_timeout(r->d, r->param[0], &t, &sb, &err) < 0)
+			e2b_reply_err(r->req, &err);
+		else
+			http_reply_empty(r->req, 204);
+	}
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+}
+
 void e2b_timeout(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	json_t *body = e2b_body(r);
+	bool has;
+
+	if (!body)
+		return;
+	has = json_object_get(body, "timeout") != NULL;
+	json_decref(body);
+	if (!has) {
+		e2b_reply_error(r->req, 400, "timeout is required: seconds from now");
+		return;
+	}
+	set_timeout(r, "timeout");
 }
+
 void e2b_refresh(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	set_timeout(r, "duration");
 }
-void e2b_metrics(struct http_req *r)
-{
-	e2b_reply_error(r->req, 501, "not implemented yet");
-}
+
 void e2b_network(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	struct sandbox_rec sb = { 0 };
+	space_err err = { 0 };
+	json_t *body = e2b_body(r), *pol = NULL;
+
+	if (!body)
+		return;
+	if (e2b_req_network_update(body, &pol, &err) < 0)
+		e2b_reply_err(r->req, &err);
+	else if (e2b_sandbox_param(r, &sb) == 0) {
+		sandbox_rec_clear(&sb);
+		if (sandbox_set_network(r->d, r->param[0], pol, &sb, &err) < 0)
+			e2b_reply_err(r->req, &err);
+		else
+			http_reply_empty(r->req, 204);
+	}
+	json_decref(pol);
+	json_decref(body);
+	sandbox_rec_clear(&sb);
 }
+
 void e2b_fork(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	struct timeout_req t;
+	space_err err = { 0 };
+	json_t *body = e2b_body(r), *children = NULL;
+	struct e2b_wait *w;
+	bool tset;
+	int count;
+
+	if (!body)
+		return;
+	if (e2b_req_fork(body, &count, &t, &tset, &err) < 0 ||
+	    sandbox_fork(r->d, r->param[0], count, &sb, &op, &children, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+	} else if ((w = wait_new(W_FORK, sb.id, 201))) {
+		w->children = children;
+		w->tset = tset;
+		w->t = t;
+		hold_op(r, &op, w);
+	} else {
+		json_decref(children);
+		e2b_reply_error(r->req, 500, "out of memory");
+	}
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
 }
+
 void e2b_snapshot(struct http_req *r)
 {
-	e2b_reply_error(r->req, 501, "not implemented yet");
-}
-void e2b_snapshots_list(struct http_req *r)
-{
-	e2b_reply_error(r->req, 501, "not implemented yet");
-}
-void e2b_templates_list(struct http_req *r)
-{
-	e2b_reply_error(r->req, 501, "not implemented yet");
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	struct snapshot_rec snap = { 0 };
+	space_err err = { 0 };
+	json_t *body = e2b_body(r);
+	char name[SPEC_NAME_MAX + 1];
+	struct e2b_wait *w;
+
+	if (!body)
+		return;
+	if (e2b_req_snapshot(body, name, sizeof(name), &err) < 0) {
+		e2b_reply_err(r->req, &err);
+		goto out;
+	}
+	if (!name[0]) {
+		char id[ID_LEN];
+
+		id_new(id, "e2b-"); /* "e2b-" + hex: a name, never shaped like a snapshot id */
+		snprintf(name, sizeof(name), "%s", id);
+	}
+	if (sandbox_snapshot(r->d, r->param[0], name, &sb, &op, &snap, &err) < 0) {
+		e2b_reply_err(r->req, &err);
+	} else if ((w = wait_new(W_SNAPSHOT, sb.id, 201))) {
+		snprintf(w->name, sizeof(w->name), "%s", name);
+		if (op.id[0]) {
+			hold_op(r, &op, w);
+		} else {
+			reply_snapshot(r->d, r->req, w);
+			wait_free(w);
+		}
+	} else {
+		e2b_reply_error(r->req, 500, "out of memory");
+	}
+out:
+	json_decref(body);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+	snapshot_rec_clear(&snap);
 }
