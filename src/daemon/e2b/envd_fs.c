@@ -19,64 +19,6 @@
 
 /* ---- shared helpers (envd_fs.h) ---- */
 
-int envd_b64_decode(const char *in, char *out, size_t cap)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t n = 0;
-
-	for (; *in && *in != '='; in++) {
-		const char *p = strchr(tab, *in);
-
-		if (!p || !*in)
-			return -1;
-		acc = acc << 6 | (uint32_t)(p - tab);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (n + 1 >= cap)
-				return -1;
-			out[n++] = (char)(acc >> bits & 0xff);
-		}
-	}
-	for (; *in == '='; in++)
-		;
-	if (*in)
-		return -1;
-	out[n] = '\0';
-	return (int)n;
-}
-
-int envd_user(struct http_req *r, bool query, char user[ENVD_USER_MAX], space_err *err)
-{
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
-	char dec[ENVD_USER_MAX + 8];
-	const char *q = query ? http_query(r, "username") : NULL;
-
-	user[0] = '\0';
-	if (h && strncasecmp(h, "Basic ", 6) == 0) {
-		char *colon;
-		int n = envd_b64_decode(h + 6, dec, sizeof(dec));
-
-		if (n < 0 || memchr(dec, '\0', (size_t)n) || !(colon = strchr(dec, ':')))
-			return err_set(err, EINVAL, "malformed Authorization header (Basic base64(\"<user>:\"))");
-		*colon = '\0';
-		if (dec[0] && (size_t)(colon - dec) < ENVD_USER_MAX)
-			snprintf(user, ENVD_USER_MAX, "%s", dec);
-		else if (dec[0])
-			return err_set(err, EINVAL, "user name too long");
-	}
-	if (!user[0] && q && *q) {
-		if (strlen(q) >= ENVD_USER_MAX)
-			return err_set(err, EINVAL, "user name too long");
-		snprintf(user, ENVD_USER_MAX, "%s", q);
-	}
-	if (user[0] && spec_check_user(user, err) < 0)
-		return -1;
-	return 0;
-}
-
 int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out, space_err *err)
 {
 	char home[ENVD_USER_MAX + 8];

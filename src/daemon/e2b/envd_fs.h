@@ -12,11 +12,7 @@
 #include "http/http.h"
 
 #define ENVD_PATH_MAX 4095
-#define ENVD_USER_MAX 64
 
-/* The user the request names: Authorization: Basic base64("<user>:"), else (query true: the
- * plain /files routes) ?username=; "" when none (the template's default). 0, or -1 with EINVAL. */
-int envd_user(struct http_req *r, bool query, char user[ENVD_USER_MAX], space_err *err);
 /* p as an absolute path (out: ENVD_PATH_MAX + 1 bytes): a relative one (or "~/...") under the
  * home of user (or of the sandbox's default user): /root for root, /home/<user> otherwise, as in
  * E2B's templates. 0, or -1 with EINVAL. */
@@ -26,7 +22,5 @@ int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out
 json_t *envd_entry_info(const json_t *e);
 /* Unix seconds as protobuf's JSON Timestamp (RFC 3339, UTC, microseconds) (pure). */
 void envd_rfc3339(double t, char out[40]);
-/* Standard base64 (padding optional) into out (cap bytes, NUL added): length, or -1 (pure). */
-int envd_b64_decode(const char *in, char *out, size_t cap);
 
 #endif

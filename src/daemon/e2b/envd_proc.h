@@ -9,14 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "e2b.h"
 #include "err.h"
 #include "model/model.h"
 #include "sandbox/spec.h"
-
-/* The user named by `Authorization: Basic base64("<user>:")` (the SDK's only use of it): 0 with
- * out set ("" when the header is absent or names nobody), -1 with EINVAL when malformed. The
- * name itself is checked with the other exec fields (spec_check_user). */
-int envd_basic_user(const char *authorization, char *out, size_t cap, space_err *err);
 
 /* StartRequest{process{cmd, args, envs, cwd}, pty{size{cols, rows}}, tag, stdin} for `user`
  * ("" = the template's default) into an exec_req, validated by the /v1 parser (req_exec) so a
@@ -52,9 +48,5 @@ json_t *envd_event_end(const struct session_rec *rec);
 json_t *envd_event_keepalive(void);
 /* ProcessInfo{config{cmd, args, envs, cwd?}, pid, tag?} of a session. */
 json_t *envd_process_info(const struct session_rec *rec);
-
-/* Base64 (standard or URL-safe alphabet, padding optional, as proto3 JSON accepts): decoded
- * length, or -1 for anything else. out must hold 3 * (len / 4) + 3 bytes. */
-ssize_t envd_b64_decode(const char *in, size_t len, uint8_t *out);
 
 #endif

@@ -12,47 +12,6 @@
 #include "envd_proc.h"
 #include "proto.h"
 
-/* ---- base64 ---- */
-
-static int b64_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-ssize_t envd_b64_decode(const char *in, size_t len, uint8_t *out)
-{
-	uint32_t acc = 0;
-	size_t n = 0, bits = 0, i;
-
-	while (len && in[len - 1] == '=')
-		len--;
-	if (len % 4 == 1)
-		return -1;
-	for (i = 0; i < len; i++) {
-		int v = b64_val((unsigned char)in[i]);
-
-		if (v < 0)
-			return -1;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[n++] = (uint8_t)(acc >> bits);
-		}
-	}
-	return (ssize_t)n;
-}
-
 /* A new JSON string of data in standard base64. */
 static json_t *b64_json(const void *data, size_t len)
 {
@@ -70,34 +29,6 @@ static json_t *b64_json(const void *data, size_t len)
 }
 
 /* ---- requests ---- */
-
-int envd_basic_user(const char *h, char *out, size_t cap, space_err *err)
-{
-	uint8_t raw[256];
-	ssize_t n;
-	char *colon;
-
-	out[0] = '\0';
-	if (!h || !*h)
-		return 0;
-	if (strncasecmp(h, "Basic ", 6) != 0)
-		return err_set(err, EINVAL, "Authorization must be Basic base64(\"<user>:\")");
-	h += 6;
-	while (*h == ' ')
-		h++;
-	if (strlen(h) > 4 * (sizeof(raw) - 3) / 3 || (n = envd_b64_decode(h, strlen(h), raw)) < 0)
-		return err_set(err, EINVAL, "Authorization: malformed Basic credentials");
-	raw[n] = '\0';
-	if (memchr(raw, '\0', (size_t)n))
-		return err_set(err, EINVAL, "Authorization: malformed Basic credentials");
-	colon = strchr((char *)raw, ':');
-	if (colon)
-		*colon = '\0';
-	if (strlen((char *)raw) >= cap)
-		return err_set(err, EINVAL, "Authorization: the user name is too long");
-	snprintf(out, cap, "%s", (char *)raw);
-	return 0;
-}
 
 /* A uint32 as proto3 JSON writes it (a number) or may (a decimal string). */
 static int get_u32(const json_t *v, const char *what, uint32_t max, uint32_t *out, space_err *err)
