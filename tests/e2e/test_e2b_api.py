@@ -266,3 +266,37 @@ def test_snapshot_then_create_from_it_and_fork(e2b, api):
     finally:
         for m in made + [sid]:
             e2b.req("DELETE", f"/sandboxes/{m}", timeout=WAIT)
+
+
+def test_client_gone_during_create(e2b, daemon, api):
+    """A client that hangs up while its create is held: the waiter is dropped (under ASan),
+    the sandbox is still made, and the daemon goes on answering."""
+    import socket
+    import time
+
+    before = {s["id"] for s in api.sandboxes()}
+    body = json.dumps({"templateID": TEMPLATE, "metadata": {"suite": "e2b-gone"}}).encode()
+    host, port = space.split_url(daemon.url)
+    s = socket.create_connection((host, port))
+    s.sendall(b"POST /v2/sandboxes HTTP/1.1\r\nHost: x\r\nX-API-KEY: " + daemon.api_key.encode() +
+              b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode() +
+              b"\r\n\r\n" + body)
+    time.sleep(0.1)  # dispatched and held (a clone takes longer), not yet answered
+    s.close()
+    deadline = time.monotonic() + WAIT
+    new = []
+    while time.monotonic() < deadline:
+        new = [x for x in api.sandboxes() if x["id"] not in before and x["metadata"].get("suite") == "e2b-gone"]
+        if new and new[0]["state"] == "running":
+            break
+        time.sleep(0.5)
+    assert new and new[0]["state"] == "running", new
+    assert e2b.req("DELETE", f"/sandboxes/{new[0]['id']}", timeout=WAIT).status == 204
+
+
+def test_banner_prints_e2b_exports(daemon):
+    with open(daemon.log_path, errors="replace") as f:
+        text = f.read()
+    assert f"export E2B_API_URL={daemon.url}\n" in text, text[-2000:]
+    assert f"export E2B_SANDBOX_URL={daemon.data_url}\n" in text
+    assert "export E2B_API_KEY=" in text

@@ -610,7 +610,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 5, "schema version 5");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 6, "schema version 6");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -766,7 +766,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 5, "now at version 5");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 6, "now at version 6");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
 		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0,
@@ -824,9 +824,11 @@ static void test_tokens_and_kinds(struct store *st)
 	r.kind = SESS_KIND_PTY;
 	r.pty_rows = 50;
 	r.pty_cols = 132;
+	snprintf(r.tag, sizeof(r.tag), "my-tag");
 	CHECK(store_session_put(st, &r, &err) == 0 && store_session_get(st, r.id, &back, &err) == 0 &&
-		      back.kind == SESS_KIND_PTY && back.pty_rows == 50 && back.pty_cols == 132,
-	      "a PTY session keeps its kind and size %s", err.msg);
+		      back.kind == SESS_KIND_PTY && back.pty_rows == 50 && back.pty_cols == 132 &&
+		      strcmp(back.tag, "my-tag") == 0,
+	      "a PTY session keeps its kind, size and tag %s", err.msg);
 	session_rec_clear(&back);
 	session_rec_clear(&r);
 }

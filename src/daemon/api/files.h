@@ -28,6 +28,18 @@ struct fop_kind {
 	/* Success: the last bytes of a streamed reply, or a unary reply's JSON body. */
 	int (*on_end)(struct fop *f, struct evbuffer *out);
 	void (*free_ctx)(void *ctx);
+	/* Optional hooks for other front ends (e2b/):
+	 * pull_stdin: the operation's stdin comes from the route, not the request body (with_stdin
+	 * set): add at most room bytes to in; return 0 (more later: fop_poke when there is), 1 (the
+	 * stdin is complete: it is closed), -1 (malformed: the request is answered 400).
+	 * on_error: answers an error the engine would answer itself (before a reply began): e the
+	 * errno (0: none), status and code as the engine would send them, msg its message.
+	 * on_done: a unary success: instead of the engine's reply, the route takes the request over
+	 * (answers it, or runs a next operation on it); out holds what on_end put there. ctx is
+	 * freed (free_ctx) right after it returns. */
+	int (*pull_stdin)(struct fop *f, struct evbuffer *in, size_t room);
+	void (*on_error)(struct fop *f, int e, int status, const char *code, const char *msg);
+	void (*on_done)(struct fop *f, struct evbuffer *out);
 };
 
 /* Runs argv (NULL-terminated: the operation and its arguments) in sandbox sb_id as user (NULL:
@@ -48,6 +60,10 @@ int fop_open_doc(struct fop *f, const char *prefix, const json_t *j, const char 
 struct evhttp_request *fop_req(struct fop *f);
 json_t *fop_header(struct fop *f);
 void *fop_ctx(struct fop *f);
+/* The chunk being built (for on_header: bytes that go before everything else). */
+struct evbuffer *fop_out(struct fop *f);
+/* Wakes the engine (a pull_stdin route has more bytes). */
+void fop_poke(struct fop *f);
 
 /* An operation's errno -> HTTP status and error code (pure; unit-tested). */
 void files_errno_http(int e, int *status, const char **code);

@@ -7,6 +7,7 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct fop {
 	const struct fop_kind *k;
 	void *ctx;             /* the route's own state (range, ...) */
 	bool watching, replying, held, aborting, header_done, sent_stdin_close;
+	bool pulled_all;       /* pull_stdin said the route's stdin is complete */
 	struct evbuffer *line; /* the header line or an entry being assembled */
 	struct evbuffer *err;  /* stderr */
 	struct evbuffer *out;  /* a chunk being built */
@@ -122,6 +124,22 @@ static void fop_error_text(struct fop *f, int e, char *msg, size_t len)
 	}
 	snprintf(msg, len, "%s", m ? m : strerror(e));
 	json_decref(j);
+}
+
+/* An error answered before the reply began: by the route's on_error, else in our shape. */
+static __attribute__((format(printf, 5, 6))) void fop_reply_error(struct fop *f, int e, int status, const char *code,
+								 const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (f->k && f->k->on_error)
+		f->k->on_error(f, e, status, code, msg);
+	else
+		http_reply_error(f->req, status, code, "%s", msg);
 }
 
 /* ---- the reply ---- */
@@ -230,7 +248,7 @@ static void fop_fail(struct fop *f, int e)
 	files_errno_http(e, &status, &code);
 	if (f->held)
 		http_hold_end(&f->hold);
-	http_reply_error(f->req, status, code, "%s", msg);
+	fop_reply_error(f, e, status, code, "%s", msg);
 	fop_release(f);
 }
 
@@ -293,7 +311,7 @@ static void fop_end(struct fop *f, struct session *s)
 		}
 		if (f->held)
 			http_hold_end(&f->hold);
-		http_reply_error(f->req, 503, "unavailable", "%s", rec->error[0] ? rec->error : "the operation failed");
+		fop_reply_error(f, 0, 503, "unavailable", "%s", rec->error[0] ? rec->error : "the operation failed");
 		fop_release(f);
 		return;
 	}
@@ -305,6 +323,15 @@ static void fop_end(struct fop *f, struct session *s)
 	}
 	if (f->k->on_end && f->k->on_end(f, f->out) < 0) {
 		fop_abort(f, "the reply could not be completed");
+		return;
+	}
+	if (!f->replying && f->k->on_done) {
+		/* The route takes the request over (answers it, or runs a next operation on it). */
+		if (f->held)
+			http_hold_end(&f->hold);
+		f->held = false;
+		f->k->on_done(f, f->out);
+		fop_release(f);
 		return;
 	}
 	if (!f->replying) {
@@ -329,7 +356,7 @@ static void fop_body_failed(struct fop *f)
 		(void)session_signal(f->w.s, 9, &e);
 	if (f->held)
 		http_hold_end(&f->hold);
-	http_reply_error(f->req, 400, "bad_request", "the request body was malformed or cut short; nothing was written");
+	fop_reply_error(f, EINVAL, 400, "bad_request", "the request body was malformed or cut short; nothing was written");
 	fop_release(f);
 }
 
@@ -342,6 +369,21 @@ static int fop_feed(struct fop *f)
 
 	if (!s || !f->body || session_done(s))
 		return 0;
+	if (f->k->pull_stdin && !f->sent_stdin_close) {
+		size_t room = session_stdin_room(s), have = evbuffer_get_length(f->body);
+		int rc = 0;
+
+		if (room > FOP_STDIN_BATCH)
+			room = FOP_STDIN_BATCH;
+		if (room > have)
+			rc = f->k->pull_stdin(f, f->body, room - have);
+		if (rc < 0) {
+			fop_body_failed(f);
+			return 1;
+		}
+		if (rc == 1)
+			f->pulled_all = true;
+	}
 	if (f->sbody) {
 		size_t want = session_stdin_room(s), have = evbuffer_get_length(f->body);
 
@@ -365,7 +407,8 @@ static int fop_feed(struct fop *f)
 			return 0;
 		evbuffer_drain(f->body, n);
 	}
-	if (!evbuffer_get_length(f->body) && !f->sent_stdin_close && (!f->sbody || http_body_done(f->sbody))) {
+	if (!evbuffer_get_length(f->body) && !f->sent_stdin_close && (!f->sbody || http_body_done(f->sbody)) &&
+	    (!f->k->pull_stdin || f->pulled_all)) {
 		f->sent_stdin_close = true;
 		(void)session_stdin(s, NULL, 0, 1, &e);
 	}
@@ -424,8 +467,8 @@ static void fop_pump(struct fop *f)
 			evhttp_add_header(evhttp_request_get_output_headers(f->req), "Content-Range", cr);
 			if (f->held)
 				http_hold_end(&f->hold);
-			http_reply_error(f->req, 416, "range_not_satisfiable", "the range starts at or past the end (%" PRId64
-					 " bytes)", (int64_t)size);
+			fop_reply_error(f, ERANGE, 416, "range_not_satisfiable",
+					"the range starts at or past the end (%" PRId64 " bytes)", (int64_t)size);
 			fop_release(f);
 			return;
 		}
@@ -436,7 +479,7 @@ static void fop_pump(struct fop *f)
 			} else {
 				if (f->held)
 					http_hold_end(&f->hold);
-				http_reply_error(f->req, 502, "bad_gateway", "the guest agent's answer was malformed");
+				fop_reply_error(f, 0, 502, "bad_gateway", "the guest agent's answer was malformed");
 				fop_release(f);
 			}
 			return;
@@ -494,6 +537,16 @@ static void fop_gone(struct http_hold *h)
 	fop_release((struct fop *)h);
 }
 
+void fop_poke(struct fop *f)
+{
+	event_active(f->kick, 0, 0);
+}
+
+struct evbuffer *fop_out(struct fop *f)
+{
+	return f->out;
+}
+
 void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, const char *const *argv,
 	     const char *user, void *ctx)
 {
@@ -513,21 +566,26 @@ void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, co
 		f->err = evbuffer_new();
 		f->out = evbuffer_new();
 		f->kick = event_new(r->d->base, -1, 0, fop_kick, f);
-		if (k->with_stdin && (f->body = evbuffer_new()) && !(f->sbody = http_body_get(r)))
+		if (k->with_stdin && (f->body = evbuffer_new()) && !k->pull_stdin && !(f->sbody = http_body_get(r)))
 			evbuffer_add_buffer(f->body, in);
 	}
 	if (!f || !f->buf || !f->line || !f->err || !f->out || !f->kick || (k->with_stdin && !f->body)) {
-		if (f)
+		if (f) {
+			fop_reply_error(f, ENOMEM, 500, "internal", "out of memory");
 			fop_release(f);
-		else if (k->free_ctx)
-			k->free_ctx(ctx);
-		http_reply_error(r->req, 500, "internal", "out of memory");
+		} else {
+			if (k->free_ctx)
+				k->free_ctx(ctx);
+			http_reply_error(r->req, 500, "internal", "out of memory");
+		}
 		return;
 	}
 	s = session_open_internal(r->d, sb_id, k->kind, argv, user, k->with_stdin, &err);
 	if (!s) {
+		int e = err.code ? err.code : EIO;
+
+		fop_reply_error(f, e, err_http_status(e), err_code_name(e), "%s", err.msg[0] ? err.msg : strerror(e));
 		fop_release(f);
-		http_reply_err(r->req, &err);
 		return;
 	}
 	f->w.fn = fop_wake;

@@ -7,6 +7,8 @@
 #define SPACE_E2B_H
 
 #include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "http/http.h"
 
@@ -72,6 +74,16 @@ int envd_auth(struct http_req *r);
 bool envd_path(const struct http_req *r);
 /* The E2b-Sandbox-Id header of an authorised request ("" if absent). */
 const char *e2b_sandbox_id(const struct http_req *r);
+/* Who a request acts as. The user named by `Authorization: Basic base64("<user>:")` (the SDKs'
+ * only use of it): 0 with out set ("" when the header is absent or names nobody), -1 with
+ * EINVAL when malformed (pure). envd_user: that, else (query: the plain /files routes)
+ * ?username=, checked by spec_check_user; "" = the template's default user. */
+#define ENVD_USER_MAX 64
+int envd_basic_user(const char *authorization, char *out, size_t cap, space_err *err);
+int envd_user(struct http_req *r, bool query, char user[ENVD_USER_MAX], space_err *err);
+/* Base64 (standard or URL-safe alphabet, padding optional, as proto3 JSON accepts): decoded
+ * length, or -1 for anything else. out must hold 3 * (len / 4) + 3 bytes (pure). */
+ssize_t envd_b64_decode(const char *in, size_t len, uint8_t *out);
 
 /* envd_process.c: process.Process over sessions */
 void envd_process_start(struct http_req *r);

@@ -1,11 +1,16 @@
 /* envd_auth.c -- which data-plane requests are E2B's (envd and the code interpreter), the
- * sandbox their E2b-Sandbox-Id header names, and the envd token that must open it */
+ * sandbox their E2b-Sandbox-Id header names, the envd token that must open it, and the user
+ * they act as */
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/types.h>
 
 #include "daemon.h"
 #include "e2b.h"
 #include "connect.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/spec.h"
 
 #define HDR_SANDBOX "E2b-Sandbox-Id"
 
@@ -70,5 +75,91 @@ int envd_auth(struct http_req *r)
 			refuse(r, 401, "unauthenticated", "invalid access token");
 		return -1;
 	}
+	return 0;
+}
+
+/* ---- base64 ---- */
+
+static int b64_val(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+ssize_t envd_b64_decode(const char *in, size_t len, uint8_t *out)
+{
+	uint32_t acc = 0;
+	size_t n = 0, bits = 0, i;
+
+	while (len && in[len - 1] == '=')
+		len--;
+	if (len % 4 == 1)
+		return -1;
+	for (i = 0; i < len; i++) {
+		int v = b64_val((unsigned char)in[i]);
+
+		if (v < 0)
+			return -1;
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[n++] = (uint8_t)(acc >> bits);
+		}
+	}
+	return (ssize_t)n;
+}
+
+int envd_basic_user(const char *h, char *out, size_t cap, space_err *err)
+{
+	uint8_t raw[256];
+	ssize_t n;
+	char *colon;
+
+	out[0] = '\0';
+	if (!h || !*h)
+		return 0;
+	if (strncasecmp(h, "Basic ", 6) != 0)
+		return err_set(err, EINVAL, "Authorization must be Basic base64(\"<user>:\")");
+	h += 6;
+	while (*h == ' ')
+		h++;
+	if (strlen(h) > 4 * (sizeof(raw) - 3) / 3 || (n = envd_b64_decode(h, strlen(h), raw)) < 0)
+		return err_set(err, EINVAL, "Authorization: malformed Basic credentials");
+	raw[n] = '\0';
+	if (memchr(raw, '\0', (size_t)n))
+		return err_set(err, EINVAL, "Authorization: malformed Basic credentials");
+	colon = strchr((char *)raw, ':');
+	if (colon)
+		*colon = '\0';
+	if (strlen((char *)raw) >= cap)
+		return err_set(err, EINVAL, "Authorization: the user name is too long");
+	snprintf(out, cap, "%s", (char *)raw);
+	return 0;
+}
+
+int envd_user(struct http_req *r, bool query, char user[ENVD_USER_MAX], space_err *err)
+{
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Authorization");
+	const char *q = query ? http_query(r, "username") : NULL;
+
+	if (envd_basic_user(h, user, ENVD_USER_MAX, err) < 0)
+		return -1;
+	if (!user[0] && q && *q) {
+		if (strlen(q) >= ENVD_USER_MAX)
+			return err_set(err, EINVAL, "user name too long");
+		snprintf(user, ENVD_USER_MAX, "%s", q);
+	}
+	if (user[0] && spec_check_user(user, err) < 0)
+		return -1;
 	return 0;
 }

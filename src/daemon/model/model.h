@@ -178,6 +178,7 @@ struct session_rec {
 	bool stdin_open;         /* process was given a stdin pipe */
 	enum sess_kind kind;
 	uint16_t pty_rows, pty_cols; /* SESS_KIND_PTY: the terminal's size (last resize) */
+	char tag[256];           /* a name the client chose to find it by (E2B's process tag), "" none */
 	enum sess_state state;
 	int pid;
 	int exit_code;           /* valid when state == SESS_EXITED and signal == 0 */

@@ -86,6 +86,7 @@ struct session {
 	bool stdin_close_req, stdin_close_sent;
 	bool released;             /* agent was told to forget the channel */
 	bool kill_wanted;          /* cancelled while the agent was away: SIGKILL after its hello */
+	bool free_running;         /* unread output never pauses the process (E2B's processes) */
 	bool ephemeral;            /* the daemon's own (a file operation, a watch): never stored or
 				    * listed; freed with its spool once ended and unwatched */
 	void (*on_stdin_room)(struct session *s, void *arg); /* stdin was acknowledged */

@@ -155,6 +155,10 @@ struct session *session_find(struct spaced *d, const char *ss_id);
  * ("invalid token" / "token expired"). Constant-time comparison. */
 int session_check_token(struct session *s, const char *token, space_err *err);
 const struct session_rec *session_rec(const struct session *s);
+/* Calls fn for each session of sandbox sb_id that a client created (not the daemon's own) and
+ * that has not ended (created or running), newest first, until fn returns non-zero. fn may
+ * act on s (signal, stdin...) but must not create sessions. */
+void session_each_live(struct spaced *d, const char *sb_id, int (*fn)(struct session *s, void *arg), void *arg);
 
 /* Starts the process if it has not been started (first attach). */
 int session_start(struct session *s, space_err *err);
@@ -201,5 +205,10 @@ void session_watch_add(struct session *s, struct session_watch *w);
 void session_watch_del(struct session_watch *w);
 /* The reader moved w->pos forward: may release back-pressure. */
 void session_watch_progress(struct session_watch *w);
+/* While no reader is attached, s's output is acknowledged as soon as it is stored (kept within
+ * the output caps), so the process never waits for a reader: envd's processes, whose output
+ * nobody attached is simply not delivered. Readers attached still pace it. Not persisted: after
+ * a daemon restart the session is paced again. */
+void session_set_free_running(struct session *s);
 
 #endif

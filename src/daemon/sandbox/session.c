@@ -335,6 +335,17 @@ static int reload_missing(const struct session_rec *rec, void *arg)
 	return 0;
 }
 
+void session_each_live(struct spaced *d, const char *sb_id, int (*fn)(struct session *s, void *arg), void *arg)
+{
+	struct sandbox *sb = sandbox_loaded(d, sb_id);
+
+	for (struct session *s = sb ? sb->sessions : NULL, *next; s; s = next) {
+		next = s->next;
+		if (!s->ephemeral && !session_done(s) && fn(s, arg))
+			return;
+	}
+}
+
 const struct session_rec *session_rec(const struct session *s)
 {
 	return &s->rec;
@@ -366,6 +377,8 @@ static void maybe_ack(struct session *s)
 		for (w = s->watches; w; w = w->next)
 			if (w->pos < floor)
 				floor = w->pos;
+	} else if (s->free_running) {
+		floor = spool_length(s->spool);
 	}
 	ack = flow_ack_target(spool_length(s->spool), floor, SESSION_MAX_LAG);
 	if (ack <= s->acked || !agent_ready(s->sb->agent) || s->released)
@@ -601,7 +614,15 @@ void session_watch_del(struct session_watch *w)
 		}
 	}
 	maybe_park(w->s);
+	/* The last reader left a free-running session: what it had not taken is let go. */
+	if (!w->s->watches && w->s->free_running)
+		maybe_ack(w->s);
 	w->s = NULL;
+}
+
+void session_set_free_running(struct session *s)
+{
+	s->free_running = true;
 }
 
 void session_watch_progress(struct session_watch *w)
@@ -638,6 +659,7 @@ void session_on_started(struct session *s, uint32_t pid)
 	}
 	s->rec.pid = (int)pid;
 	session_persist(s);
+	notify_watches(s); /* a reader may wait for the pid (E2B's start event) */
 }
 
 void session_on_data(struct session *s, int stream, uint64_t off, const uint8_t *p, size_t n)

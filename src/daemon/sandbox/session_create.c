@@ -196,6 +196,7 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 	snprintf(r.cwd, sizeof(r.cwd), "%s", req->cwd);
 	snprintf(r.user, sizeof(r.user), "%s", req->user);
 	r.stdin_open = req->stdin_open;
+	snprintf(r.tag, sizeof(r.tag), "%s", req->tag);
 	if (req->pty_rows) {
 		r.kind = SESS_KIND_PTY;
 		r.pty_rows = req->pty_rows;

@@ -172,6 +172,16 @@ int spec_check_cwd(const char *cwd, space_err *err)
 	return 0;
 }
 
+int spec_check_tag(const char *tag, size_t len, space_err *err)
+{
+	if (len > SPEC_TAG_MAX || strlen(tag) != len)
+		return err_set(err, EINVAL, "tag must be at most %d bytes, without NUL", SPEC_TAG_MAX);
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)tag[i] < 0x20 || tag[i] == 0x7f)
+			return err_set(err, EINVAL, "tag must not contain control characters");
+	return 0;
+}
+
 int spec_check_user(const char *u, space_err *err)
 {
 	size_t n = strlen(u);

@@ -33,6 +33,7 @@
 #define SPEC_FORK_MAX 16
 #define SPEC_TOKEN_TTL_MAX 86400
 #define SPEC_POOL_MAX 64
+#define SPEC_TAG_MAX 255           /* a session's tag (E2B's process tag) */
 
 /* An ordered map of strings (keys unique), owning its strings. */
 struct strmap {
@@ -61,6 +62,8 @@ int spec_check_meta_entry(const char *key, size_t vlen, space_err *err);
 int spec_check_argv_entry(size_t i, const char *arg, size_t len, space_err *err);
 int spec_check_cwd(const char *cwd, space_err *err);
 int spec_check_user(const char *user, space_err *err);
+/* A session tag: 0..SPEC_TAG_MAX bytes of printable ASCII or UTF-8 (no control characters). */
+int spec_check_tag(const char *tag, size_t len, space_err *err);
 /* A snapshot name: 1..SPEC_NAME_MAX of [A-Za-z0-9._-], not starting with
  * '.' or '-', and not shaped like a snapshot id ("sn-" + 16 hex). */
 int spec_check_snapshot_name(const char *name, space_err *err);
@@ -91,6 +94,7 @@ struct exec_req {
 	bool stdin_open;
 	int token_ttl_s;          /* 0 = the configured TTL */
 	uint16_t pty_rows, pty_cols; /* 0: no terminal; else run on a PTY of this size */
+	char tag[SPEC_TAG_MAX + 1]; /* "" = none */
 };
 
 struct timeout_req {

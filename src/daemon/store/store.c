@@ -336,6 +336,9 @@ static const char schema_v5[] =
 	" scope TEXT NOT NULL,"
 	" expires_ms INTEGER NOT NULL);"
 	"CREATE INDEX tokens_sandbox ON tokens(sandbox_id);";
+/* 6: a session may carry a tag its client finds it by (E2B's process tag). */
+static const char schema_v6[] =
+	"ALTER TABLE sessions ADD COLUMN tag TEXT NOT NULL DEFAULT '';";
 /* clang-format on */
 
 static const struct migration migrations[] = {
@@ -344,6 +347,7 @@ static const struct migration migrations[] = {
 	{ .sql = schema_v3 },
 	{ .sql = schema_v4 },
 	{ .sql = schema_v5 },
+	{ .sql = schema_v6 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -255,7 +255,7 @@ int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *
 #define SESS_COLS                                                                        \
 	"id, sandbox_id, chan, argv, env, cwd, user, stdin_open, state, pid, exit_code," \
 	" exit_signal, error, token_hash, token_expires_ms, created_ms, started_ms, ended_ms," \
-	" kind, pty_rows, pty_cols"
+	" kind, pty_rows, pty_cols, tag"
 
 static int read_session(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
@@ -286,6 +286,7 @@ static int read_session(sqlite3_stmt *s, void *rec, space_err *err, const char *
 	r->kind = (enum sess_kind)state;
 	r->pty_rows = (uint16_t)sqlite3_column_int(s, 19);
 	r->pty_cols = (uint16_t)sqlite3_column_int(s, 20);
+	store_col_str(s, 21, r->tag, sizeof(r->tag));
 	if (store_col_json(s, 3, true, &r->argv, err, ctx) < 0 ||
 	    store_col_json(s, 4, false, &r->env, err, ctx) < 0) {
 		session_rec_clear(r);
@@ -310,7 +311,7 @@ int store_session_put(struct store *st, const struct session_rec *r, space_err *
 	if (store_prepare(
 		    st, &s,
 		    "INSERT INTO sessions (" SESS_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-		    " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+		    " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"
 		    " ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id,"
 		    " chan = excluded.chan, argv = excluded.argv, env = excluded.env,"
 		    " cwd = excluded.cwd, user = excluded.user, stdin_open = excluded.stdin_open,"
@@ -320,7 +321,7 @@ int store_session_put(struct store *st, const struct session_rec *r, space_err *
 		    " token_expires_ms = excluded.token_expires_ms,"
 		    " created_ms = excluded.created_ms, started_ms = excluded.started_ms,"
 		    " ended_ms = excluded.ended_ms, kind = excluded.kind,"
-		    " pty_rows = excluded.pty_rows, pty_cols = excluded.pty_cols",
+		    " pty_rows = excluded.pty_rows, pty_cols = excluded.pty_cols, tag = excluded.tag",
 		    err, ctx) < 0)
 		return -1;
 	if (store_bind_text(s, 1, r->id) || store_bind_text(s, 2, r->sandbox_id) ||
@@ -333,7 +334,7 @@ int store_session_put(struct store *st, const struct session_rec *r, space_err *
 	    sqlite3_bind_int64(s, 15, r->token_expires_ms) ||
 	    sqlite3_bind_int64(s, 16, r->created_ms) || sqlite3_bind_int64(s, 17, r->started_ms) ||
 	    sqlite3_bind_int64(s, 18, r->ended_ms) || store_bind_text(s, 19, sess_kind_name(r->kind)) ||
-	    sqlite3_bind_int(s, 20, r->pty_rows) || sqlite3_bind_int(s, 21, r->pty_cols))
+	    sqlite3_bind_int(s, 20, r->pty_rows) || sqlite3_bind_int(s, 21, r->pty_cols) || store_bind_text(s, 22, r->tag))
 		return store_fail(st, err, ctx);
 	return store_step_done(st, s, err, ctx);
 }
