@@ -5,7 +5,8 @@
 #
 # Inputs:  guest/templates/NAME/recipe.sh, BUILDDIR/bin/space-agent, BUILDDIR/kernel/vmlinuz.
 # Output:  BUILDDIR/templates/NAME/{rootfs.ext4,vmlinuz,template.json,digest,.key}, replaced
-#          atomically. key = sha256(recipe, agent, kernel, this script, recipe's key_extra);
+#          atomically. key = sha256(recipe, agent, kernel, this script, recipe's key_extra and
+#          finish_extra);
 #          an unchanged key returns at once. Layout and digest: docs/design/guest.md.
 set -euo pipefail
 
@@ -29,8 +30,13 @@ kernel=$(readlink -f "$builddir/kernel/vmlinuz" || true)
 
 # Recipe contract: sets TEMPLATE_VCPUS, TEMPLATE_MEMORY_MIB, TEMPLATE_USER, TEMPLATE_DISK
 # (mkfs size, e.g. 256M) and defines populate ROOTDIR; may define key_extra (printed inputs
-# outside the repo that the image depends on, e.g. the host's busybox or apt mirror).
+# outside the repo that the image depends on, e.g. the host's busybox or apt mirror), and
+# finish ROOTDIR with finish_extra: files added to the tree after it is populated or taken from
+# the cache (e.g. a program of the repo that changes more often than the packages), whose
+# inputs finish_extra prints; they are part of the image's key but not of the cached tree's.
 key_extra() { :; }
+finish() { :; }
+finish_extra() { :; }
 # shellcheck source=/dev/null
 source "$recipe"
 declare -F populate >/dev/null || die "$recipe defines no populate()"
@@ -38,6 +44,7 @@ declare -F populate >/dev/null || die "$recipe defines no populate()"
 key=$({
     sha256sum "$recipe" "$agent" "$kernel" "$here/build.sh" | cut -d' ' -f1
     key_extra
+    finish_extra
 } | sha256sum | cut -c1-64)
 
 out=$builddir/templates/$name
@@ -79,6 +86,7 @@ else
     tar -cf "$tree_tar.tmp" "${tar_opts[@]}" -C "$root" .
     mv -f "$tree_tar.tmp" "$tree_tar"
 fi
+finish "$root"
 
 # What every template has, whatever the recipe: the agent as PID 1 (the kernel is booted
 # with init=/sbin/space-agent) and the mount points the agent mounts over.

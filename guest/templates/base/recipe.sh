@@ -9,6 +9,8 @@ TEMPLATE_USER=user
 TEMPLATE_DISK=2G
 
 suite=bookworm
+# Further mmdebstrap options (a recipe that sources this one may set them).
+mmdebstrap_extra=()
 packages=(
     bash coreutils python3 ca-certificates curl
     procps iproute2 iputils-ping less netbase sudo xz-utils
@@ -86,7 +88,7 @@ populate() {
     # shellcheck disable=SC2016
     mmdebstrap --mode=root --variant=minbase --format=directory \
         --include="$(IFS=,; echo "${packages[*]}")" \
-        "${opts[@]}" \
+        "${opts[@]}" "${mmdebstrap_extra[@]}" \
         --customize-hook='chroot "$1" useradd --uid 1000 --user-group --create-home --shell /bin/bash user' \
         --customize-hook='chroot "$1" usermod -aG sudo user' \
         --customize-hook='echo "user ALL=(ALL) NOPASSWD:ALL" > "$1/etc/sudoers.d/user" && chmod 0440 "$1/etc/sudoers.d/user"' \
