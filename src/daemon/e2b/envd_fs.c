@@ -13,7 +13,6 @@
 #include "daemon.h"
 #include "e2b.h"
 #include "envd_fs.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 
@@ -32,7 +31,7 @@ int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out
 		if (!user || !*user) {
 			struct sandbox *sb = sandbox_find(r->d, e2b_sandbox_id(r));
 
-			user = sb && sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root";
+			user = sb && sandbox_default_user(sb)[0] ? sandbox_default_user(sb) : "root";
 		}
 		if (strcmp(user, "root") == 0)
 			snprintf(home, sizeof(home), "/root");
