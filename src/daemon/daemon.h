@@ -71,6 +71,7 @@ struct evhttp;
 struct pool;
 struct http_conns;
 struct sse;
+struct envd_watcher;
 
 struct spaced {
 	struct event_base *base;
@@ -90,6 +91,7 @@ struct spaced {
 	struct http_conns *conns;  /* every client connection (http/conn.c) */
 	struct sse *streams;       /* attached output streams (dp_attach.c) */
 	unsigned nstreams;
+	struct envd_watcher *envd_watchers; /* E2B's polled filesystem watchers (e2b/envd_watch.c) */
 	int memory_budget_mib, vcpu_budget; /* effective capacity (capacity.c) */
 };
 

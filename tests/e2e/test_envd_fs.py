@@ -8,6 +8,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import struct
 import threading
 import time
@@ -77,8 +78,7 @@ class Envd:
                          path=path, username=user)
 
 
-@pytest.fixture(scope="module")
-def envd(daemon):
+def e2b_sandbox(daemon):
     resp = space.http_request(daemon.url, "POST", "/v2/sandboxes",
                               {"templateID": "base", "timeout": 1800},
                               {"X-API-KEY": daemon.api_key}, timeout=600)
@@ -88,9 +88,20 @@ def envd(daemon):
     rec = resp.json
     daemon.sandbox_ids.add(rec["sandboxID"])
     assert rec.get("envdAccessToken")
-    yield Envd(daemon, rec["sandboxID"], rec["envdAccessToken"])
-    space.http_request(daemon.url, "DELETE", f"/sandboxes/{rec['sandboxID']}", None,
-                       {"X-API-KEY": daemon.api_key}, timeout=600)
+    return Envd(daemon, rec["sandboxID"], rec["envdAccessToken"])
+
+
+def e2b_kill(envd):
+    resp = space.http_request(envd.daemon.url, "DELETE", f"/sandboxes/{envd.sb_id}", None,
+                              {"X-API-KEY": envd.daemon.api_key}, timeout=600)
+    assert resp.status in (204, 404), resp
+
+
+@pytest.fixture(scope="module")
+def envd(daemon):
+    e = e2b_sandbox(daemon)
+    yield e
+    e2b_kill(e)
 
 
 def test_health(envd):
@@ -222,3 +233,119 @@ def test_watch_dir(envd):
     out = []
     read_envelopes(resp, out, threading.Event())
     assert out and out[-1][0] & 2 and out[-1][1]["error"]["code"] == "not_found", out
+
+
+def watch_dir_stream(envd, path, extra=None):
+    c = conn(envd.daemon)
+    msg = json.dumps({"path": path}).encode()
+    h = envd.headers(extra={"Content-Type": "application/connect+json", "Connect-Protocol-Version": "1",
+                            **(extra or {})})
+    c.request("POST", "/filesystem.Filesystem/WatchDir", struct.pack(">BI", 0, len(msg)) + msg, h)
+    resp = c.getresponse()
+    assert resp.status == 200
+    events, stop = [], threading.Event()
+    threading.Thread(target=read_envelopes, args=(resp, events, stop), daemon=True).start()
+    return c, events, stop
+
+
+def test_watch_dir_keepalive(envd):
+    envd.ok("MakeDir", {"path": "/tmp/idle"})
+    c, events, stop = watch_dir_stream(envd, "/tmp/idle", {"Keepalive-Ping-Interval": "1"})
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(e == {"keepalive": {}} for _, e in events):
+        time.sleep(0.1)
+    assert events[0] == (0, {"start": {}}), events
+    assert (0, {"keepalive": {}}) in events, events
+    # an event still goes out whole between keepalives
+    r, _ = envd.upload([("x", b"k")], path="/tmp/idle/k.txt")
+    assert r.status == 200
+    while time.time() < deadline and not any(e.get("filesystem", {}).get("name") == "k.txt" for _, e in events):
+        time.sleep(0.1)
+    assert any(e.get("filesystem", {}).get("name") == "k.txt" for _, e in events), events
+    stop.set()
+    c.close()
+
+
+def poll_until(envd, wid, names, timeout=60):
+    seen, deadline = [], time.time() + timeout
+    while time.time() < deadline and not names <= {e["name"] for e in seen}:
+        seen += envd.ok("GetWatcherEvents", {"watcherId": wid}).get("events", [])
+        time.sleep(0.2)
+    return seen
+
+
+def test_polled_watcher(envd):
+    envd.ok("MakeDir", {"path": "/tmp/polled"})
+    wid = envd.ok("CreateWatcher", {"path": "/tmp/polled", "recursive": False})["watcherId"]
+    assert re.fullmatch(r"[0-9a-f]{16}", wid), wid
+    for name in ("one.txt", "two.txt"):
+        r, _ = envd.upload([("x", name.encode())], path=f"/tmp/polled/{name}")
+        assert r.status == 200
+    seen = poll_until(envd, wid, {"one.txt", "two.txt"})
+    assert {"one.txt", "two.txt"} <= {e["name"] for e in seen}, seen
+    assert all(e["type"].startswith("EVENT_TYPE_") for e in seen), seen
+    time.sleep(1)
+    envd.ok("GetWatcherEvents", {"watcherId": wid})  # whatever trailed
+    assert envd.ok("GetWatcherEvents", {"watcherId": wid}).get("events", []) == []
+    assert envd.ok("RemoveWatcher", {"watcherId": wid}) == {}
+    for method in ("GetWatcherEvents", "RemoveWatcher"):
+        st, j = envd.rpc(method, {"watcherId": wid})
+        assert st == 404 and j["code"] == "not_found", (method, st, j)
+    # unknown ids, bad requests, a missing directory
+    st, j = envd.rpc("GetWatcherEvents", {"watcherId": "0123456789abcdef"})
+    assert st == 404 and j["code"] == "not_found"
+    st, j = envd.rpc("GetWatcherEvents", {"watcherId": 7})
+    assert st == 400 and j["code"] == "invalid_argument"
+    st, j = envd.rpc("CreateWatcher", {"path": "/tmp/not-there"})
+    assert st == 404 and j["code"] == "not_found", j
+    r, _ = envd.upload([("x", b"f")], path="/tmp/a-file")
+    st, j = envd.rpc("CreateWatcher", {"path": "/tmp/a-file"})
+    assert st == 400 and j["code"] == "invalid_argument", j
+
+
+def test_polled_watcher_ends(envd):
+    """The watched directory removed: its last events once, then not_found saying why."""
+    envd.ok("MakeDir", {"path": "/tmp/doomed"})
+    wid = envd.ok("CreateWatcher", {"path": "/tmp/doomed"})["watcherId"]
+    envd.upload([("x", b"d")], path="/tmp/doomed/f.txt")
+    assert envd.ok("Remove", {"path": "/tmp/doomed"}) == {}
+    seen, deadline = [], time.time() + 60
+    while time.time() < deadline:
+        st, j = envd.rpc("GetWatcherEvents", {"watcherId": wid})
+        if st != 200:
+            break
+        seen += j.get("events", [])
+        time.sleep(0.2)
+    assert st == 404 and j["code"] == "not_found" and "ended" in j["message"], (st, j)
+    assert "f.txt" in {e["name"] for e in seen}, seen
+    st, j = envd.rpc("RemoveWatcher", {"watcherId": wid})
+    assert st == 404
+
+
+def test_polled_watcher_bounds(envd):
+    """Watcher ids are bound to their sandbox; a sandbox has at most 16; deleting a sandbox
+    frees its watchers (the sanitizer daemon's teardown checks for leaks)."""
+    other = e2b_sandbox(envd.daemon)
+    try:
+        envd.ok("MakeDir", {"path": "/tmp/bounds"})
+        mine = envd.ok("CreateWatcher", {"path": "/tmp/bounds"})["watcherId"]
+        theirs = other.ok("CreateWatcher", {"path": "/tmp"})["watcherId"]
+        for method in ("GetWatcherEvents", "RemoveWatcher"):
+            st, j = other.rpc(method, {"watcherId": mine})
+            assert st == 404 and j["code"] == "not_found", (method, j)
+            st, j = envd.rpc(method, {"watcherId": theirs})
+            assert st == 404 and j["code"] == "not_found", (method, j)
+        # the other sandbox's token naming mine is refused before any lookup
+        st, j = envd.rpc("GetWatcherEvents", {"watcherId": mine}, token=other.token)
+        assert st == 401 and j["code"] == "unauthenticated", (st, j)
+        ids = [mine] + [envd.ok("CreateWatcher", {"path": "/tmp/bounds"})["watcherId"] for _ in range(15)]
+        st, j = envd.rpc("CreateWatcher", {"path": "/tmp/bounds"})
+        assert st == 429 and j["code"] == "resource_exhausted", (st, j)
+        for wid in ids:
+            assert envd.ok("RemoveWatcher", {"watcherId": wid}) == {}
+        # one more watcher left running in the other sandbox: freed with it
+        other.ok("CreateWatcher", {"path": "/tmp", "recursive": True})
+    finally:
+        e2b_kill(other)
+    st, _ = other.rpc("GetWatcherEvents", {"watcherId": theirs})
+    assert st in (401, 404, 502, 503), st

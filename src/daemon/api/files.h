@@ -62,7 +62,8 @@ json_t *fop_header(struct fop *f);
 void *fop_ctx(struct fop *f);
 /* The chunk being built (for on_header: bytes that go before everything else). */
 struct evbuffer *fop_out(struct fop *f);
-/* Wakes the engine (a pull_stdin route has more bytes). */
+/* Wakes the engine (a pull_stdin route has more bytes; a streamed reply's route added bytes of
+ * its own to fop_out, e.g. a keepalive: they are sent). */
 void fop_poke(struct fop *f);
 
 /* An operation's errno -> HTTP status and error code (pure; unit-tested). */

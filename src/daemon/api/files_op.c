@@ -489,6 +489,9 @@ static void fop_pump(struct fop *f)
 		if (f->aborting)
 			return;
 	}
+	/* What the route added on its own since (a stream's keepalive, then fop_poke) goes too. */
+	if (f->replying)
+		fop_send(f, f->out);
 	if (moved)
 		session_watch_progress(&f->w);
 	if (session_done(s) && f->w.pos >= session_output_length(s))

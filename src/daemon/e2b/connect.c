@@ -300,15 +300,22 @@ static void stream_keepalive(evutil_socket_t fd, short what, void *arg)
 	cs->sent_since_tick = false;
 }
 
-struct connect_stream *connect_stream_begin(struct http_req *r, const struct connect_stream_ops *ops, void *arg,
-					    const json_t *keepalive)
+unsigned connect_keepalive_s(struct evhttp_request *req)
 {
-	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Keepalive-Ping-Interval");
-	struct connect_stream *cs = calloc(1, sizeof(*cs));
+	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Keepalive-Ping-Interval");
 	uint64_t every = KEEPALIVE_DEFAULT_S;
 
 	if (h && (http_parse_u64(h, &every) < 0 || every == 0 || every > 3600))
 		every = KEEPALIVE_DEFAULT_S;
+	return (unsigned)every;
+}
+
+struct connect_stream *connect_stream_begin(struct http_req *r, const struct connect_stream_ops *ops, void *arg,
+					    const json_t *keepalive)
+{
+	struct connect_stream *cs = calloc(1, sizeof(*cs));
+	unsigned every = connect_keepalive_s(r->req);
+
 	if (cs) {
 		cs->ops = ops;
 		cs->arg = arg;

@@ -75,6 +75,9 @@ int connect_stream_send(struct connect_stream *cs, const json_t *msg);
 bool connect_stream_full(const struct connect_stream *cs);
 /* Sends the end envelope (code NULL: success) and completes the reply; frees cs. */
 void connect_stream_end(struct connect_stream *cs, const char *code, const char *message);
+/* The client's Keepalive-Ping-Interval in seconds (1..3600; the default 50 when absent or
+ * malformed): how long a stream may stay silent before a keepalive message goes out. */
+unsigned connect_keepalive_s(struct evhttp_request *req);
 /* The client's Connect-Timeout-Ms in ms, 0 when absent or malformed (pure helper:
  * connect_parse_timeout). */
 int64_t connect_parse_timeout(const char *h);

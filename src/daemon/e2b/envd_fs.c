@@ -1,7 +1,9 @@
 /* envd_fs.c -- envd's filesystem.Filesystem (Connect, JSON codec) over the file-operation engine
  * (api/files.h): Stat, MakeDir, Move, ListDir, Remove as unary calls, WatchDir as a server
- * stream. Each call is one agent operation (Move is a rename, then a stat of the result); the
- * agent's output is parsed and re-encoded in envd's shapes. */
+ * stream (the polled watchers are envd_watch.c's). Each call is one agent operation (Move is a
+ * rename, then a stat of the result); the agent's output is parsed and re-encoded in envd's
+ * shapes. */
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +15,6 @@
 #include "daemon.h"
 #include "e2b.h"
 #include "envd_fs.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 
@@ -32,7 +33,7 @@ int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out
 		if (!user || !*user) {
 			struct sandbox *sb = sandbox_find(r->d, e2b_sandbox_id(r));
 
-			user = sb && sb->tmpl.default_user[0] ? sb->tmpl.default_user : "root";
+			user = sb && sandbox_default_user(sb)[0] ? sandbox_default_user(sb) : "root";
 		}
 		if (strcmp(user, "root") == 0)
 			snprintf(home, sizeof(home), "/root");
@@ -116,6 +117,11 @@ struct fs_call {
 	char user[ENVD_USER_MAX];
 	char path[ENVD_PATH_MAX + 1]; /* Move: the destination; WatchDir: the watched directory */
 	bool stream;
+	/* WatchDir: the keepalive timer (every ka_every while no event was sent) and its fop */
+	struct event *ka;
+	struct timeval ka_every;
+	struct fop *f;
+	bool sent_since_tick;
 };
 
 static const char *connect_code_for(int e, int status)
@@ -463,6 +469,28 @@ static int envelope(struct evbuffer *out, uint8_t flags, json_t *msg)
 	return rc;
 }
 
+/* While no event went out for a whole interval: {"keepalive":{}}, added to the engine's chunk
+ * and sent by its next pump (fop_poke), so it never overtakes or splits an event. */
+static void watch_keepalive(evutil_socket_t fd, short what, void *arg)
+{
+	struct fs_call *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (!c->sent_since_tick && envelope(fop_out(c->f), 0, json_pack("{s:{}}", "keepalive")) == 0)
+		fop_poke(c->f);
+	c->sent_since_tick = false;
+}
+
+static void watch_free(void *ctx)
+{
+	struct fs_call *c = ctx;
+
+	if (c->ka)
+		event_free(c->ka);
+	free(c);
+}
+
 static int watch_header(struct fop *f)
 {
 	struct fs_call *c = fop_ctx(f);
@@ -472,35 +500,56 @@ static int watch_header(struct fop *f)
 		snprintf(c->path, sizeof(c->path), "%s", p);
 	evhttp_add_header(evhttp_request_get_output_headers(fop_req(f)), "Content-Type", "application/connect+json");
 	fop_reply_start(f, 200, "OK");
+	c->f = f;
+	if (!(c->ka = event_new(c->d->base, -1, EV_PERSIST, watch_keepalive, c)) || evtimer_add(c->ka, &c->ka_every) < 0)
+		return -1;
 	return envelope(fop_out(f), 0, json_pack("{s:{}}", "start"));
 }
 
-static int watch_line(struct fop *f, const char *line, size_t len, struct evbuffer *out)
+int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev)
 {
-	struct fs_call *c = fop_ctx(f);
 	json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
-	const char *type = event_type(json_string_value(json_object_get(j, "type")));
+	const char *t = json_string_value(json_object_get(j, "type"));
+	const char *type = event_type(t);
 	const char *p = json_string_value(json_object_get(j, "path"));
-	size_t rl = strlen(c->path);
+	size_t rl = strlen(dir);
 	const char *name;
 	int rc = 0;
 
+	*ev = NULL;
 	if (!json_is_object(j)) {
 		json_decref(j);
 		return -1;
 	}
-	if (type && p) {
+	if (t && strcmp(t, "overflow") == 0) {
+		rc = 1;
+	} else if (type && p) {
 		/* envd names the entry relative to the watched directory */
-		if (rl > 1 && strncmp(p, c->path, rl) == 0 && p[rl] == '/')
+		if (rl > 1 && strncmp(p, dir, rl) == 0 && p[rl] == '/')
 			name = p + rl + 1;
 		else if (rl == 1 && p[0] == '/' && p[1])
 			name = p + 1;
 		else
 			name = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-		rc = envelope(out, 0, json_pack("{s:{s:s,s:s}}", "filesystem", "name", name, "type", type));
+		if (!(*ev = json_pack("{s:s,s:s}", "name", name, "type", type)))
+			rc = -1;
 	}
 	json_decref(j);
 	return rc;
+}
+
+static int watch_line(struct fop *f, const char *line, size_t len, struct evbuffer *out)
+{
+	struct fs_call *c = fop_ctx(f);
+	json_t *ev;
+	int rc = envd_watch_event(c->path, line, len, &ev);
+
+	if (rc < 0)
+		return -1;
+	if (!ev)
+		return 0; /* a lost-events note has no envelope in envd's stream */
+	c->sent_since_tick = true;
+	return envelope(out, 0, json_pack("{s:o}", "filesystem", ev));
 }
 
 static int watch_end(struct fop *f, struct evbuffer *out)
@@ -511,7 +560,7 @@ static int watch_end(struct fop *f, struct evbuffer *out)
 
 static const struct fop_kind k_watch = {
 	.kind = SESS_KIND_WATCH, .on_header = watch_header, .on_line = watch_line, .on_end = watch_end,
-	.on_error = call_error, .free_ctx = free,
+	.on_error = call_error, .free_ctx = watch_free,
 };
 
 void envd_fs_watch_dir(struct http_req *r)
@@ -531,23 +580,7 @@ void envd_fs_watch_dir(struct http_req *r)
 		free(c);
 		return;
 	}
+	c->ka_every.tv_sec = (time_t)connect_keepalive_s(r->req);
 	fop_run(r, c->sb, &k_watch, (const char *[]){ "watch", c->path, recursive ? "-r" : NULL, NULL }, user_arg(c),
 		c);
-}
-
-/* ---- polled watchers: not yet ---- */
-
-void envd_fs_create_watcher(struct http_req *r)
-{
-	connect_reply_error(r->req, "unimplemented", "CreateWatcher is not implemented yet: use WatchDir");
-}
-
-void envd_fs_get_watcher_events(struct http_req *r)
-{
-	connect_reply_error(r->req, "unimplemented", "GetWatcherEvents is not implemented yet: use WatchDir");
-}
-
-void envd_fs_remove_watcher(struct http_req *r)
-{
-	connect_reply_error(r->req, "unimplemented", "RemoveWatcher is not implemented yet: use WatchDir");
 }

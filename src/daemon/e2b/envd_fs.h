@@ -1,6 +1,6 @@
-/* envd_fs.h -- what envd_fs.c (filesystem.Filesystem) and envd_files.c (GET/POST /files) share:
- * the user a request names, paths resolved as envd resolves them, and the agent's Entry
- * rendered as envd's EntryInfo. */
+/* envd_fs.h -- what envd_fs.c (filesystem.Filesystem), envd_watch.c (its polled watchers) and
+ * envd_files.c (GET/POST /files) share: paths resolved as envd resolves them, the agent's Entry
+ * rendered as envd's EntryInfo, and the agent's watch events as envd's FilesystemEvent. */
 #ifndef SPACE_E2B_ENVD_FS_H
 #define SPACE_E2B_ENVD_FS_H
 
@@ -22,5 +22,11 @@ int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out
 json_t *envd_entry_info(const json_t *e);
 /* Unix seconds as protobuf's JSON Timestamp (RFC 3339, UTC, microseconds) (pure). */
 void envd_rfc3339(double t, char out[40]);
+/* One event line of the agent's watch (docs/design/channels.md) as envd's FilesystemEvent
+ * {name, type}, the name relative to dir (the watched directory as the watch's header line
+ * named it) (pure). 0 with *ev a new reference (NULL: no event envd has a name for), 1 when the
+ * line says the guest's event queue overflowed (events were lost), -1 when it is malformed or
+ * out of memory. */
+int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev);
 
 #endif

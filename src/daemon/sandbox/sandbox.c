@@ -46,6 +46,11 @@ const struct sandbox_rec *sandbox_record(const struct sandbox *sb)
 	return &sb->rec;
 }
 
+const char *sandbox_default_user(const struct sandbox *sb)
+{
+	return sb->tmpl.default_user;
+}
+
 bool sandbox_visible(const struct sandbox_rec *r)
 {
 	return r->role == ROLE_USER;

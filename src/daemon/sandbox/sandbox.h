@@ -55,6 +55,8 @@ bool sandbox_visible(const struct sandbox_rec *r);
 struct sandbox *sandbox_find(struct spaced *d, const char *id);
 /* Its record as the runtime holds it now (valid until the next loop turn). */
 const struct sandbox_rec *sandbox_record(const struct sandbox *sb);
+/* Its template's default user ("" when the template names none). */
+const char *sandbox_default_user(const struct sandbox *sb);
 /* Start-up: load sandboxes and snapshots from the store, adopt surviving
  * QEMUs, fail or finish what was interrupted. */
 int sandbox_reconcile(struct spaced *d, space_err *err);
