@@ -9,6 +9,8 @@ as a user runs it) and measures, sample by sample interleaved so host noise hits
            POST /v2/sandboxes, then envd's process.Process/Start stream
   native   POST /v1/sandboxes, wait for the operation, POST .../sessions with the argv the SDK
            sends (/bin/bash -l -c 'echo x'), attach, the first output byte
+  gVisor   `runsc --network=none --platform=ptrace do echo hi`, spawn -> first byte (the peer a user
+           could pick instead; bench/lifecycle.py's probe and sample), printed beside them.
 Each sandbox is deleted after its sample (not timed). Figures follow bench/stats.py: one warm-up
 sample of each dropped, medians, a tail called p99 only with >= 100 samples (else max), and the
 ratio SDK / native (target: within 1.5x at the median). Also reported: the SDK's create alone
@@ -26,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
 
+import lifecycle  # noqa: E402  (bench/: gVisor's probe and sample)
 import space  # noqa: E402
 import stats  # noqa: E402  (bench/, next to this file)
 
@@ -79,6 +82,7 @@ def main():
     ap.add_argument("--n", type=int, default=10, help="samples of each (after one warm-up of each)")
     ap.add_argument("--template", default="base")
     ap.add_argument("--accel", default="tcg", choices=("tcg", "kvm", "auto"))
+    ap.add_argument("--gvisor", type=int, default=20, help="runsc runs (0: none)")
     args = ap.parse_args()
     if not os.access(NODE, os.X_OK):
         sys.exit(f"{NODE} missing: run `make e2b-test-deps`")
@@ -121,6 +125,16 @@ def main():
         label, worst = stats.tail(xs)
         print(f"{name:<40} {len(xs):>4} {fmt(med):>12} {label + ' ' + fmt(worst):>16}   "
               f"{fmt(b) + ' ' + base_name:<36} {stats.ratio(med, b):>7.2f}x")
+    gv_reason = lifecycle.gvisor_probe() if args.gvisor else "not asked for (--gvisor 0)"
+    if gv_reason:
+        print(f"{'gVisor runsc do echo -> first byte':<40} {'-':>4} {gv_reason}")
+    else:
+        gv = [s["first_byte"] for s in stats.series(lifecycle.gvisor_sample, args.gvisor)]
+        med, b = stats.median(gv), stats.median(rows[0][1])
+        label, worst = stats.tail(gv)
+        print(f"{'gVisor runsc do echo -> first byte':<40} {len(gv):>4} {fmt(med):>12} "
+              f"{label + ' ' + fmt(worst):>16}   {fmt(b) + ' SDK create -> first byte':<36} "
+              f"{stats.ratio(med, b):>7.2f}x")
     r = stats.ratio(stats.median(rows[0][1]), stats.median(rows[0][2]))
     print(f"\nratio = median / baseline median; target: SDK within {TARGET}x of native "
           f"({'met' if r <= TARGET else 'NOT met'}: {r:.2f}x); {stats.WARMUP} warm-up sample of each dropped; "
