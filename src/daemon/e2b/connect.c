@@ -188,7 +188,8 @@ void connect_reply(struct evhttp_request *req, json_t *msg)
 	http_reply_json(req, 200, msg);
 }
 
-static void reply_error_v(struct evhttp_request *req, const char *code, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void reply_error_v(struct evhttp_request *req, const char *code,
+							    const char *fmt, va_list ap)
 {
 	char msg[1024];
 
