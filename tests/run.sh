@@ -5,7 +5,7 @@
 # 2. The HTTP layer over a stub daemon (tests/http/run.sh, ASan, no VMs): its TAP lines
 #    (`ok` / `not ok`) count one each (prints `http: N passed, N failed`).
 # 3. pytest over tests/e2e (and tests/agent when present), results read from a JUnit XML file.
-# 4. The closing line is exactly `N passed, N failed` (totals); the exit status is nonzero if
+# 4. The closing line is `N passed, N failed` (totals), with `, N skipped` added when pytest skipped any; the exit status is nonzero if
 #    anything failed or nothing ran.
 #
 # Environment: SPACE_TEST_TIMEOUT (seconds for the pytest run, default 2400),
@@ -20,6 +20,7 @@ mkdir -p "$results"
 
 passed=0
 failed=0
+skipped=0
 
 # ---- unit tests
 shopt -s nullglob
@@ -115,21 +116,24 @@ try:
 except (OSError, ET.ParseError):
     print("none")
     sys.exit(0)
-ok = bad = 0
+ok = bad = skip = 0
 for case in root.iter("testcase"):
     tags = {child.tag for child in case}
     if tags & {"failure", "error"}:
         bad += 1
     elif "skipped" not in tags:
         ok += 1
-print(ok, bad)
+    else:
+        skip += 1
+print(ok, bad, skip)
 PY
 )
     if [[ $counts == none ]]; then
         echo "pytest: no results (exit $py_rc)"
         failed=$((failed + 1))
     else
-        read -r ok bad <<<"$counts"
+        read -r ok bad skip <<<"$counts"
+        skipped=$((skipped + skip))
         passed=$((passed + ok))
         failed=$((failed + bad))
         # pytest failing with nothing failed in the XML (internal error, interrupted,
@@ -143,5 +147,10 @@ else
     echo "pytest: no test directories"
 fi
 
-echo "$passed passed, $failed failed"
+# A skip is never silent: it is named on the closing line (which still starts `N passed, N failed`).
+if ((skipped)); then
+    echo "$passed passed, $failed failed, $skipped skipped"
+else
+    echo "$passed passed, $failed failed"
+fi
 ((failed == 0 && passed > 0))

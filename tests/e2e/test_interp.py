@@ -148,7 +148,12 @@ def test_matplotlib_figure_is_png(box):
     pngs = [m for m in of(lines, "result") if "png" in m]
     assert len(pngs) == 1, lines
     assert base64.b64decode(pngs[0]["png"]).startswith(b"\x89PNG\r\n\x1a\n")
-    assert not of(lines, "error"), lines
+    assert pngs[0]["is_main_result"] is False
+    assert not of(lines, "error") and not of(lines, "stderr"), lines
+    # A figure as the last expression is the main result, with its png.
+    lines = box.execute("fig = plt.figure()\nfig.add_subplot().plot([1, 2])\nfig")
+    main = [m for m in of(lines, "result") if m["is_main_result"]]
+    assert len(main) == 1 and base64.b64decode(main[0]["png"]).startswith(b"\x89PNG"), lines
 
 
 def test_interrupt(box):
