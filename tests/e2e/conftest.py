@@ -30,8 +30,8 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def own_daemon():
-    """A daemon for this module alone, for tests that restart it or break its VMs.
-    Restart it on the same state dir with own_daemon.restart(signal)."""
+    """A daemon for this module alone, for tests that restart it, break its VMs or count every
+    sandbox it has. Restart it on the same state dir with own_daemon.restart(signal)."""
     d = space.Daemon("spaced-own")
     try:
         d.start()

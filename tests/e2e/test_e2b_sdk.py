@@ -37,17 +37,7 @@ NAMES = node_test_names()
 
 
 @pytest.fixture(scope="module")
-def e2b_daemon():
-    d = space.Daemon("spaced-e2b")
-    try:
-        d.start()
-        yield d
-    finally:
-        d.cleanup()
-
-
-@pytest.fixture(scope="module")
-def suite(e2b_daemon):
+def suite(own_daemon):
     """Runs the node suite once; {name: result}, plus the run's exit status and output."""
     assert os.access(NODE, os.X_OK), f"{NODE} missing: run `make e2b-test-deps` (part of `make test`)"
     os.makedirs(RESULTS, exist_ok=True)
@@ -56,9 +46,9 @@ def suite(e2b_daemon):
         os.unlink(jsonl)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NODE_"))}
     env.update({
-        "E2B_API_URL": e2b_daemon.url,
-        "E2B_SANDBOX_URL": e2b_daemon.data_url,
-        "E2B_API_KEY": e2b_daemon.api_key,
+        "E2B_API_URL": own_daemon.url,
+        "E2B_SANDBOX_URL": own_daemon.data_url,
+        "E2B_API_KEY": own_daemon.api_key,
         "E2B_TEST_RUN": f"pytest-{os.getpid()}",
     })
     argv = [NODE, "--test", "--test-concurrency=2",
@@ -92,11 +82,11 @@ def test_sdk(suite, name):
         pytest.fail(f"{name}:\n{r['error']}", pytrace=False)
 
 
-def test_suite_exits_cleanly(suite, e2b_daemon):
+def test_suite_exits_cleanly(suite, own_daemon):
     """The node run as a whole passed (a failed after() cleanup hook fails it) and every
     sandbox the SDK created is gone."""
     assert suite["rc"] == 0, f"node --test exited {suite['rc']}:\n{suite['output'][-6000:]}"
     unknown = set(suite["results"]) - {n for _, n in NAMES}
     assert not unknown, f"tests reported but not collected here (fix the name regex): {unknown}"
-    left = [sb for sb in e2b_daemon.api.sandboxes() if sb["state"] not in ("deleting", "deleted")]
+    left = [sb for sb in own_daemon.api.sandboxes() if sb["state"] not in ("deleting", "deleted")]
     assert not left, f"sandboxes left behind by the SDK tests: {[(sb['id'], sb['state']) for sb in left]}"

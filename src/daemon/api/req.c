@@ -58,44 +58,26 @@ static int get_str(json_t *body, const char *key, char *out, size_t max, space_e
 	return 0;
 }
 
-static int get_env(json_t *body, const char *key, struct strmap *out, space_err *err)
+int req_string_map(json_t *body, const char *key, bool env, struct strmap *out, space_err *err)
 {
 	json_t *v = json_object_get(body, key), *x;
+	size_t max = env ? SPEC_ENV_MAX : SPEC_META_MAX;
 	const char *k;
 
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_object(v))
 		return err_set(err, EINVAL, "%s must be an object of strings", key);
-	if (json_object_size(v) > SPEC_ENV_MAX)
-		return err_set(err, EINVAL, "%s has more than %d entries", key, SPEC_ENV_MAX);
+	if (json_object_size(v) > max)
+		return err_set(err, EINVAL, "%s has more than %zu entries", key, max);
 	json_object_foreach(v, k, x) {
 		if (!json_is_string(x))
 			return err_set(err, EINVAL, "%s.%.64s must be a string", key, k);
-		if (spec_check_env_entry(key, k, json_string_length(x), err) < 0)
+		if ((env ? spec_check_env_entry(key, k, json_string_length(x), err)
+			 : spec_check_meta_entry(k, json_string_length(x), err)) < 0)
 			return -1;
-		if (strmap_set(out, k, json_string_value(x)) < 0)
-			return err_set(err, ENOMEM, "out of memory");
-	}
-	return 0;
-}
-
-static int get_metadata(json_t *body, struct strmap *out, space_err *err)
-{
-	json_t *v = json_object_get(body, "metadata"), *x;
-	const char *k;
-
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_object(v))
-		return err_set(err, EINVAL, "metadata must be an object of strings");
-	if (json_object_size(v) > SPEC_META_MAX)
-		return err_set(err, EINVAL, "metadata has more than %d entries", SPEC_META_MAX);
-	json_object_foreach(v, k, x) {
-		if (!json_is_string(x))
-			return err_set(err, EINVAL, "metadata.%.64s must be a string", k);
-		if (spec_check_meta_entry(k, json_string_length(x), err) < 0)
-			return -1;
+		if (memchr(json_string_value(x), '\0', json_string_length(x)))
+			return err_set(err, EINVAL, "%s.%.64s must not hold NUL", key, k);
 		if (strmap_set(out, k, json_string_value(x)) < 0)
 			return err_set(err, ENOMEM, "out of memory");
 	}
@@ -175,7 +157,7 @@ int req_create(json_t *body, struct create_req *r, space_err *err)
 	    get_int(body, "memory_mib", SPEC_MEMORY_MIN, SPEC_MEMORY_MAX, &mem, NULL, err) < 0 ||
 	    get_int(body, "timeout_s", 0, SPEC_TIMEOUT_MAX, &timeout, &r->timeout_set, err) < 0 ||
 	    get_on_timeout(body, &r->on_timeout_set, &r->on_timeout, err) < 0 ||
-	    get_env(body, "env", &r->env, err) < 0 || get_metadata(body, &r->metadata, err) < 0 ||
+	    req_string_map(body, "env", true, &r->env, err) < 0 || req_string_map(body, "metadata", false, &r->metadata, err) < 0 ||
 	    (json_object_get(body, "network") && !json_is_null(json_object_get(body, "network")) &&
 	     req_network(json_object_get(body, "network"), &r->network, err) < 0)) {
 		create_req_free(r);
@@ -210,7 +192,7 @@ int req_exec(json_t *body, struct exec_req *r, space_err *err)
 			return err->code ? -1 : err_set(err, ENOMEM, "out of memory");
 		}
 	}
-	if (get_env(body, "env", &r->env, err) < 0 || get_str(body, "cwd", r->cwd, sizeof(r->cwd), err) < 0 ||
+	if (req_string_map(body, "env", true, &r->env, err) < 0 || get_str(body, "cwd", r->cwd, sizeof(r->cwd), err) < 0 ||
 	    spec_check_cwd(r->cwd, err) < 0 || get_str(body, "user", r->user, sizeof(r->user), err) < 0 ||
 	    (r->user[0] && spec_check_user(r->user, err) < 0) ||
 	    get_int(body, "token_ttl_s", 1, SPEC_TOKEN_TTL_MAX, &ttl, NULL, err) < 0)

@@ -3,6 +3,7 @@
 #define SPACE_REQ_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 #include "err.h"
 #include "sandbox/spec.h"
@@ -16,6 +17,9 @@ int req_network(const json_t *policy, json_t **out, space_err *err);
 /* PUT /v1/secrets/{name}: {"value": "..."}; *value points into body. */
 int req_secret(json_t *body, const char **value, size_t *len, space_err *err);
 int req_create(json_t *body, struct create_req *out, space_err *err);
+/* The object of strings at key (absent or null: nothing) into out, each pair checked by the env
+ * rules (env) or the metadata rules, NUL refused; shared by every front end. */
+int req_string_map(json_t *body, const char *key, bool env, struct strmap *out, space_err *err);
 int req_exec(json_t *body, struct exec_req *out, space_err *err);
 /* {"rows":R,"cols":C} (each 1..PROTO_PTY_MAX_DIM; absent: 24 x 80). */
 int req_pty_size(json_t *v, uint16_t *rows, uint16_t *cols, space_err *err);

@@ -38,32 +38,6 @@ static int get_secs(json_t *body, const char *key, long long lo, long long *out,
 	return 0;
 }
 
-/* An object of strings into m, each pair checked by the env or the metadata rules. */
-static int get_map(json_t *body, const char *key, bool env, size_t max, struct strmap *m, space_err *err)
-{
-	json_t *v = json_object_get(body, key), *x;
-	const char *k;
-
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_object(v))
-		return err_set(err, EINVAL, "%s must be an object of strings", key);
-	if (json_object_size(v) > max)
-		return err_set(err, EINVAL, "%s has more than %zu entries", key, max);
-	json_object_foreach(v, k, x) {
-		if (!json_is_string(x))
-			return err_set(err, EINVAL, "%s.%.64s must be a string", key, k);
-		if ((env ? spec_check_env_entry(key, k, json_string_length(x), err)
-			 : spec_check_meta_entry(k, json_string_length(x), err)) < 0)
-			return -1;
-		if (memchr(json_string_value(x), '\0', json_string_length(x)))
-			return err_set(err, EINVAL, "%s.%.64s must not hold NUL", key, k);
-		if (strmap_set(m, k, json_string_value(x)) < 0)
-			return err_set(err, ENOMEM, "out of memory");
-	}
-	return 0;
-}
-
 /* A list of strings (absent or null: NULL); borrowed. */
 static int get_list(const json_t *obj, const char *key, const json_t **out, space_err *err)
 {
@@ -199,8 +173,8 @@ int e2b_req_create(json_t *body, struct create_req *r, space_err *err)
 		r->on_timeout_set = true;
 		r->on_timeout = auto_pause ? ON_TIMEOUT_SUSPEND : ON_TIMEOUT_DELETE;
 	}
-	if (get_map(body, "envVars", true, SPEC_ENV_MAX, &r->env, err) < 0 ||
-	    get_map(body, "metadata", false, SPEC_META_MAX, &r->metadata, err) < 0 ||
+	if (req_string_map(body, "envVars", true, &r->env, err) < 0 ||
+	    req_string_map(body, "metadata", false, &r->metadata, err) < 0 ||
 	    e2b_req_network(internet, json_object_get(body, "network"), false, &r->network, err) < 0) {
 		create_req_free(r);
 		return -1;

@@ -217,18 +217,9 @@ static int add_json(struct evbuffer *out, json_t *j)
 }
 
 /* Stat: {entry} */
-static int stat_end(struct fop *f, struct evbuffer *out)
-{
-	json_t *e = envd_entry_info(fop_header(f));
-
-	return add_json(out, e ? json_pack("{s:o}", "entry", e) : NULL);
-}
-
-static const struct fop_kind k_stat = {
-	.kind = SESS_KIND_FILE, .on_end = stat_end, .on_error = call_error, .free_ctx = free,
-};
-
-void envd_fs_stat(struct http_req *r)
+/* A unary call whose message names one path: the operation `op` on it, with up to two further
+ * arguments (NULL: none). */
+static void path_call(struct http_req *r, const struct fop_kind *k, const char *op, const char *a1, const char *a2)
 {
 	json_t *msg;
 	struct fs_call *c = call_begin(r, false, &msg);
@@ -243,7 +234,23 @@ void envd_fs_stat(struct http_req *r)
 		free(c);
 		return;
 	}
-	fop_run(r, c->sb, &k_stat, (const char *[]){ "stat", path, NULL }, user_arg(c), c);
+	fop_run(r, c->sb, k, (const char *[]){ op, path, a1, a2, NULL }, user_arg(c), c);
+}
+
+static int stat_end(struct fop *f, struct evbuffer *out)
+{
+	json_t *e = envd_entry_info(fop_header(f));
+
+	return add_json(out, e ? json_pack("{s:o}", "entry", e) : NULL);
+}
+
+static const struct fop_kind k_stat = {
+	.kind = SESS_KIND_FILE, .on_end = stat_end, .on_error = call_error, .free_ctx = free,
+};
+
+void envd_fs_stat(struct http_req *r)
+{
+	path_call(r, &k_stat, "stat", NULL, NULL);
 }
 
 /* MakeDir: parents as needed; an existing directory is already_exists (the SDK's false). */
@@ -278,20 +285,7 @@ static const struct fop_kind k_mkdir = {
 
 void envd_fs_make_dir(struct http_req *r)
 {
-	json_t *msg;
-	struct fs_call *c = call_begin(r, false, &msg);
-	char path[ENVD_PATH_MAX + 1];
-	int rc;
-
-	if (!c)
-		return;
-	rc = msg_path(r, c, msg, "path", path);
-	json_decref(msg);
-	if (rc < 0) {
-		free(c);
-		return;
-	}
-	fop_run(r, c->sb, &k_mkdir, (const char *[]){ "mkdir", path, "-", "-p", NULL }, user_arg(c), c);
+	path_call(r, &k_mkdir, "mkdir", "-", "-p");
 }
 
 /* Move: rename (replacing), then the destination's entry from a stat. */
@@ -428,20 +422,7 @@ static const struct fop_kind k_remove = {
 
 void envd_fs_remove(struct http_req *r)
 {
-	json_t *msg;
-	struct fs_call *c = call_begin(r, false, &msg);
-	char path[ENVD_PATH_MAX + 1];
-	int rc;
-
-	if (!c)
-		return;
-	rc = msg_path(r, c, msg, "path", path);
-	json_decref(msg);
-	if (rc < 0) {
-		free(c);
-		return;
-	}
-	fop_run(r, c->sb, &k_remove, (const char *[]){ "remove", path, "-r", NULL }, user_arg(c), c);
+	path_call(r, &k_remove, "remove", "-r", NULL);
 }
 
 /* ---- WatchDir: a server stream of envelopes ---- */

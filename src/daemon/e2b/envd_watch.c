@@ -439,24 +439,33 @@ void envd_fs_create_watcher(struct http_req *r)
 	watcher_pump(x); /* may answer, and free x */
 }
 
-void envd_fs_get_watcher_events(struct http_req *r)
+/* The watcher a GetWatcherEvents or RemoveWatcher request names, or NULL having answered. */
+static struct envd_watcher *watcher_of_request(struct http_req *r)
 {
-	json_t *msg = connect_request(r, false), *events;
+	json_t *msg = connect_request(r, false);
 	struct envd_watcher *x;
 	const char *id;
 
 	if (!msg)
-		return;
+		return NULL;
 	if (!(id = msg_watcher_id(r, msg))) {
 		json_decref(msg);
-		return;
+		return NULL;
 	}
 	x = watcher_find(r, id);
 	json_decref(msg);
-	if (!x) {
+	if (!x)
 		connect_reply_error(r->req, "not_found", "watcher not found");
+	return x;
+}
+
+void envd_fs_get_watcher_events(struct http_req *r)
+{
+	struct envd_watcher *x = watcher_of_request(r);
+	json_t *events;
+
+	if (!x)
 		return;
-	}
 	if (!x->n && x->ended) {
 		char why[sizeof(x->why) + 64];
 
@@ -484,22 +493,10 @@ void envd_fs_get_watcher_events(struct http_req *r)
 
 void envd_fs_remove_watcher(struct http_req *r)
 {
-	json_t *msg = connect_request(r, false);
-	struct envd_watcher *x;
-	const char *id;
+	struct envd_watcher *x = watcher_of_request(r);
 
-	if (!msg)
+	if (!x)
 		return;
-	if (!(id = msg_watcher_id(r, msg))) {
-		json_decref(msg);
-		return;
-	}
-	x = watcher_find(r, id);
-	json_decref(msg);
-	if (!x) {
-		connect_reply_error(r->req, "not_found", "watcher not found");
-		return;
-	}
 	watcher_free(x, NULL, NULL);
 	connect_reply(r->req, json_object());
 }
