@@ -1,4 +1,5 @@
 /* config.c -- spaced settings: defaults, then SPACE_* environment variables, then flags */
+#include <ctype.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -51,7 +52,38 @@ static void usage(FILE *f)
 		"                            (SPACE_DNS_UPSTREAM; default: the host's /etc/resolv.conf)\n"
 		"  --egress-ca-file FILE     CA bundle gateways verify upstream TLS against when they inject\n"
 		"                            credentials (SPACE_EGRESS_CA_FILE; default: the system bundle)\n"
+		"  --store URL               where state lives (SPACE_STORE): sqlite:PATH (default sqlite:<state-dir>/space.db)\n"
+		"                            or postgres://USER@HOST:PORT/DB (a cluster's shared desired state)\n"
+		"  --role all|api|node       what this process does (SPACE_ROLE, default all: everything in one;\n"
+		"                            api: stateless control plane and data-plane router; node: runs VMs)\n"
+		"  --node-id ID              this node's name in the cluster (SPACE_NODE_ID, default: the host name)\n"
+		"  --advertise-url URL       control plane as api processes reach this node (default http://<listen>)\n"
+		"  --advertise-data-url URL  data plane as api processes reach this node (default http://<data-listen>)\n"
+		"  --lease SECONDS           a node's lease; its sandboxes are marked lost when it lapses (default 15)\n"
+		"  --shared-dir DIR          suspend and named snapshots, on storage every node mounts (SPACE_SHARED_DIR,\n"
+		"                            default: the state dir)\n"
 		"  --version, --help\n");
+}
+
+const char *daemon_role_name(enum daemon_role r)
+{
+	switch (r) {
+	case DROLE_API: return "api";
+	case DROLE_NODE: return "node";
+	default: return "all";
+	}
+}
+
+static enum daemon_role parse_role(const char *v, const char *what)
+{
+	if (!strcmp(v, "all"))
+		return DROLE_ALL;
+	if (!strcmp(v, "api"))
+		return DROLE_API;
+	if (!strcmp(v, "node"))
+		return DROLE_NODE;
+	fprintf(stderr, "spaced: %s must be all, api or node\n", what);
+	exit(2);
 }
 
 static void set_str(char *dst, size_t len, const char *v, const char *what)
@@ -73,6 +105,19 @@ static int parse_int(const char *v, const char *what, long lo, long hi)
 		exit(2);
 	}
 	return (int)n;
+}
+
+static bool valid_node_id(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > 63)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '.' ||
+		      id[i] == '-'))
+			return false;
+	return true;
 }
 
 /* <directory of the spaced binary>/../<name> (build/<name> for build/bin/spaced). */
@@ -140,6 +185,14 @@ static void from_env(struct config *cfg)
 		set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), v, "SPACE_EGRESS_CA_FILE");
 	if ((v = getenv("SPACE_POOL")) && *v)
 		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
+	if ((v = getenv("SPACE_STORE")) && *v)
+		set_str(cfg->store_url, sizeof(cfg->store_url), v, "SPACE_STORE");
+	if ((v = getenv("SPACE_ROLE")) && *v)
+		cfg->role = parse_role(v, "SPACE_ROLE");
+	if ((v = getenv("SPACE_NODE_ID")) && *v)
+		set_str(cfg->node_id, sizeof(cfg->node_id), v, "SPACE_NODE_ID");
+	if ((v = getenv("SPACE_SHARED_DIR")) && *v)
+		set_str(cfg->shared_dir, sizeof(cfg->shared_dir), v, "SPACE_SHARED_DIR");
 }
 
 void config_load(struct config *cfg, int argc, char **argv)
@@ -178,6 +231,13 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "dns-upstream", required_argument, NULL, 1006 },
 		{ "egress-ca-file", required_argument, NULL, 1007 },
 		{ "ui-dir", required_argument, NULL, 1008 },
+		{ "store", required_argument, NULL, 1009 },
+		{ "role", required_argument, NULL, 1010 },
+		{ "node-id", required_argument, NULL, 1011 },
+		{ "advertise-url", required_argument, NULL, 1012 },
+		{ "advertise-data-url", required_argument, NULL, 1013 },
+		{ "lease", required_argument, NULL, 1014 },
+		{ "shared-dir", required_argument, NULL, 1015 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -209,6 +269,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->jail = true;
 	cfg->jail_uid_base = 2000000000u;
 	cfg->jail_uid_count = 65536;
+	cfg->lease_s = 15;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -248,6 +309,15 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1006: set_str(cfg->dns_upstream, sizeof(cfg->dns_upstream), optarg, "--dns-upstream"); break;
 		case 1007: set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), optarg, "--egress-ca-file"); break;
 		case 1008: set_str(cfg->ui_dir, sizeof(cfg->ui_dir), optarg, "--ui-dir"); break;
+		case 1009: set_str(cfg->store_url, sizeof(cfg->store_url), optarg, "--store"); break;
+		case 1010: cfg->role = parse_role(optarg, "--role"); break;
+		case 1011: set_str(cfg->node_id, sizeof(cfg->node_id), optarg, "--node-id"); break;
+		case 1012: set_str(cfg->advertise_url, sizeof(cfg->advertise_url), optarg, "--advertise-url"); break;
+		case 1013:
+			set_str(cfg->advertise_data_url, sizeof(cfg->advertise_data_url), optarg, "--advertise-data-url");
+			break;
+		case 1014: cfg->lease_s = parse_int(optarg, "--lease", 2, 3600); break;
+		case 1015: set_str(cfg->shared_dir, sizeof(cfg->shared_dir), optarg, "--shared-dir"); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;
@@ -271,6 +341,18 @@ void config_load(struct config *cfg, int argc, char **argv)
 	}
 	if (!cfg->data_url[0])
 		snprintf(cfg->data_url, sizeof(cfg->data_url), "http://%s", cfg->data_listen);
+	if (!cfg->advertise_url[0])
+		snprintf(cfg->advertise_url, sizeof(cfg->advertise_url), "http://%s", cfg->listen);
+	if (!cfg->advertise_data_url[0])
+		snprintf(cfg->advertise_data_url, sizeof(cfg->advertise_data_url), "http://%s", cfg->data_listen);
+	if (!cfg->node_id[0] && gethostname(cfg->node_id, sizeof(cfg->node_id) - 1) < 0)
+		snprintf(cfg->node_id, sizeof(cfg->node_id), "node");
+	for (char *p = cfg->node_id; *p; p++)
+		*p = (char)tolower((unsigned char)*p);
+	if (!valid_node_id(cfg->node_id)) {
+		fprintf(stderr, "spaced: --node-id must be 1..63 of [a-z0-9.-] (a host name)\n");
+		exit(2);
+	}
 }
 
 int config_read_key_file(struct config *cfg, space_err *err)

@@ -13,6 +13,14 @@
 
 #define SPACE_VERSION "0.1.0"
 
+/* What one spaced process does (docs/design/cluster.md). */
+enum daemon_role {
+	DROLE_ALL,  /* control plane, data plane and VMs in one process (the default) */
+	DROLE_API,  /* stateless front end: control plane, routes data-plane traffic to nodes */
+	DROLE_NODE, /* runs VMs: registers, renews its lease, claims and reconciles its sandboxes */
+};
+const char *daemon_role_name(enum daemon_role r);
+
 struct config {
 	char listen[128];          /* control plane ADDR:PORT (127.0.0.1:7070) */
 	char data_listen[128];     /* data plane ADDR:PORT (127.0.0.1:7071) */
@@ -56,6 +64,14 @@ struct config {
 	/* Egress gateways (docs/design/egress.md): passed to every space-gw. */
 	char dns_upstream[128];    /* --dns-upstream ADDR:PORT ("" = the host's resolv.conf) */
 	char egress_ca_file[PATH_MAX]; /* --egress-ca-file: upstream CA bundle ("" = the system's) */
+	/* Scale-out (docs/design/cluster.md). */
+	char store_url[PATH_MAX + 16]; /* --store sqlite:PATH | postgres://... ("" = sqlite:<state>/space.db) */
+	enum daemon_role role;     /* --role api|node|all (default all) */
+	char node_id[64];          /* --node-id (default: the host name) */
+	char advertise_url[256];   /* --advertise-url: control plane as other processes reach it (default http://<listen>) */
+	char advertise_data_url[256]; /* --advertise-data-url: data plane as api processes reach it (default http://<data-listen>) */
+	int lease_s;               /* --lease: a node's lease; lost when not renewed within it (default 15) */
+	char shared_dir[PATH_MAX]; /* --shared-dir: suspend and named snapshots, on storage every node mounts ("" = state dir) */
 };
 
 /* Event priorities (libevent): client I/O and everything else at the

@@ -27,6 +27,7 @@ enum e2b_state e2b_state_of(enum sb_state s)
 	case SB_DELETING:
 	case SB_DELETED:
 	case SB_FAILED:
+	case SB_LOST:
 	case SB__COUNT:
 		break;
 	}

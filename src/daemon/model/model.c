@@ -17,6 +17,7 @@ static const char *const sb_names[SB__COUNT] = {
 	[SB_RESTORING] = "restoring",   [SB_STOPPING] = "stopping",
 	[SB_STOPPED] = "stopped",       [SB_DELETING] = "deleting",
 	[SB_DELETED] = "deleted",       [SB_FAILED] = "failed",
+	[SB_LOST] = "lost",
 };
 
 static const char *const op_names[OP__COUNT] = {
@@ -180,6 +181,8 @@ static const unsigned sb_next[SB__COUNT] = {
 	[SB_DELETING] = T(SB_DELETED) | T(SB_FAILED),
 	[SB_DELETED] = 0,
 	[SB_FAILED] = T(SB_DELETING),
+	/* its node is gone: only delete (which frees what is left of it) */
+	[SB_LOST] = T(SB_DELETING),
 };
 #undef T
 
@@ -208,6 +211,7 @@ bool sb_state_has_vm(enum sb_state s)
 	case SB_STOPPED:
 	case SB_DELETED:
 	case SB_FAILED:
+	case SB_LOST:
 	case SB__COUNT:
 		break;
 	}

@@ -22,6 +22,9 @@ enum sb_state {
 	SB_DELETING,
 	SB_DELETED,
 	SB_FAILED,
+	/* Its node's lease expired (or its VM is gone with the node): the row is kept with the
+	 * reason in error; only delete leaves it (docs/design/cluster.md). */
+	SB_LOST,
 	SB__COUNT
 };
 const char *sb_state_name(enum sb_state s);
@@ -133,6 +136,11 @@ struct sandbox_rec {
 	uint32_t jail_uid;
 	/* Egress (schema v4): its policy, normalised, secret names only; {} = deny-all. */
 	json_t *network;
+	/* Cluster (schema v7, docs/design/cluster.md): the node that owns it ("" = none: a
+	 * single-node daemon, or a create no node has claimed yet), and the row's generation,
+	 * bumped by the store on every write (read-only for callers). */
+	char node_id[64];
+	int64_t generation;
 };
 
 struct op_rec {

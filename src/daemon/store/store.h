@@ -1,4 +1,5 @@
-/* store.h -- persistent state in SQLite (WAL) under the state directory */
+/* store.h -- persistent state: SQLite (WAL, the single-node default) or PostgreSQL (a cluster's
+ * shared desired state), behind one interface (store_backend.h is the seam; docs/design/store.md) */
 #ifndef SPACE_STORE_H
 #define SPACE_STORE_H
 
@@ -7,10 +8,30 @@
 
 struct store;
 
-/* Opens (creating mode 0600 and migrating the schema as needed) <path>;
+/* Opens (creating mode 0600 and migrating the schema as needed) the SQLite file <path>;
  * refuses a file whose schema is newer than this build knows. */
 int store_open(struct store **out, const char *path, space_err *err);
+/* --store: "sqlite:PATH", or "postgres://..." / "postgresql://..." (a libpq URI). Migrates
+ * the schema as needed (PostgreSQL: under an advisory lock, so that processes starting
+ * together migrate once); refuses a schema newer than this build. EINVAL for another scheme. */
+int store_open_url(struct store **out, const char *url, space_err *err);
 void store_close(struct store *st);
+/* "sqlite" or "postgres". */
+const char *store_backend(const struct store *st);
+/* One round trip (readiness probes): 0 when the database answers. */
+int store_ping(struct store *st, space_err *err);
+
+/* Cluster scope (docs/design/cluster.md). A node sets its id once after opening; from then
+ * on the store acts for that node only:
+ *  - sandbox, op and snapshot puts stamp node_id with it;
+ *  - store_sandbox_put updates a row only while it still belongs to this node and is not
+ *    lost (ESTALE otherwise: another process moved it or marked it lost), a fence against a
+ *    node that lost its lease and does not know it yet;
+ *  - store_sandbox_each, store_op_each_open, store_session_each(NULL, ...) and
+ *    store_snapshot_each return this node's rows only (gets by id see every row).
+ * Without a scope ("", the default: --role all and --role api) every row is seen and puts
+ * keep the node_id the record carries. */
+void store_set_node(struct store *st, const char *node_id);
 
 /* Every function below returns 0, or -1 with err set (ENOENT when a lookup
  * finds nothing; EINVAL for input the store refuses; EAGAIN when the database
@@ -45,8 +66,14 @@ int store_template_get(struct store *st, const char *digest, struct template_rec
  * then creation; the record includes its tags, sorted. */
 int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg, space_err *err);
 
-/* Insert or update in place (the row keeps its place in creation order). */
+/* Insert or update in place (the row keeps its place in creation order). Every write adds one
+ * to the row's generation (the record's generation is ignored). ESTALE: see store_set_node. */
 int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err);
+/* The conditional update: writes s only if the row's generation is still `generation`
+ * (ESTALE otherwise, nothing written); on success *new_generation (may be NULL) is the
+ * row's generation now. */
+int store_sandbox_put_if(struct store *st, const struct sandbox_rec *s, int64_t generation,
+			 int64_t *new_generation, space_err *err);
 int store_sandbox_get(struct store *st, const char *id, struct sandbox_rec *out, space_err *err);
 /* Sandboxes ordered by creation; states: bitmask of 1<<sb_state, 0 = all but deleted. */
 int store_sandbox_each(struct store *st, unsigned states, int (*fn)(const struct sandbox_rec *, void *), void *arg, space_err *err);
@@ -101,6 +128,55 @@ int store_secret_get(struct store *st, const char *name, struct secret_rec *out,
 int store_secret_delete(struct store *st, const char *name, space_err *err);
 int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, void *), void *arg,
 		      space_err *err);
+
+/* ---- cluster (schema v7, docs/design/cluster.md) ---- */
+
+/* A create written as intent by an api process: the sandbox row (state creating, node_id "")
+ * and its pending create operation, in one transaction. intent is what a node needs to act:
+ * {"kind": "create", "request": <the create request body, as validated>}. */
+int store_intent_put(struct store *st, const struct sandbox_rec *s, const struct op_rec *op,
+		     const json_t *intent, space_err *err);
+/* A restore of a suspended sandbox that no node owns (node_id ""): sets the intent
+ * {"kind": "restore"} and writes op (pending), so that any node may claim it. EINVAL when the
+ * sandbox is not suspended or a node owns it. */
+int store_intent_restore(struct store *st, const char *sandbox_id, const struct op_rec *op,
+			 space_err *err);
+/* Claims up to max rows with an intent and no node, oldest first, whose memory_mib fits in
+ * room_mib (each one counted against it in turn), for node_id: sets their node_id, clears
+ * the intent, moves their open operations to node_id too, one transaction. PostgreSQL
+ * locks the candidates with FOR UPDATE SKIP LOCKED, so two nodes claiming at once never
+ * take the same row and never wait for each other. fn is called after the commit with
+ * each claimed record (node_id set) and its intent (lent for the call). */
+int store_claim(struct store *st, const char *node_id, int max, int room_mib,
+		int (*fn)(const struct sandbox_rec *, const json_t *intent, void *), void *arg,
+		space_err *err);
+
+enum node_state { NODE_UP, NODE_LOST, NODE__COUNT };
+const char *node_state_name(enum node_state s);
+int node_state_parse(const char *name);
+
+struct node_rec {
+	char id[64];
+	enum node_state state;
+	char api_url[256];        /* its control plane, as api processes reach it */
+	char data_url[256];       /* its data plane, as api processes reach it */
+	int memory_mib, vcpus;    /* capacity for sandboxes */
+	int used_memory_mib, used_vcpus, sandboxes; /* taken now (as of its last renewal) */
+	int64_t started_ms, renewed_ms, lease_expires_ms;
+};
+/* Registers or renews (upsert; state up). */
+int store_node_put(struct store *st, const struct node_rec *n, space_err *err);
+int store_node_get(struct store *st, const char *id, struct node_rec *out, space_err *err);
+/* Every node, by id. */
+int store_node_each(struct store *st, int (*fn)(const struct node_rec *, void *), void *arg,
+		    space_err *err);
+/* Every node still up whose lease ended before now becomes lost, and in the same
+ * transaction each of its sandboxes: those suspended (their state is on shared storage)
+ * keep their state and lose their node (node_id "", so another node may restore them);
+ * the others not deleted, failed or lost become lost with error "node <id> lost: lease
+ * expired at <ms>" and their open operations fail with that reason. Safe to run from many
+ * processes at once. *nodes and *sandboxes (may be NULL) count what changed. */
+int store_nodes_expire(struct store *st, int64_t now, int *nodes, int *sandboxes, space_err *err);
 
 /* Small key/value table for host facts (accelerator probe result, api key).
  * kv_get: ENOENT for an unknown key, E2BIG if the value and its NUL do not fit
