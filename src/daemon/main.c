@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "cluster/cluster.h"
 #include "e2b/e2b_ctl.h"
 #include "http/http.h"
 #include "keyfile.h"
@@ -242,22 +243,61 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
+	struct spaced *d = arg;
+
 	(void)fd;
 	(void)what;
-	sandbox_tick(arg);
+	if (d->cfg.role != DROLE_API)
+		sandbox_tick(d);
+	cluster_tick(d);
+}
+
+/* An api process: operations finish in other processes, so its long-polls look. */
+static void on_poll(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	ops_poll(arg);
+}
+
+/* What only a process that runs VMs does at start: templates, the accelerator, capacity, and
+ * adopting what outlived the last run. */
+static int start_vms(struct spaced *d, space_err *err)
+{
+	if (templates_import(d, err) < 0)
+		return -1;
+	choose_accel(d);
+	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
+	capacity_init(d);
+	if (!d->cfg.jail)
+		log_warn("--no-jail: QEMU runs as root with the daemon's environment and no seccomp filter; "
+			 "for debugging only, a guest escape owns the host");
+	if (cluster_start(d, err) < 0 || sandbox_reconcile(d, err) < 0 || pools_init(d, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int open_store(struct spaced *d, space_err *err)
+{
+	char url[sizeof(d->cfg.store_url)];
+
+	if (d->cfg.store_url[0])
+		snprintf(url, sizeof(url), "%s", d->cfg.store_url);
+	else
+		snprintf(url, sizeof(url), "sqlite:%s/space.db", d->cfg.state_dir);
+	return store_open_url(&d->store, url, err);
 }
 
 
 static int run(struct spaced *d)
 {
-	char db[PATH_MAX];
-	struct event *sigint, *sigterm;
-	struct timeval one = { 1, 0 };
+	struct event *sigint, *sigterm, *poll = NULL;
+	struct timeval one = { 1, 0 }, fifth = { 0, 200000 };
 	struct http_limits lim;
 	enum key_origin key_origin;
 	space_err err = { 0 };
 
-	if (d->cfg.jail && geteuid() != 0) {
+	if (d->cfg.jail && d->cfg.role != DROLE_API && geteuid() != 0) {
 		err_set(&err, EPERM, "the jail every QEMU runs in needs root (uids, mounts, cgroups); run spaced "
 				     "as root, or with --no-jail for debugging (unsafe)");
 		goto fail;
@@ -265,8 +305,7 @@ static int run(struct spaced *d)
 	/* The key file first: a bad one stops us before anything is made. */
 	if (config_read_key_file(&d->cfg, &err) < 0 || prepare_state_dir(d, &err) < 0)
 		goto fail;
-	snprintf(db, sizeof(db), "%s/space.db", d->cfg.state_dir);
-	if (store_open(&d->store, db, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
+	if (open_store(d, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
 		goto fail;
 	limits_init(&d->cfg);
 	lim = (struct http_limits){ .max_conns = (unsigned)d->cfg.max_conns,
@@ -277,24 +316,26 @@ static int run(struct spaced *d)
 		err_set(&err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (templates_import(d, &err) < 0)
-		goto fail;
-	choose_accel(d);
-	log_info("accelerator: %s (%s)", accel_name(d->accel), d->accel_reason);
-	capacity_init(d);
-	if (!d->cfg.jail)
-		log_warn("--no-jail: QEMU runs as root with the daemon's environment and no seccomp filter; "
-			 "for debugging only, a guest escape owns the host");
-	if (sandbox_reconcile(d, &err) < 0 || pools_init(d, &err) < 0 || api_start(d, &err) < 0 ||
+	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
 		goto fail;
 	d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
 	evtimer_add(d->tick, &one);
+	if (d->cfg.role == DROLE_API) {
+		poll = event_new(d->base, -1, EV_PERSIST, on_poll, d);
+		evtimer_add(poll, &fifth);
+	}
 	sigint = evsignal_new(d->base, SIGINT, on_signal, d);
 	sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);
 	evsignal_add(sigint, NULL);
 	evsignal_add(sigterm, NULL);
-	printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
+	if (d->cfg.role == DROLE_API)
+		printf("SPACE %s is up (role: api, store: %s)\n", SPACE_VERSION, store_backend(d->store));
+	else if (d->cfg.role == DROLE_NODE)
+		printf("SPACE %s is up (role: node %s, accelerator: %s, store: %s)\n", SPACE_VERSION, d->cfg.node_id,
+		       accel_name(d->accel), store_backend(d->store));
+	else
+		printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
 	printf("  control plane: http://%s\n", d->cfg.listen);
 	printf("  data plane:    %s\n", d->cfg.data_url);
 	printf("  state dir:     %s\n", d->cfg.state_dir);
@@ -305,6 +346,8 @@ static int run(struct spaced *d)
 	event_free(sigint);
 	event_free(sigterm);
 	event_free(d->tick);
+	if (poll)
+		event_free(poll);
 	sandbox_shutdown(d);
 	gw_reapers_finish();
 	memimg_forget_all();

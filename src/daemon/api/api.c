@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "api/files.h"
+#include "cluster/cluster.h"
 #include "daemon.h"
 #include "e2b/e2b.h"
 #include "log.h"
@@ -118,6 +119,15 @@ int api_start(struct spaced *d, space_err *err)
 {
 	api_plane.d = d;
 	api_plane.max_body = d->cfg.max_body_bytes > 0 ? (size_t)d->cfg.max_body_bytes : (1u << 20);
+	if (d->cfg.role == DROLE_API) {
+		/* Served from the store, written as intent, or sent to the owning node (cluster.h). */
+		api_plane.routes = cluster_api_routes(api_routes, api_plane.nroutes);
+		if (!api_plane.routes)
+			return err_set(err, ENOMEM, "out of memory");
+		api_plane.stream_routes = NULL;
+		api_plane.nstream_routes = 0;
+		api_plane.max_body = CLUSTER_MAX_BODY;
+	}
 	if (!d->cfg.api_key[0])
 		log_warn("api: no API key is configured; every control-plane request will be refused");
 	d->api_http = http_listen(d->base, d->cfg.listen, &api_plane, err);

@@ -10,6 +10,7 @@
 #include "log.h"
 #include "api/render.h"
 #include "api/files.h"
+#include "cluster/cluster.h"
 #include "api/req.h"
 #include "e2b/e2b.h"
 
@@ -274,6 +275,17 @@ int dataplane_start(struct spaced *d, space_err *err)
 {
 	dp_plane.d = d;
 	dp_plane.max_body = d->cfg.max_stdin_bytes > 0 ? (size_t)d->cfg.max_stdin_bytes : (4u << 20);
+	if (d->cfg.role == DROLE_API) {
+		/* Every route goes to the owning node, which checks the token; bodies are relayed
+		 * whole (no streaming uploads through an api process: CLUSTER_MAX_BODY). */
+		dp_plane.routes = cluster_data_routes(dp_routes, dp_plane.nroutes);
+		if (!dp_plane.routes)
+			return err_set(err, ENOMEM, "out of memory");
+		dp_plane.stream_routes = NULL;
+		dp_plane.nstream_routes = 0;
+		dp_plane.auth = NULL;
+		dp_plane.max_body = CLUSTER_MAX_BODY;
+	}
 	d->data_http = http_listen(d->base, d->cfg.data_listen, &dp_plane, err);
 	return d->data_http ? 0 : err_wrap(err, "data plane");
 }

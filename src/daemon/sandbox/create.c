@@ -32,7 +32,11 @@ int create_prepare(struct spaced *d, const struct create_req *req, struct sandbo
 	if (from->id[0] && ((req->vcpus && req->vcpus != dvcpus) || (req->memory_mib && req->memory_mib != dmem)))
 		return err_set(err, EINVAL, "a sandbox from snapshot %s has its size: %d vcpus, %d MiB", from->id,
 			       dvcpus, dmem);
-	id_new(r->id, "sb-");
+	/* A create a node claimed keeps the id the api process gave it. */
+	if (d->claim_sb_id[0])
+		snprintf(r->id, sizeof(r->id), "%s", d->claim_sb_id);
+	else
+		id_new(r->id, "sb-");
 	snprintf(r->template_ref, sizeof(r->template_ref), "%s", from->id[0] ? from->template_ref : ref);
 	snprintf(r->template_digest, sizeof(r->template_digest), "%s", sb->tmpl.digest);
 	r->vcpus = req->vcpus ? req->vcpus : dvcpus;
@@ -205,7 +209,8 @@ int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_
 			goto out;
 		}
 	}
-	if (role == ROLE_USER && !from.id[0] &&
+	/* A claimed create has its id already: a pool VM (another id) cannot be it. */
+	if (role == ROLE_USER && !from.id[0] && !d->claim_sb_id[0] &&
 	    (pooled = pool_claim(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib))) {
 		claim(pooled, sb);
 		*out = pooled;
@@ -244,4 +249,17 @@ int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbo
 		return -1;
 	sandbox_copy_out(sb, out, op);
 	return 0;
+}
+
+int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const char *sb_id, const char *op_id,
+			   space_err *err)
+{
+	struct sandbox *sb;
+	int rc;
+
+	snprintf(d->claim_sb_id, sizeof(d->claim_sb_id), "%s", sb_id);
+	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
+	rc = sandbox_create_role(d, req, ROLE_USER, &sb, err);
+	d->claim_sb_id[0] = d->claim_op_id[0] = '\0';
+	return rc;
 }

@@ -18,7 +18,13 @@ struct op_waiter {
 int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err)
 {
 	memset(op, 0, sizeof(*op));
-	id_new(op->id, "op-");
+	/* The operation an api process wrote with the intent a node claimed keeps its id. */
+	if (d->claim_op_id[0]) {
+		snprintf(op->id, sizeof(op->id), "%s", d->claim_op_id);
+		d->claim_op_id[0] = '\0';
+	} else {
+		id_new(op->id, "op-");
+	}
 	op->kind = kind;
 	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb_id);
 	op->state = OP_PENDING;
@@ -150,4 +156,26 @@ void op_wait_cancel(struct op_waiter *w)
 	waiter_unlink(w);
 	event_free(w->timer);
 	free(w);
+}
+
+void ops_poll(struct spaced *d)
+{
+	struct op_waiter *w = d->op_waiters, *next;
+	struct op_rec op;
+	space_err err = { 0 };
+
+	for (; w; w = next) {
+		next = w->next;
+		if (store_op_get(d->store, w->id, &op, &err) < 0) {
+			err_clear(&err);
+			continue;
+		}
+		if (op_state_done(op.state)) {
+			/* Firing may free the next waiter too (a callback that cancels another):
+			 * start over from the head after each. */
+			waiter_fire(w, &op);
+			next = d->op_waiters;
+		}
+		op_rec_clear(&op);
+	}
 }

@@ -214,3 +214,19 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 	egress_reconcile(d);
 	return 0;
 }
+
+int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err)
+{
+	struct sandbox_rec out = { 0 };
+	struct op_rec op = { 0 };
+	int rc;
+
+	if (!sandbox_find(d, rec->id) && load_one(rec, d) < 0)
+		return err_set(err, ENOMEM, "out of memory");
+	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
+	rc = sandbox_act(d, rec->id, OPK_RESTORE, &out, &op, err);
+	d->claim_op_id[0] = '\0';
+	sandbox_rec_clear(&out);
+	op_rec_clear(&op);
+	return rc;
+}

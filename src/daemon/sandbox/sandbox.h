@@ -21,6 +21,12 @@
  * snapshot (or of req->snapshot), else a cold boot. */
 int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *sb,
 		   struct op_rec *op, space_err *err);
+/* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
+int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const char *sb_id, const char *op_id,
+			   space_err *err);
+/* A restore a node claimed: a suspended sandbox (rec, as the claim read it) that another node
+ * left, restored here from the shared directory under operation op_id. */
+int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err);
 /* Starts a lifecycle operation on a sandbox: pause, resume, suspend, restore,
  * stop, start or delete (docs/design/lifecycle.md). */
 int sandbox_act(struct spaced *d, const char *id, enum op_kind kind, struct sandbox_rec *sb,
@@ -123,6 +129,9 @@ int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void
 	    struct op_waiter **out, space_err *err);
 /* Cancels a waiter whose cb has not run yet (e.g. the client went away). */
 void op_wait_cancel(struct op_waiter *w);
+/* An api process's operations finish elsewhere: fires the waiters of those the store says
+ * are done (main.c runs it every 200 ms in --role api). */
+void ops_poll(struct spaced *d);
 
 /* ---- sessions (session.c) ---- */
 

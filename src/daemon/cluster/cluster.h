@@ -1,0 +1,41 @@
+/* cluster.h -- many spaced processes over one store (docs/design/cluster.md)
+ *
+ * --role node: registers itself (capacity, addresses) and renews a lease; claims creates and
+ * restores that api processes wrote as intent; reconciles its own rows (the store's node scope).
+ * --role api: serves the control plane from the store, writes creates as intent, and routes
+ * everything about one sandbox (control and data plane) to the node that owns it (http/proxy.h).
+ * Both roles expire the leases of nodes that stopped renewing: their sandboxes become lost, and
+ * suspended ones are freed for any node to restore. --role all does none of this. */
+#ifndef SPACE_CLUSTER_H
+#define SPACE_CLUSTER_H
+
+#include "daemon.h"
+#include "http/http.h"
+
+/* Bodies an api process relays whole (it does not stream uploads: larger ones go to the node's
+ * own listener). */
+#define CLUSTER_MAX_BODY (16u << 20)
+
+/* At start, after the store is open: a node takes its scope and registers. */
+int cluster_start(struct spaced *d, space_err *err);
+/* Every tick (1 s): renewals, claims, expiry. */
+void cluster_tick(struct spaced *d);
+
+/* The route tables of an api process, made from a role-all table: each route is kept (served
+ * from the store), replaced by an intent writer, or replaced by a router to the owning node.
+ * The table is malloc'ed and lives as long as the process. */
+struct http_route *cluster_api_routes(const struct http_route *routes, size_t n);
+struct http_route *cluster_data_routes(const struct http_route *routes, size_t n);
+
+/* Where requests about sandbox sb_id go: its node's control (data=false) or data plane URL.
+ * ENOENT: no such sandbox; EAGAIN: no node owns it (yet, or any more), or its node is lost. */
+int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
+			space_err *err);
+
+/* api role: creates written as intent (intent.c). */
+void cluster_create(struct http_req *r);
+/* api role: restore/wake/connect of a sandbox no node owns becomes a restore intent; one a
+ * node owns goes to that node. */
+void cluster_restore(struct http_req *r);
+
+#endif

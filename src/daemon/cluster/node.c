@@ -1,0 +1,171 @@
+/* node.c -- a node's side of the cluster: its registration and lease, claims of intents, and
+ * the expiry every process runs (cluster.h; docs/design/cluster.md) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/req.h"
+#include "cluster.h"
+#include "log.h"
+#include "sandbox/runtime.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+/* Claims per tick: each one starts a VM on this loop; the next tick takes more. */
+#define CLAIMS_PER_TICK 4
+
+static int node_record(struct spaced *d, struct node_rec *n)
+{
+	struct capacity c;
+	int64_t now = now_ms();
+
+	capacity_get(d, &c);
+	memset(n, 0, sizeof(*n));
+	snprintf(n->id, sizeof(n->id), "%s", d->cfg.node_id);
+	n->state = NODE_UP;
+	snprintf(n->api_url, sizeof(n->api_url), "%s", d->cfg.advertise_url);
+	snprintf(n->data_url, sizeof(n->data_url), "%s", d->cfg.advertise_data_url);
+	n->memory_mib = c.memory_budget_mib;
+	n->vcpus = c.vcpu_budget;
+	n->used_memory_mib = c.memory_used_mib;
+	n->used_vcpus = c.vcpus_used;
+	n->sandboxes = c.running;
+	n->started_ms = d->started_ms;
+	n->renewed_ms = now;
+	n->lease_expires_ms = now + (int64_t)d->cfg.lease_s * 1000;
+	return 0;
+}
+
+static int renew(struct spaced *d, space_err *err)
+{
+	struct node_rec n, was;
+	bool lost = false;
+
+	if (store_node_get(d->store, d->cfg.node_id, &was, err) == 0)
+		lost = was.state == NODE_LOST;
+	err_clear(err);
+	node_record(d, &n);
+	if (store_node_put(d->store, &n, err) < 0)
+		return -1;
+	if (lost)
+		log_error("node %s: this node's lease had expired (was it cut off from the store?): its "
+			  "sandboxes were marked lost and are no longer this node's to change",
+			  d->cfg.node_id);
+	d->lease_renewed_ms = n.renewed_ms;
+	return 0;
+}
+
+int cluster_start(struct spaced *d, space_err *err)
+{
+	if (d->cfg.role != DROLE_NODE)
+		return 0;
+	store_set_node(d->store, d->cfg.node_id);
+	if (renew(d, err) < 0)
+		return err_wrap(err, "registering node %s", d->cfg.node_id);
+	log_info("node %s: registered (control %s, data %s, lease %d s)", d->cfg.node_id, d->cfg.advertise_url,
+		 d->cfg.advertise_data_url, d->cfg.lease_s);
+	return 0;
+}
+
+/* A claimed intent that cannot be acted on: its sandbox and operation fail with why. */
+static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, const char *why)
+{
+	struct sandbox_rec s = *rec;
+	struct op_rec op;
+	space_err err = { 0 };
+
+	log_error("sandbox %s: claimed, but %s", rec->id, why);
+	s.state = SB_FAILED;
+	snprintf(s.error, sizeof(s.error), "%s", why);
+	s.updated_ms = now_ms();
+	if (store_sandbox_put(d->store, &s, &err) < 0)
+		log_error("sandbox %s: %s", rec->id, err.msg);
+	if (store_op_get(d->store, op_id, &op, &err) == 0) {
+		op.state = OP_FAILED;
+		snprintf(op.error, sizeof(op.error), "%s", why);
+		op.updated_ms = now_ms();
+		if (store_op_put(d->store, &op, &err) < 0)
+			log_error("operation %s: %s", op_id, err.msg);
+		op_rec_clear(&op);
+	}
+}
+
+static void claim_create(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, json_t *body)
+{
+	struct create_req req;
+	space_err err = { 0 };
+
+	if (!json_is_object(body) || req_create(body, &req, &err) < 0) {
+		claim_failed(d, rec, op_id, err.msg[0] ? err.msg : "its intent holds no create request");
+		return;
+	}
+	if (sandbox_create_claimed(d, &req, rec->id, op_id, &err) < 0)
+		claim_failed(d, rec, op_id, err.msg);
+	else
+		log_info("sandbox %s: claimed by node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
+	create_req_free(&req);
+}
+
+static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const char *op_id)
+{
+	space_err err = { 0 };
+
+	if (sandbox_restore_claimed(d, rec, op_id, &err) < 0)
+		claim_failed(d, rec, op_id, err.msg);
+	else
+		log_info("sandbox %s: restoring here, on node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
+}
+
+static int on_claim(const struct sandbox_rec *rec, const json_t *intent, void *arg)
+{
+	struct spaced *d = arg;
+	const char *kind = json_string_value(json_object_get(intent, "kind"));
+	const char *op_id = json_string_value(json_object_get(intent, "op"));
+
+	if (!kind || !op_id || !id_valid(op_id, "op-")) {
+		claim_failed(d, rec, op_id && id_valid(op_id, "op-") ? op_id : "", "its intent is malformed");
+		return 0;
+	}
+	if (strcmp(kind, "create") == 0)
+		claim_create(d, rec, op_id, json_object_get(intent, "request"));
+	else if (strcmp(kind, "restore") == 0)
+		claim_restore(d, rec, op_id);
+	else
+		claim_failed(d, rec, op_id, "its intent is of an unknown kind");
+	return 0;
+}
+
+static void node_tick(struct spaced *d, int64_t now)
+{
+	struct capacity c;
+	space_err err = { 0 };
+	int room;
+
+	/* A third of the lease: two renewals may fail before it lapses. */
+	if (now - d->lease_renewed_ms >= (int64_t)d->cfg.lease_s * 1000 / 3 && renew(d, &err) < 0) {
+		log_warn("node %s: renewing the lease: %s", d->cfg.node_id, err.msg);
+		return;
+	}
+	capacity_get(d, &c);
+	room = c.memory_budget_mib - c.memory_used_mib;
+	if (room <= 0 || c.running >= c.max_sandboxes)
+		return;
+	if (store_claim(d->store, d->cfg.node_id, CLAIMS_PER_TICK, room, on_claim, d, &err) < 0)
+		log_warn("node %s: claiming: %s", d->cfg.node_id, err.msg);
+}
+
+void cluster_tick(struct spaced *d)
+{
+	int64_t now = now_ms();
+	space_err err = { 0 };
+	int nodes = 0, sandboxes = 0;
+
+	if (d->cfg.role == DROLE_ALL)
+		return;
+	if (d->cfg.role == DROLE_NODE)
+		node_tick(d, now);
+	if (store_nodes_expire(d->store, now, &nodes, &sandboxes, &err) < 0)
+		log_warn("expiring leases: %s", err.msg);
+	else if (nodes)
+		log_warn("%d node(s) lost (lease expired): %d sandbox(es) marked lost or freed to restore elsewhere",
+			 nodes, sandboxes);
+}

@@ -1,0 +1,201 @@
+/* route.c -- an api process's routes: served here, written as intent, or sent to the node that
+ * owns the sandbox (cluster.h) */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "cluster.h"
+#include "e2b/e2b.h"
+#include "http/proxy.h"
+#include "log.h"
+#include "store/store.h"
+
+int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
+			space_err *err)
+{
+	struct sandbox_rec sb;
+	struct node_rec n;
+
+	if (!id_valid(sb_id, "sb-"))
+		return err_set(err, ENOENT, "no sandbox '%.64s'", sb_id);
+	if (store_sandbox_get(d->store, sb_id, &sb, err) < 0) {
+		if (err->code == ENOENT)
+			err_set(err, ENOENT, "no sandbox '%.64s'", sb_id);
+		return -1;
+	}
+	if (!sb.node_id[0]) {
+		err_set(err, EAGAIN, "sandbox %s is %s and on no node%s", sb_id, sb_state_name(sb.state),
+			sb.state == SB_CREATING ? " yet: wait for its create operation" :
+			sb.state == SB_SUSPENDED ? ": restore it first" : "");
+		sandbox_rec_clear(&sb);
+		return -1;
+	}
+	if (store_node_get(d->store, sb.node_id, &n, err) < 0) {
+		err_wrap(err, "sandbox %s: its node %s", sb_id, sb.node_id);
+		err->code = EAGAIN;
+		sandbox_rec_clear(&sb);
+		return -1;
+	}
+	sandbox_rec_clear(&sb);
+	if (n.state != NODE_UP)
+		return err_set(err, EAGAIN, "sandbox %s: its node %s is %s", sb_id, n.id, node_state_name(n.state));
+	snprintf(url, len, "%s", data ? n.data_url : n.api_url);
+	return 0;
+}
+
+static void route_to(struct http_req *r, const char *sb_id, bool data)
+{
+	char url[256];
+	space_err err = { 0 };
+
+	if (cluster_sandbox_url(r->d, sb_id, data, url, sizeof(url), &err) < 0 ||
+	    http_proxy(r, url, &err) < 0) {
+		if (e2b_api_path(r) || (data && envd_path(r)))
+			e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
+		else
+			http_reply_err(r->req, &err);
+	}
+}
+
+/* /v1/sandboxes/{id}/..., /sandboxes/{id}/... (E2B) on the control plane. */
+static void route_control(struct http_req *r)
+{
+	route_to(r, r->param[0], false);
+}
+
+/* The sandbox a data-plane request is about: a session's, the path's, or E2B's header. */
+static void route_data(struct http_req *r)
+{
+	struct session_rec s;
+	space_err err = { 0 };
+	const char *sb;
+
+	if (envd_path(r)) {
+		sb = evhttp_find_header(evhttp_request_get_input_headers(r->req), "E2b-Sandbox-Id");
+		route_to(r, sb ? sb : "", true);
+		return;
+	}
+	if (r->nseg >= 2 && strcmp(r->seg[1], "sandboxes") == 0) {
+		route_to(r, r->param[0], true);
+		return;
+	}
+	if (!id_valid(r->param[0], "ss-") || store_session_get(r->d->store, r->param[0], &s, &err) < 0) {
+		http_reply_error(r->req, 404, "not_found", "no session '%.64s'", r->param[0]);
+		return;
+	}
+	route_to(r, s.sandbox_id, true);
+	session_rec_clear(&s);
+}
+
+/* E2B's create: no intent form yet; it goes to the node with the most free memory. */
+static int roomiest(const struct node_rec *n, void *arg)
+{
+	struct node_rec *best = arg;
+
+	if (n->state == NODE_UP && (!best->id[0] || n->memory_mib - n->used_memory_mib >
+							      best->memory_mib - best->used_memory_mib))
+		*best = *n;
+	return 0;
+}
+
+static void route_e2b_create(struct http_req *r)
+{
+	struct node_rec best = { 0 };
+	space_err err = { 0 };
+
+	if (store_node_each(r->d->store, roomiest, &best, &err) < 0 || !best.id[0]) {
+		e2b_reply_error(r->req, 503, "%s", err.msg[0] ? err.msg : "no node is up");
+		return;
+	}
+	if (http_proxy(r, best.api_url, &err) < 0)
+		e2b_reply_error(r->req, 502, "%s", err.msg);
+}
+
+/* DELETE /v1/snapshots/{id}: to the node of the sandbox it was taken from (its files are
+ * there, or on the shared directory that node also mounts). */
+static void route_snapshot(struct http_req *r)
+{
+	struct snapshot_rec sn;
+	struct sandbox_rec sb;
+	struct node_rec n;
+	space_err err = { 0 };
+
+	if (store_snapshot_get(r->d->store, r->param[0], &sn, &err) < 0) {
+		http_reply_error(r->req, 404, "not_found", "no snapshot '%.64s'", r->param[0]);
+		return;
+	}
+	if (store_sandbox_get(r->d->store, sn.sandbox_id, &sb, &err) < 0) {
+		http_reply_err(r->req, &err);
+	} else {
+		if (store_node_get(r->d->store, sb.node_id, &n, &err) < 0 || n.state != NODE_UP)
+			http_reply_error(r->req, 503, "unavailable", "snapshot %s: its node '%s' is not up", sn.id,
+					 sb.node_id);
+		else if (http_proxy(r, n.api_url, &err) < 0)
+			http_reply_err(r->req, &err);
+		sandbox_rec_clear(&sb);
+	}
+	snapshot_rec_clear(&sn);
+}
+
+static void not_here(struct http_req *r)
+{
+	http_reply_error(r->req, 400, "bad_request",
+			 "this is an api process (--role api): warm pools are set on each node (--pool, or "
+			 "PUT /v1/templates/{ref}/pool on the node itself)");
+}
+
+/* Routes an api process answers from the store as a single daemon would. */
+static bool served_here(http_handler fn)
+{
+	static const http_handler here[] = {
+		api_info_get,	     api_templates_list, api_templates_get, api_snapshots_list, api_snapshots_get,
+		api_sandboxes_list,  api_sandboxes_get,	 api_operations_get, api_secrets_list,	 api_secrets_put,
+		api_secrets_get,     api_secrets_delete, api_ui_get,	    e2b_list,		e2b_get,
+		e2b_snapshots_list,  e2b_templates_list,
+	};
+
+	for (size_t i = 0; i < sizeof(here) / sizeof(here[0]); i++)
+		if (fn == here[i])
+			return true;
+	return false;
+}
+
+struct http_route *cluster_api_routes(const struct http_route *routes, size_t n)
+{
+	struct http_route *t = calloc(n, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		t[i] = routes[i];
+		if (served_here(routes[i].fn))
+			continue;
+		if (routes[i].fn == api_sandboxes_create)
+			t[i].fn = cluster_create;
+		else if (routes[i].fn == api_sandboxes_restore || routes[i].fn == api_sandboxes_wake ||
+			 routes[i].fn == e2b_resume || routes[i].fn == e2b_connect)
+			t[i].fn = cluster_restore;
+		else if (routes[i].fn == e2b_create)
+			t[i].fn = route_e2b_create;
+		else if (routes[i].fn == api_snapshots_delete)
+			t[i].fn = route_snapshot;
+		else if (routes[i].fn == api_templates_pool)
+			t[i].fn = not_here;
+		else if (strstr(routes[i].pattern, "{}"))
+			t[i].fn = route_control;
+	}
+	return t;
+}
+
+struct http_route *cluster_data_routes(const struct http_route *routes, size_t n)
+{
+	struct http_route *t = calloc(n, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		t[i] = routes[i];
+		t[i].fn = route_data;
+	}
+	return t;
+}
