@@ -135,7 +135,7 @@ def check(value, shape, where="$"):
 
 
 SB_STATES = ("creating", "running", "pausing", "paused", "suspending", "suspended", "restoring",
-             "stopping", "stopped", "deleting", "deleted", "failed")
+             "stopping", "stopped", "deleting", "deleted", "failed", "lost")
 OP_KINDS = ("create", "pause", "resume", "suspend", "restore", "fork", "snapshot", "stop", "start",
             "delete")
 START_KINDS = ("boot", "clone", "pool", "fork")

@@ -44,6 +44,7 @@ static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get },
 	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete },
 	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
+	{ EVHTTP_REQ_GET, "/v1/nodes", api_nodes_list },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/tokens", api_tokens_create },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },

@@ -12,6 +12,8 @@ void api_templates_get(struct http_req *r);
 /* api_sandboxes.c */
 void api_sandboxes_create(struct http_req *r);
 void api_sandboxes_list(struct http_req *r);
+/* GET /v1/nodes (api_nodes.c). */
+void api_nodes_list(struct http_req *r);
 void api_sandboxes_get(struct http_req *r);
 /* api_lifecycle.c: DELETE and POST /v1/sandboxes/{id}/<action> */
 void api_sandboxes_delete(struct http_req *r);

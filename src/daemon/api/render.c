@@ -12,6 +12,11 @@ static json_t *time_or_null(int64_t ms)
 	return json_string(buf);
 }
 
+json_t *render_time(int64_t ms)
+{
+	return time_or_null(ms);
+}
+
 static json_t *str_or_null(const char *s)
 {
 	return s && s[0] ? json_string(s) : json_null();
@@ -49,7 +54,7 @@ json_t *template_to_json(const struct template_rec *t)
 
 json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 {
-	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:o}",
+	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:o,s:o,s:I,s:s,s:o,s:o,s:o,s:o,s:s,s:o,s:o,s:o,s:o,s:o}",
 			      "id", s->id,
 			      "state", sb_state_name(s->state),
 			      "template", s->template_ref,
@@ -72,7 +77,9 @@ json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)
 			      /* What a suspended sandbox costs: the disk its saved state takes. */
 			      "suspended_bytes", int_or_null(s->state == SB_SUSPENDED && saved_bytes >= 0, saved_bytes),
 			      /* Its egress policy: secret names, never values. */
-			      "network", obj_copy(s->network));
+			      "network", obj_copy(s->network),
+			      /* The node that owns it in a cluster (null: one daemon, or not placed yet). */
+			      "node", str_or_null(s->node_id));
 	return j;
 }
 

@@ -149,7 +149,7 @@ static bool served_here(http_handler fn)
 {
 	static const http_handler here[] = {
 		api_info_get,	     api_templates_list, api_templates_get, api_snapshots_list, api_snapshots_get,
-		api_sandboxes_list,  api_sandboxes_get,	 api_operations_get, api_secrets_list,	 api_secrets_put,
+		api_sandboxes_list,  api_sandboxes_get,  api_nodes_list,	 api_operations_get, api_secrets_list,	 api_secrets_put,
 		api_secrets_get,     api_secrets_delete, api_ui_get,	    e2b_list,		e2b_get,
 		e2b_snapshots_list,  e2b_templates_list,
 	};
