@@ -37,5 +37,8 @@ void cluster_create(struct http_req *r);
 /* api role: restore/wake/connect of a sandbox no node owns becomes a restore intent; one a
  * node owns goes to that node. */
 void cluster_restore(struct http_req *r);
+/* api role: delete goes to the owning node; one no live node owns (lost, or never claimed) is
+ * closed in the store. */
+void cluster_delete(struct http_req *r);
 
 #endif

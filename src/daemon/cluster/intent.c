@@ -161,7 +161,7 @@ static void e2b_hold(struct http_req *r, const struct op_rec *op)
 
 void cluster_restore(struct http_req *r)
 {
-	struct sandbox_rec sb;
+	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
 	space_err err = { 0 };
 	char url[256];
@@ -200,6 +200,104 @@ void cluster_restore(struct http_req *r)
 		sb.state = SB_RESTORING;
 		api_reply_accepted(r, &sb, &op);
 	}
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+/* Operations still open on a sandbox closed here fail with why (a create no node claimed). */
+struct close_ops {
+	struct spaced *d;
+	const char *sb_id;
+	const char *why;
+};
+
+static int close_op(const struct op_rec *op, void *arg)
+{
+	struct close_ops *c = arg;
+	struct op_rec o;
+	space_err err = { 0 };
+
+	if (strcmp(op->sandbox_id, c->sb_id) != 0)
+		return 0;
+	op_copy(&o, op);
+	o.state = OP_FAILED;
+	snprintf(o.error, sizeof(o.error), "%s", c->why);
+	o.updated_ms = now_ms();
+	if (store_op_put(c->d->store, &o, &err) < 0)
+		log_error("operation %s: %s", o.id, err.msg);
+	op_rec_clear(&o);
+	return 0;
+}
+
+/* A sandbox no live node owns (lost with its node, or a create not claimed yet) is deleted in
+ * the store alone: there is no VM here to stop, and none left where it was. */
+static int delete_here(struct spaced *d, struct sandbox_rec *sb, struct op_rec *op, space_err *err)
+{
+	struct close_ops c = { d, sb->id, "the sandbox was deleted before a node started it" };
+	int64_t gen = sb->generation;
+
+	if (store_op_each_open(d->store, close_op, &c, err) < 0)
+		return -1;
+	memset(op, 0, sizeof(*op));
+	id_new(op->id, "op-");
+	op->kind = OPK_DELETE;
+	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb->id);
+	op->state = OP_SUCCEEDED;
+	op->created_ms = op->updated_ms = now_ms();
+	sb->state = SB_DELETED;
+	sb->updated_ms = op->updated_ms;
+	/* Conditional: a node that claimed it meanwhile wins (409, try again). */
+	if (store_sandbox_put_if(d->store, sb, gen, NULL, err) < 0) {
+		if (err->code == ESTALE)
+			err_set(err, EBUSY, "sandbox %s changed while it was being deleted: try again", sb->id);
+		return -1;
+	}
+	return store_op_put(d->store, op, err);
+}
+
+static bool node_alive(struct spaced *d, const char *node_id)
+{
+	struct node_rec n;
+	space_err err = { 0 };
+
+	return node_id[0] && store_node_get(d->store, node_id, &n, &err) == 0 && n.state == NODE_UP;
+}
+
+void cluster_delete(struct http_req *r)
+{
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+	char url[256];
+	bool e2b = e2b_api_path(r);
+
+	if (!id_valid(r->param[0], "sb-") || store_sandbox_get(r->d->store, r->param[0], &sb, &err) < 0 ||
+	    sb.state == SB_DELETED || sb.role != ROLE_USER) {
+		sandbox_rec_clear(&sb);
+		if (e2b)
+			e2b_reply_error(r->req, 404, "sandbox %.64s not found", r->param[0]);
+		else
+			http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
+		return;
+	}
+	if (node_alive(r->d, sb.node_id)) {
+		if (cluster_sandbox_url(r->d, sb.id, false, url, sizeof(url), &err) < 0 || http_proxy(r, url, &err) < 0)
+			goto fail;
+	} else if (delete_here(r->d, &sb, &op, &err) < 0) {
+		goto fail;
+	} else if (e2b) {
+		http_reply_empty(r->req, 204);
+	} else {
+		api_reply_accepted(r, &sb, &op);
+	}
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+	return;
+fail:
+	if (e2b)
+		e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
+	else
+		http_reply_err(r->req, &err);
 	sandbox_rec_clear(&sb);
 	op_rec_clear(&op);
 }

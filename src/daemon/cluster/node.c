@@ -145,12 +145,23 @@ static void node_tick(struct spaced *d, int64_t now)
 		log_warn("node %s: renewing the lease: %s", d->cfg.node_id, err.msg);
 		return;
 	}
-	capacity_get(d, &c);
-	room = c.memory_budget_mib - c.memory_used_mib;
-	if (room <= 0 || c.running >= c.max_sandboxes)
-		return;
-	if (store_claim(d->store, d->cfg.node_id, CLAIMS_PER_TICK, room, on_claim, d, &err) < 0)
-		log_warn("node %s: claiming: %s", d->cfg.node_id, err.msg);
+	/* One at a time: a VM takes its memory and an overhead the store does not count. */
+	for (int i = 0; i < CLAIMS_PER_TICK; i++) {
+		int before;
+
+		capacity_get(d, &c);
+		room = c.memory_budget_mib - c.memory_used_mib - capacity_overhead_mib();
+		if (room <= 0 || c.running >= c.max_sandboxes)
+			return;
+		before = c.running;
+		if (store_claim(d->store, d->cfg.node_id, 1, room, on_claim, d, &err) < 0) {
+			log_warn("node %s: claiming: %s", d->cfg.node_id, err.msg);
+			return;
+		}
+		capacity_get(d, &c);
+		if (c.running == before)
+			return; /* nothing claimed (or it failed): the next tick looks again */
+	}
 }
 
 void cluster_tick(struct spaced *d)

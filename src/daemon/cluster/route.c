@@ -175,6 +175,8 @@ struct http_route *cluster_api_routes(const struct http_route *routes, size_t n)
 		else if (routes[i].fn == api_sandboxes_restore || routes[i].fn == api_sandboxes_wake ||
 			 routes[i].fn == e2b_resume || routes[i].fn == e2b_connect)
 			t[i].fn = cluster_restore;
+		else if (routes[i].fn == api_sandboxes_delete || routes[i].fn == e2b_kill)
+			t[i].fn = cluster_delete;
 		else if (routes[i].fn == e2b_create)
 			t[i].fn = route_e2b_create;
 		else if (routes[i].fn == api_snapshots_delete)

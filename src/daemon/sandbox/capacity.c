@@ -96,3 +96,8 @@ int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib
 			       snap_kind_name(kind), memory_mib, (long long)avail, dir);
 	return 0;
 }
+
+int capacity_overhead_mib(void)
+{
+	return VM_OVERHEAD_MIB;
+}

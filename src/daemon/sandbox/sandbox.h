@@ -106,6 +106,8 @@ void capacity_get(struct spaced *d, struct capacity *c);
  * short. */
 int capacity_admit(struct spaced *d, int vcpus, int memory_mib, int count, space_err *err);
 void capacity_init(struct spaced *d);
+/* What each VM takes beyond its guest memory (counted by capacity_get). */
+int capacity_overhead_mib(void);
 /* Room where a snapshot of this kind and guest size would be written? */
 int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib, space_err *err);
 
