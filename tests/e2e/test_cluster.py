@@ -142,36 +142,19 @@ def test_exec_through_the_other_api_streams_from_the_owning_node(cluster):
         assert r.stdout == f"out-{name}\n".encode() and r.stderr == f"err-{name}\n".encode(), r
 
 
-def test_a_killed_node_has_its_sandboxes_marked_lost_and_the_others_keep_running(cluster):
-    per_node = cluster.spread
-    victim = cluster.nodes["n3"]
-    victim.kill()
+def test_deletes_through_an_api_free_room_on_the_nodes(cluster):
+    """Keep two sandboxes per node; the rest go (through an api, routed to each owner)."""
     api = cluster.apis[0].api
-    deadline = time.monotonic() + LEASE_S * 3 + 10
-    while True:
-        states = {s: api.sandbox(s)["state"] for s in per_node["n3"]}
-        if all(v == "lost" for v in states.values()):
-            break
-        assert time.monotonic() < deadline, f"not marked lost: {states}"
-        time.sleep(0.5)
-    sb = api.sandbox(per_node["n3"][0])
-    assert "n3" in sb["error"] and "lease" in sb["error"], sb
-    nodes = {n["id"]: n for n in api.call("GET", "/v1/nodes", {"nodes": list})["nodes"]}
-    assert nodes["n3"]["state"] == "lost" and nodes["n1"]["state"] == "up"
-    # The other nodes' sandboxes never noticed.
-    for name in ("n1", "n2"):
-        for sb_id in per_node[name]:
-            assert api.sandbox(sb_id)["state"] == "running"
-        r = cluster.apis[1].api.run(per_node[name][-1], ["echo", "still-here"])
-        assert r.exit_code == 0 and r.stdout == b"still-here\n", r
-    # A lost sandbox answers clearly, and delete frees it.
-    resp = api.raw("POST", f"/v1/sandboxes/{per_node['n3'][0]}/sessions", {"argv": ["true"]})
-    assert resp.status == 503, (resp.status, resp.body)
-    # Delete needs no node: the record is closed (what is left of the VM went with its node).
-    lost = per_node["n3"][0]
-    got = api.wait_op(api.delete_sandbox(lost)[1]["id"])
-    assert got["state"] == "succeeded", got
-    assert api.sandbox(lost)["state"] == "deleted"
+    ops = []
+    for name, ids in cluster.spread.items():
+        for sb_id in ids[2:]:
+            ops.append((sb_id, api.delete_sandbox(sb_id)[1]["id"]))
+        cluster.spread[name] = ids[:2]
+    for sb_id, op_id in ops:
+        got = cluster.apis[1].api.wait_op(op_id)
+        assert got["state"] == "succeeded", got
+        assert api.sandbox(sb_id)["state"] == "deleted"
+        assert not space.qemu_pids(sb_id), f"QEMU of deleted {sb_id} still runs"
 
 
 def test_postgres_restart_under_load_loses_no_operation(cluster):
@@ -200,3 +183,65 @@ def test_postgres_restart_under_load_loses_no_operation(cluster):
     # Those refused while it was down were refused clearly (503), never half-made.
     for e in errors:
         assert "503" in e, e
+
+
+def test_a_suspended_sandbox_is_restored_on_another_node_with_its_files_and_processes(cluster):
+    api = cluster.apis[0].api
+    sb_id = cluster.spread["n2"][0]
+    r = api.run(sb_id, ["sh", "-c", "echo kept > /root/mark; sleep 100000 >/dev/null 2>&1 & echo $!"])
+    assert r.exit_code == 0, r
+    pid = r.stdout.decode().strip()
+    sb = api.do(sb_id, "suspend")
+    assert sb["state"] == "suspended" and sb["node"] == "n2", sb
+    # n2 goes away (SIGTERM: its running VMs stay, but it stops renewing): once its lease
+    # lapses its suspended sandbox belongs to no node, and any node may restore it.
+    cluster.nodes["n2"].stop()
+    deadline = time.monotonic() + LEASE_S * 3 + 10
+    while api.sandbox(sb_id)["node"] is not None:
+        assert time.monotonic() < deadline, api.sandbox(sb_id)
+        time.sleep(0.5)
+    assert api.sandbox(sb_id)["state"] == "suspended"
+    sb = cluster.apis[1].api.do(sb_id, "restore")
+    assert sb["state"] == "running" and sb["node"] in ("n1", "n3"), sb
+    r = api.run(sb_id, ["sh", "-c", f"cat /root/mark; kill -0 {pid} && echo alive"])
+    assert r.exit_code == 0 and r.stdout == b"kept\nalive\n", r
+    # n2's running sandbox was lost with it.
+    other = cluster.spread["n2"][1]
+    assert api.sandbox(other)["state"] == "lost", api.sandbox(other)
+    cluster.spread["n2"] = []
+    cluster.restored = (sb_id, sb["node"])
+
+
+def test_a_killed_node_has_its_sandboxes_marked_lost_and_the_others_keep_running(cluster):
+    api = cluster.apis[0].api
+    by_node = {}
+    for sb in api.sandboxes():
+        if sb["state"] == "running":
+            by_node.setdefault(sb["node"], []).append(sb["id"])
+    victims, others = by_node.get("n3", []), by_node.get("n1", [])
+    assert victims and others, by_node
+    cluster.nodes["n3"].kill()
+    deadline = time.monotonic() + LEASE_S * 3 + 10
+    while True:
+        states = {s: api.sandbox(s)["state"] for s in victims}
+        if all(v == "lost" for v in states.values()):
+            break
+        assert time.monotonic() < deadline, f"not marked lost: {states}"
+        time.sleep(0.5)
+    sb = api.sandbox(victims[0])
+    assert "n3" in sb["error"] and "lease" in sb["error"], sb
+    nodes = {n["id"]: n for n in api.call("GET", "/v1/nodes", {"nodes": list})["nodes"]}
+    assert nodes["n3"]["state"] == "lost" and nodes["n1"]["state"] == "up", nodes
+    # The other node's sandboxes never noticed.
+    for sb_id in others:
+        assert api.sandbox(sb_id)["state"] == "running"
+    r = cluster.apis[1].api.run(others[-1], ["echo", "still-here"])
+    assert r.exit_code == 0 and r.stdout == b"still-here\n", r
+    # A lost sandbox answers clearly, through either api.
+    resp = cluster.apis[1].api.raw("POST", f"/v1/sandboxes/{victims[0]}/sessions", {"argv": ["true"]})
+    assert resp.status == 503, (resp.status, resp.body)
+    assert "lost" in resp.json["error"]["message"], resp.json
+    # Delete needs no node: the record is closed (what was left of the VM went with its node).
+    got = api.wait_op(api.delete_sandbox(victims[0])[1]["id"])
+    assert got["state"] == "succeeded", got
+    assert api.sandbox(victims[0])["state"] == "deleted"

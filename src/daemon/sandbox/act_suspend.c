@@ -47,6 +47,14 @@ bool act_suspend_vm_exited(struct sandbox *sb)
 {
 	if (sb->capture || !sb->op.id[0] || sb->op.kind != OPK_SUSPEND || op_state_done(sb->op.state))
 		return false;
+	/* A node with a shared directory: its disk too, so that any node can restore it (its
+	 * memory and devices are there already: path_snapshot_dir). Without it, only here. */
+	if (sb->d->cfg.shared_dir[0]) {
+		space_err err = { 0 };
+
+		if (disk_share(sb->d, &sb->rec, &err) < 0)
+			log_warn("sandbox %s: %s; it can be restored on this node only", sb->rec.id, err.msg);
+	}
 	lifecycle_done(sb, NULL);
 	return true;
 }

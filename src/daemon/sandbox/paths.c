@@ -57,6 +57,9 @@ void path_snapshot_dir(const struct spaced *d, enum snap_kind kind, const char *
 {
 	if (kind == SNAP_READY || kind == SNAP_FORK)
 		snprintf(out, PATH_MAX, "/dev/shm/space-%s/snapshots/%s", d->state_tag, sn_id);
+	else if (kind == SNAP_SUSPEND && d->cfg.shared_dir[0])
+		/* restorable by any node of a cluster (docs/design/cluster.md) */
+		snprintf(out, PATH_MAX, "%s/snapshots/%s", d->cfg.shared_dir, sn_id);
 	else
 		snprintf(out, PATH_MAX, "%s/snapshots/%s", d->cfg.state_dir, sn_id);
 }

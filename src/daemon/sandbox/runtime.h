@@ -120,8 +120,8 @@ void sandbox_copy_out(const struct sandbox *sb, struct sandbox_rec *out, struct 
 struct spec_bufs {
 	char run_dir[PATH_MAX], sock_dir[PATH_MAX], kernel[PATH_MAX];
 	char image[PATH_MAX], state[PATH_MAX], jail_dir[PATH_MAX];
-	char disks[PATH_MAX], images[PATH_MAX];
-	const char *layer_dirs[3];
+	char disks[PATH_MAX], images[PATH_MAX], shared[PATH_MAX];
+	const char *layer_dirs[4];
 };
 void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b);
 /* The uid sb's next QEMU runs as: its own if still free, else the lowest
@@ -274,6 +274,9 @@ void disk_new_path(struct spaced *d, char out[PATH_MAX]);
  * file is a template image or a frozen layer). */
 int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space_err *err);
 /* The template's seed overlay, made once (qemu-img) next to its image. */
+/* --shared-dir (a node of a cluster): a suspended sandbox's disk, its whole chain, copied into
+ * one layer under <shared>/disks so that any node can restore it; r->disk names the copy. */
+int disk_share(struct spaced *d, struct sandbox_rec *r, space_err *err);
 int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err);
 /* Deletes layers no sandbox or snapshot reaches through its backing chain. */
 void disks_gc(struct spaced *d);

@@ -160,6 +160,12 @@ void sandbox_spec(struct sandbox *sb, struct vm_spec *spec, struct spec_bufs *b)
 	b->layer_dirs[0] = b->disks;
 	b->layer_dirs[1] = b->images;
 	b->layer_dirs[2] = NULL;
+	/* A node of a cluster: disks of suspended sandboxes, restorable by any node. */
+	if (d->cfg.shared_dir[0]) {
+		snprintf(b->shared, sizeof(b->shared), "%s/disks", d->cfg.shared_dir);
+		b->layer_dirs[2] = b->shared;
+		b->layer_dirs[3] = NULL;
+	}
 	spec->layer_dirs = b->layer_dirs;
 	spec->cgroup_scope = geteuid() == 0 ? d->cgroup_scope : NULL;
 }
