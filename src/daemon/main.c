@@ -316,6 +316,9 @@ static int run(struct spaced *d)
 		err_set(&err, ENOMEM, "out of memory");
 		goto fail;
 	}
+	if (d->cfg.role == DROLE_API)
+		snprintf(d->accel_reason, sizeof(d->accel_reason),
+			 "an api process runs no VMs: each node has its own (GET /v1/nodes)");
 	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
 		goto fail;

@@ -10,7 +10,9 @@ restarting under load loses no operation."""
 
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -44,6 +46,8 @@ class Cluster:
     def start(self):
         url = self.pg.start()
         self.url = url
+        # Storage every node mounts: suspended sandboxes' memory and disks.
+        self.shared = tempfile.mkdtemp(prefix="space-shared-")
         self.apis = [self._own(space.Daemon(f"api{i}", extra_args=["--role", "api", "--store", url]))
                      for i in (1, 2)]
         for i, (name, slots) in enumerate(SLOTS.items()):
@@ -52,7 +56,7 @@ class Cluster:
                     # clients stream through an api process, not from the node itself
                     "--data-url", self.apis[0].data_url,
                     "--jail-uid-base", str(2000000000 + (i + 1) * 100000),
-                    "--jail-uid-count", "65536"]
+                    "--jail-uid-count", "65536", "--shared-dir", self.shared]
             d = self._own(space.Daemon(f"node-{name}", extra_args=args))
             d.extra_args += ["--advertise-url", d.url, "--advertise-data-url", d.data_url]
             self.nodes[name] = d
@@ -75,6 +79,8 @@ class Cluster:
             self.pg.stop()
         except Exception as e:  # noqa: BLE001 - a teardown failure must fail the test
             problems.append(f"postgres: {e!r}")
+        if self.shared:
+            shutil.rmtree(self.shared, ignore_errors=True)
         assert not problems, "\n".join(problems)
 
 

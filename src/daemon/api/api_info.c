@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "cluster/cluster.h"
+#include "store/store.h"
 #include "e2b/e2b_ctl.h"
 #include "sandbox/sandbox.h"
 
@@ -15,10 +17,13 @@ void api_info_get(struct http_req *r)
 	struct capacity c;
 	char e2b_api[160];
 
-	capacity_get(d, &c);
+	if (d->cfg.role == DROLE_API)
+		cluster_capacity(d, &c);
+	else
+		capacity_get(d, &c);
 	e2b_api_url(d->cfg.listen, e2b_api, sizeof(e2b_api));
 	http_reply_json(r->req, 200,
-			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s}}",
+			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s},s:s,s:s,s:s?}",
 				  "version", SPACE_VERSION,
 				  "accelerator", accel_name(d->accel),
 				  "accelerator_reason", d->accel_reason,
@@ -35,5 +40,9 @@ void api_info_get(struct http_req *r)
 				  "tmpfs_free_mib", (json_int_t)c.tmpfs_free_mib,
 				  "uptime_s", (json_int_t)(up > 0 ? up : 0),
 				  /* What E2B's SDKs take as E2B_API_URL and E2B_SANDBOX_URL. */
-				  "e2b", "api_url", e2b_api, "sandbox_url", d->cfg.data_url));
+				  "e2b", "api_url", e2b_api, "sandbox_url", d->cfg.data_url,
+				  /* Scale-out (docs/design/cluster.md): what this process is. */
+				  "role", daemon_role_name(d->cfg.role),
+				  "store", store_backend(d->store),
+				  "node", d->cfg.role == DROLE_NODE ? d->cfg.node_id : NULL));
 }

@@ -21,6 +21,11 @@ int cluster_start(struct spaced *d, space_err *err);
 /* Every tick (1 s): renewals, claims, expiry. */
 void cluster_tick(struct spaced *d);
 
+/* What the nodes that are up have and use, summed (as of their last renewals): GET /v1/info
+ * on an api process. */
+struct capacity;
+void cluster_capacity(struct spaced *d, struct capacity *c);
+
 /* The route tables of an api process, made from a role-all table: each route is kept (served
  * from the store), replaced by an intent writer, or replaced by a router to the owning node.
  * The table is malloc'ed and lives as long as the process. */

@@ -180,3 +180,27 @@ void cluster_tick(struct spaced *d)
 		log_warn("%d node(s) lost (lease expired): %d sandbox(es) marked lost or freed to restore elsewhere",
 			 nodes, sandboxes);
 }
+
+static int add_capacity(const struct node_rec *n, void *arg)
+{
+	struct capacity *c = arg;
+
+	if (n->state != NODE_UP)
+		return 0;
+	c->memory_budget_mib += n->memory_mib;
+	c->memory_used_mib += n->used_memory_mib;
+	c->vcpu_budget += n->vcpus;
+	c->vcpus_used += n->used_vcpus;
+	c->running += n->sandboxes;
+	return 0;
+}
+
+void cluster_capacity(struct spaced *d, struct capacity *c)
+{
+	space_err err = { 0 };
+
+	memset(c, 0, sizeof(*c));
+	c->max_sandboxes = d->cfg.max_sandboxes;
+	if (store_node_each(d->store, add_capacity, c, &err) < 0)
+		log_warn("cluster capacity: %s", err.msg);
+}
