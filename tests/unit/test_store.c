@@ -1,4 +1,7 @@
-/* test_store.c -- the SQLite store: round trips, tags moving, filters, reopen, errors */
+/* test_store.c -- the store's contract (store.h), run against a fresh SQLite file per case and,
+ * when SPACE_TEST_STORE_PG names a PostgreSQL URL, the same cases against that database; then
+ * what only SQLite has: its file, its PRAGMAs, migrations from old files, reopening */
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -7,6 +10,7 @@
 #include "daemon/store/store.h"
 #include "daemon/store/store_sql.h" /* internals: PRAGMAs and corrupting rows on purpose */
 #include "harness.h"
+#include "store_pg_reset.h"
 
 static char dir[256], db_path[300];
 
@@ -536,7 +540,7 @@ static int pragma_int(struct store *st, const char *sql)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 
-	if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK ||
+	if (sqlite3_prepare_v2(sq_db(st), sql, -1, &s, NULL) != SQLITE_OK ||
 	    sqlite3_step(s) != SQLITE_ROW)
 		return -1;
 	return sqlite3_column_int(s, 0);
@@ -546,7 +550,7 @@ static bool pragma_is(struct store *st, const char *sql, const char *want)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 
-	return sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK &&
+	return sqlite3_prepare_v2(sq_db(st), sql, -1, &s, NULL) == SQLITE_OK &&
 	       sqlite3_step(s) == SQLITE_ROW &&
 	       !strcmp((const char *)sqlite3_column_text(s, 0), want);
 }
@@ -610,7 +614,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 6, "schema version 6");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 7, "schema version 7");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -631,14 +635,14 @@ static void test_reopen(void)
 	      "kv survives");
 
 	/* a row the daemon did not write: errors, not crashes */
-	sqlite3_exec(st->db, "UPDATE sandboxes SET env = '{\"K\":' WHERE id = '" SB1 "'", 0, 0, 0);
+	sqlite3_exec(sq_db(st), "UPDATE sandboxes SET env = '{\"K\":' WHERE id = '" SB1 "'", 0, 0, 0);
 	CHECK(store_sandbox_get(st, SB1, &s, &err) < 0 && err.code == EIO &&
 		      strstr(err.msg, "column env holds bad JSON"),
 	      "bad JSON in a row: EIO (%s)", err.msg);
 	CHECK(store_sandbox_each(st, 0, list_sb, &(struct listing){ 0 }, &err) < 0 &&
 		      err.code == EIO,
 	      "... also while listing");
-	sqlite3_exec(st->db,
+	sqlite3_exec(sq_db(st),
 		     "UPDATE sandboxes SET env = NULL, state = 'frozen' WHERE id = '" SB1 "'", 0, 0,
 		     0);
 	CHECK(store_sandbox_get(st, SB1, &s, &err) < 0 && err.code == EIO &&
@@ -646,7 +650,7 @@ static void test_reopen(void)
 	      "unknown state in a row: EIO (%s)", err.msg);
 
 	/* a schema from the future is refused, not clobbered */
-	sqlite3_exec(st->db, "PRAGMA user_version = 99", 0, 0, 0);
+	sqlite3_exec(sq_db(st), "PRAGMA user_version = 99", 0, 0, 0);
 	store_close(st);
 	st = NULL;
 	CHECK(store_open(&st, db_path, &err) < 0 && strstr(err.msg, "newer"),
@@ -766,11 +770,14 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 6, "now at version 6");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 7, "now at version 7");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
-		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0,
+		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0 &&
+		      !s.node_id[0] && s.generation == 0,
 	      "a v1 sandbox reads back with the new fields' defaults (%s)", err.msg);
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && store_sandbox_put_if(st, &s, 1, NULL, &err) == 0,
+	      "its first write makes generation 1, a put_if at 1 goes through %s", err.msg);
 	sandbox_rec_clear(&s);
 	CHECK(store_op_get(st, "op-0000000000000009", &o, &err) == 0 && o.kind == OPK_CREATE && !o.result,
 	      "a v1 operation reads back, without a result");
@@ -780,13 +787,18 @@ static void test_migrate_v1(void)
 
 static void rm_tree(void)
 {
-	static const char *const names[] = { "state.db", "state.db-wal", "state.db-shm" };
-	char p[400];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char p[600];
 
-	for (size_t i = 0; i < 3; i++) {
-		snprintf(p, sizeof(p), "%s/%s", dir, names[i]);
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
 		unlink(p);
 	}
+	if (d)
+		closedir(d);
 	rmdir(dir);
 }
 
@@ -833,25 +845,555 @@ static void test_tokens_and_kinds(struct store *st)
 	session_rec_clear(&r);
 }
 
-int main(void)
+/* ---- the cluster (schema v7): generations, the node scope and its fence, intents, claims,
+ * nodes and leases ---- */
+
+#define N1 "node-1"
+#define N2 "node-2"
+
+/* A sandbox of `mib` MiB in `state`, owned by `node` as the record says. */
+static int put_sb(struct store *st, const char *id, enum sb_state state, const char *node,
+		  int mib, int64_t created)
 {
-	struct store *st = NULL;
+	struct sandbox_rec s;
 	space_err err = { 0 };
-	const char *tmp = getenv("TMPDIR");
-	struct stat sb;
+	int rc;
 
-	snprintf(dir, sizeof(dir), "%s/test_store.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(dir))
-		SKIP_ALL("no temp dir");
-	snprintf(db_path, sizeof(db_path), "%s/state.db", dir);
+	sandbox(&s, id, state, created);
+	s.memory_mib = mib;
+	snprintf(s.node_id, sizeof(s.node_id), "%s", node);
+	rc = store_sandbox_put(st, &s, &err);
+	if (rc < 0)
+		NOTE("put %s: %s", id, err.msg);
+	sandbox_rec_clear(&s);
+	return rc;
+}
 
-	CHECK(store_open(&st, "/nonexistent/dir/state.db", &err) < 0 &&
-		      strstr(err.msg, "/nonexistent/dir/state.db"),
-	      "open in a missing directory fails with the path: %s", err.msg);
+static int64_t generation_of(struct store *st, const char *id)
+{
+	struct sandbox_rec s;
+	space_err err = { 0 };
+	int64_t g;
+
+	if (store_sandbox_get(st, id, &s, &err) < 0)
+		return -1;
+	g = s.generation;
+	sandbox_rec_clear(&s);
+	return g;
+}
+
+static const char *node_of(struct store *st, const char *id)
+{
+	static char buf[64];
+	struct sandbox_rec s;
+	space_err err = { 0 };
+
+	if (store_sandbox_get(st, id, &s, &err) < 0)
+		return "(none)";
+	snprintf(buf, sizeof(buf), "%s", s.node_id);
+	sandbox_rec_clear(&s);
+	return buf;
+}
+
+static enum sb_state state_of(struct store *st, const char *id)
+{
+	struct sandbox_rec s;
+	space_err err = { 0 };
+	enum sb_state v;
+
+	if (store_sandbox_get(st, id, &s, &err) < 0)
+		return SB__COUNT;
+	v = s.state;
+	sandbox_rec_clear(&s);
+	return v;
+}
+
+static void put_op(struct store *st, const char *id, const char *sb, enum op_state state,
+		   int64_t created)
+{
+	struct op_rec o;
+	space_err err = { 0 };
+
+	op(&o, id, state, created);
+	snprintf(o.sandbox_id, sizeof(o.sandbox_id), "%s", sb);
+	if (store_op_put(st, &o, &err) < 0)
+		NOTE("put op %s: %s", id, err.msg);
+}
+
+static const char *open_ops(struct store *st)
+{
+	static struct listing l;
+	static space_err err;
+
+	memset(&l, 0, sizeof(l));
+	if (store_op_each_open(st, list_op, &l, &err) < 0)
+		return err.msg;
+	return l.seen;
+}
+
+/* Every write bumps the generation; the record's own generation is ignored. */
+static void case_generation(struct store *st)
+{
+	struct sandbox_rec s, got;
+	space_err err = { 0 };
+
+	sandbox(&s, SB1, SB_RUNNING, 100);
+	s.generation = 77;
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && generation_of(st, SB1) == 1,
+	      "a new row starts at generation 1 (%s)", err.msg);
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && store_sandbox_put(st, &s, &err) == 0 &&
+		      generation_of(st, SB1) == 3,
+	      "each put adds one: %lld", (long long)generation_of(st, SB1));
+	CHECK(store_sandbox_get(st, SB1, &got, &err) == 0 && got.generation == 3 && !got.node_id[0],
+	      "a record read back carries its generation and node");
+	sandbox_rec_clear(&got);
+	sandbox_rec_clear(&s);
+}
+
+/* put_if writes only at the generation the caller read. */
+static void case_put_if(struct store *st)
+{
+	struct sandbox_rec s, got;
+	space_err err = { 0 };
+	int64_t g = 0;
+
+	put_sb(st, SB1, SB_RUNNING, "", 512, 100);
+	CHECK(store_sandbox_get(st, SB1, &s, &err) == 0 && s.generation == 1, "read at 1");
+	s.state = SB_PAUSED;
+	CHECK(store_sandbox_put_if(st, &s, 1, &g, &err) == 0 && g == 2, "put_if at 1: now %lld (%s)",
+	      (long long)g, err.msg);
+	s.state = SB_STOPPED;
 	err_clear(&err);
-	if (!CHECK(store_open(&st, db_path, &err) == 0, "open a new store %s", err.msg))
-		return DONE();
-	CHECK(stat(db_path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "the file is private (0600)");
+	CHECK(store_sandbox_put_if(st, &s, 1, &g, &err) < 0 && err.code == ESTALE,
+	      "put_if at the old generation: ESTALE (%s)", err.msg);
+	CHECK(store_sandbox_get(st, SB1, &got, &err) == 0 && got.state == SB_PAUSED &&
+		      got.generation == 2,
+	      "... and nothing was written");
+	sandbox_rec_clear(&got);
+	CHECK(store_sandbox_put_if(st, &s, 2, NULL, &err) == 0 && state_of(st, SB1) == SB_STOPPED,
+	      "put_if at the current generation, without asking for the new one");
+	snprintf(s.id, sizeof(s.id), SB2);
+	err_clear(&err);
+	CHECK(store_sandbox_put_if(st, &s, 0, NULL, &err) < 0 && err.code == ENOENT,
+	      "put_if of a row that does not exist: ENOENT (%s)", err.msg);
+	sandbox_rec_clear(&s);
+}
+
+static int list_sess_ids(const struct session_rec *s, void *arg)
+{
+	struct listing *l = arg;
+
+	strcat(l->seen, s->id + 3);
+	strcat(l->seen, ";");
+	return 0;
+}
+
+static void put_session(struct store *st, const char *id, const char *sb, int64_t created)
+{
+	struct session_rec r;
+	space_err err = { 0 };
+
+	session(&r, id, sb, created);
+	if (store_session_put(st, &r, &err) < 0)
+		NOTE("put session %s: %s", id, err.msg);
+	session_rec_clear(&r);
+}
+
+static void put_snap(struct store *st, const char *id, int64_t created)
+{
+	struct snapshot_rec r;
+	space_err err = { 0 };
+
+	snapshot(&r, id, SNAP_READY, "", created);
+	if (store_snapshot_put(st, &r, &err) < 0)
+		NOTE("put snapshot %s: %s", id, err.msg);
+	snapshot_rec_clear(&r);
+}
+
+/* A scoped store stamps its node on what it writes and lists its node's rows only; gets by id
+ * and an unscoped store see everything. */
+static void case_scope(struct store *st)
+{
+	struct listing l = { 0 };
+	space_err err = { 0 };
+	struct sandbox_rec got;
+
+	CHECK(put_sb(st, SB1, SB_RUNNING, N2, 512, 100) == 0 && !strcmp(node_of(st, SB1), N2),
+	      "without a scope a put keeps the record's node");
+	put_session(st, "ss-0000000000000001", SB1, 1);
+	put_op(st, "op-0000000000000001", SB1, OP_RUNNING, 1);
+	put_snap(st, "sn-0000000000000001", 1);
+
+	store_set_node(st, N1);
+	CHECK(put_sb(st, SB2, SB_RUNNING, N2, 512, 200) == 0 && !strcmp(node_of(st, SB2), N1),
+	      "with a scope a new row is stamped with it, whatever the record says");
+	put_session(st, "ss-0000000000000002", SB2, 2);
+	put_op(st, "op-0000000000000002", SB2, OP_PENDING, 2);
+	put_snap(st, "sn-0000000000000002", 2);
+	CHECK(!strcmp(list_states(st, 0), "0000000000000002;"), "sandbox_each: its node's only: %s",
+	      list_states(st, 0));
+	CHECK(!strcmp(open_ops(st), "0000000000000002;"), "op_each_open: its node's only: %s",
+	      open_ops(st));
+	CHECK(store_session_each(st, NULL, list_sess_ids, &l, &err) == 0 &&
+		      !strcmp(l.seen, "0000000000000002;"),
+	      "session_each(NULL): the sessions of its node's sandboxes: %s", l.seen);
+	memset(&l, 0, sizeof(l));
+	CHECK(store_session_each(st, SB1, list_sess_ids, &l, &err) == 0 &&
+		      !strcmp(l.seen, "0000000000000001;"),
+	      "session_each(id) is not filtered: %s", l.seen);
+	memset(&l, 0, sizeof(l));
+	CHECK(store_snapshot_each(st, 0, list_snap, &l, &err) == 0 && !strcmp(l.seen, "0000000000000002;"),
+	      "snapshot_each: its node's only: %s", l.seen);
+	CHECK(store_sandbox_get(st, SB1, &got, &err) == 0 && !strcmp(got.node_id, N2),
+	      "a get by id sees another node's row");
+	sandbox_rec_clear(&got);
+
+	store_set_node(st, "");
+	CHECK(!strcmp(list_states(st, 0), "0000000000000001;0000000000000002;"),
+	      "unscoped again: every row");
+	/* an unscoped op put keeps the node the row has */
+	put_op(st, "op-0000000000000002", SB2, OP_RUNNING, 2);
+	store_set_node(st, N1);
+	CHECK(!strcmp(open_ops(st), "0000000000000002;"), "an unscoped op put kept its node");
+	store_set_node(st, "");
+	memset(&l, 0, sizeof(l));
+	CHECK(store_snapshot_each(st, 0, list_snap, &l, &err) == 0 &&
+		      !strcmp(l.seen, "0000000000000001;0000000000000002;"),
+	      "unscoped snapshot_each: all: %s", l.seen);
+}
+
+/* The fence: a scoped put updates only its own rows that are not lost. */
+static void case_fence(struct store *st)
+{
+	struct sandbox_rec s;
+	space_err err = { 0 };
+
+	put_sb(st, SB1, SB_RUNNING, N2, 512, 100);
+	put_sb(st, SB2, SB_LOST, N1, 512, 200);
+	put_sb(st, SB3, SB_RUNNING, N1, 512, 300);
+	store_set_node(st, N1);
+	sandbox(&s, SB1, SB_STOPPED, 100);
+	CHECK(store_sandbox_put(st, &s, &err) < 0 && err.code == ESTALE,
+	      "another node's row: ESTALE (%s)", err.msg);
+	CHECK(state_of(st, SB1) == SB_RUNNING && !strcmp(node_of(st, SB1), N2) &&
+		      generation_of(st, SB1) == 1,
+	      "... and it is untouched");
+	CHECK(store_sandbox_put_if(st, &s, 1, NULL, &err) < 0 && err.code == ESTALE,
+	      "put_if at the right generation is fenced too (%s)", err.msg);
+	snprintf(s.id, sizeof(s.id), SB2);
+	CHECK(store_sandbox_put(st, &s, &err) < 0 && err.code == ESTALE && state_of(st, SB2) == SB_LOST,
+	      "its own row once lost: ESTALE");
+	snprintf(s.id, sizeof(s.id), SB3);
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && state_of(st, SB3) == SB_STOPPED &&
+		      generation_of(st, SB3) == 2,
+	      "its own live row: written (%s)", err.msg);
+	snprintf(s.id, sizeof(s.id), SB4);
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && !strcmp(node_of(st, SB4), N1),
+	      "a new row: inserted, stamped (%s)", err.msg);
+	store_set_node(st, "");
+	snprintf(s.id, sizeof(s.id), SB1);
+	CHECK(store_sandbox_put(st, &s, &err) == 0 && state_of(st, SB1) == SB_STOPPED,
+	      "an unscoped store is not fenced (%s)", err.msg);
+	sandbox_rec_clear(&s);
+}
+
+static json_t *create_intent(void)
+{
+	return json_pack("{s:s, s:{s:s}}", "kind", "create", "request", "template", "base");
+}
+
+static int put_intent(struct store *st, const char *id, const char *op_id, int mib, int64_t created,
+		      space_err *err)
+{
+	struct sandbox_rec s;
+	struct op_rec o;
+	json_t *intent = create_intent();
+	int rc;
+
+	sandbox(&s, id, SB_CREATING, created);
+	s.memory_mib = mib;
+	snprintf(s.node_id, sizeof(s.node_id), "someone"); /* intents have no node, whatever */
+	op(&o, op_id, OP_PENDING, created);
+	snprintf(o.sandbox_id, sizeof(o.sandbox_id), "%s", id);
+	rc = store_intent_put(st, &s, &o, intent, err);
+	json_decref(intent);
+	sandbox_rec_clear(&s);
+	return rc;
+}
+
+/* A create written as intent: its row (no node) and its pending op, together or not at all. */
+static void case_intent(struct store *st)
+{
+	struct sandbox_rec s;
+	struct op_rec o, got;
+	space_err err = { 0 };
+	json_t *intent = create_intent();
+
+	CHECK(put_intent(st, SB1, "op-0000000000000001", 512, 100, &err) == 0, "intent put %s",
+	      err.msg);
+	CHECK(state_of(st, SB1) == SB_CREATING && !strcmp(node_of(st, SB1), "") &&
+		      generation_of(st, SB1) == 1,
+	      "its row: creating, no node, generation 1");
+	CHECK(store_op_get(st, "op-0000000000000001", &got, &err) == 0 && got.state == OP_PENDING &&
+		      !strcmp(got.sandbox_id, SB1),
+	      "its operation, pending");
+	op_rec_clear(&got);
+	CHECK(put_intent(st, SB1, "op-0000000000000002", 512, 100, &err) < 0 && err.code == EEXIST,
+	      "the same sandbox again: EEXIST (%s)", err.msg);
+	CHECK(store_op_get(st, "op-0000000000000002", &got, &err) < 0 && err.code == ENOENT,
+	      "... and its operation was not written either");
+	sandbox(&s, SB2, SB_RUNNING, 200);
+	op(&o, "op-0000000000000003", OP_PENDING, 200);
+	CHECK(store_intent_put(st, &s, &o, intent, &err) < 0 && err.code == EINVAL &&
+		      state_of(st, SB2) == SB__COUNT,
+	      "a sandbox not creating: EINVAL, nothing written");
+	sandbox_rec_clear(&s);
+	json_decref(intent);
+}
+
+struct claimed {
+	char seen[512];
+	int n, stop_after;
+	bool bad;
+};
+
+static int on_claim(const struct sandbox_rec *s, const json_t *intent, void *arg)
+{
+	struct claimed *c = arg;
+	const char *kind = json_string_value(json_object_get(intent, "kind"));
+
+	strcat(c->seen, s->id + 16);
+	strcat(c->seen, kind ? kind : "?");
+	strcat(c->seen, "@");
+	strcat(c->seen, s->node_id);
+	strcat(c->seen, ";");
+	if (s->generation != 2)
+		c->bad = true;
+	return ++c->n == c->stop_after;
+}
+
+/* Claims: oldest first, each one's memory counted against the room, at most max; the rows
+ * and their open operations move to the node; what was claimed is not claimed again. */
+static void case_claim(struct store *st)
+{
+	struct claimed c = { 0 };
+	space_err err = { 0 };
+
+	put_intent(st, "sb-0000000000000001", "op-0000000000000001", 512, 100, &err);
+	put_intent(st, "sb-0000000000000002", "op-0000000000000002", 1024, 200, &err);
+	put_intent(st, "sb-0000000000000003", "op-0000000000000003", 256, 300, &err);
+	put_intent(st, "sb-0000000000000004", "op-0000000000000004", 2048, 400, &err);
+	put_sb(st, "sb-0000000000000005", SB_RUNNING, "", 64, 50); /* no intent: never claimed */
+
+	CHECK(store_claim(st, N1, 10, 1000, on_claim, &c, &err) == 0, "claim %s", err.msg);
+	CHECK(!strcmp(c.seen, "001create@node-1;003create@node-1;") && !c.bad,
+	      "room 1000: 512 then 256 fit (1024 and 2048 skipped), oldest first: %s", c.seen);
+	CHECK(!strcmp(node_of(st, "sb-0000000000000001"), N1) &&
+		      !strcmp(node_of(st, "sb-0000000000000002"), ""),
+	      "the rows now name the node");
+	store_set_node(st, N1);
+	CHECK(!strcmp(open_ops(st), "0000000000000001;0000000000000003;"),
+	      "their open operations moved with them: %s", open_ops(st));
+	store_set_node(st, "");
+
+	memset(&c, 0, sizeof(c));
+	CHECK(store_claim(st, N2, 1, 100000, on_claim, &c, &err) == 0 &&
+		      !strcmp(c.seen, "002create@node-2;"),
+	      "max 1: the oldest left: %s", c.seen);
+	memset(&c, 0, sizeof(c));
+	c.stop_after = 1;
+	CHECK(store_claim(st, N2, 10, 100000, on_claim, &c, &err) == 0 &&
+		      !strcmp(c.seen, "004create@node-2;"),
+	      "what is claimed is not claimed again: %s", c.seen);
+	memset(&c, 0, sizeof(c));
+	CHECK(store_claim(st, N1, 10, 100000, on_claim, &c, &err) == 0 && c.n == 0,
+	      "nothing left to claim");
+	CHECK(store_claim(st, "", 10, 100000, on_claim, &c, &err) < 0 && err.code == EINVAL,
+	      "a claim needs a node: EINVAL");
+}
+
+/* A callback that stops early does not undo the claim: every row taken stays taken. */
+static void case_claim_stop(struct store *st)
+{
+	struct claimed c = { .stop_after = 1 };
+	space_err err = { 0 };
+
+	put_intent(st, "sb-0000000000000001", "op-0000000000000001", 100, 100, &err);
+	put_intent(st, "sb-0000000000000002", "op-0000000000000002", 100, 200, &err);
+	CHECK(store_claim(st, N1, 10, 1000, on_claim, &c, &err) == 0 && c.n == 1,
+	      "the callback stopped after one");
+	CHECK(!strcmp(node_of(st, "sb-0000000000000002"), N1), "both were claimed all the same");
+}
+
+/* A suspended sandbox no node owns may be restored by any node. */
+static void case_intent_restore(struct store *st)
+{
+	struct claimed c = { 0 };
+	struct op_rec o, got;
+	space_err err = { 0 };
+
+	put_sb(st, SB1, SB_SUSPENDED, "", 512, 100);
+	put_sb(st, SB2, SB_RUNNING, "", 512, 200);
+	put_sb(st, SB3, SB_SUSPENDED, N2, 512, 300);
+	op(&o, "op-0000000000000001", OP_PENDING, 10);
+	o.kind = OPK_RESTORE;
+	CHECK(store_intent_restore(st, SB1, &o, &err) == 0, "restore intent %s", err.msg);
+	CHECK(store_op_get(st, "op-0000000000000001", &got, &err) == 0 && got.state == OP_PENDING &&
+		      got.kind == OPK_RESTORE,
+	      "its operation is pending");
+	op_rec_clear(&got);
+	op(&o, "op-0000000000000002", OP_PENDING, 20);
+	CHECK(store_intent_restore(st, SB2, &o, &err) < 0 && err.code == EINVAL,
+	      "a running sandbox: EINVAL (%s)", err.msg);
+	CHECK(store_intent_restore(st, SB3, &o, &err) < 0 && err.code == EINVAL,
+	      "a suspended one a node owns: EINVAL (%s)", err.msg);
+	CHECK(store_intent_restore(st, "sb-00000000000000ff", &o, &err) < 0 && err.code == ENOENT,
+	      "an unknown one: ENOENT (%s)", err.msg);
+	CHECK(store_op_get(st, "op-0000000000000002", &got, &err) < 0 && err.code == ENOENT,
+	      "refused intents leave no operation");
+	CHECK(store_claim(st, N1, 10, 4096, on_claim, &c, &err) == 0 && !strcmp(c.seen, "001restore@node-1;") &&
+		      state_of(st, SB1) == SB_SUSPENDED,
+	      "a node claims it, still suspended, with kind restore: %s", c.seen);
+}
+
+static int list_node(const struct node_rec *n, void *arg)
+{
+	struct listing *l = arg;
+
+	strcat(l->seen, n->id);
+	strcat(l->seen, "=");
+	strcat(l->seen, node_state_name(n->state));
+	strcat(l->seen, ";");
+	return 0;
+}
+
+static void node(struct node_rec *n, const char *id, int64_t lease_expires)
+{
+	memset(n, 0, sizeof(*n));
+	snprintf(n->id, sizeof(n->id), "%s", id);
+	snprintf(n->api_url, sizeof(n->api_url), "http://10.0.0.1:7070");
+	snprintf(n->data_url, sizeof(n->data_url), "http://10.0.0.1:7071");
+	n->memory_mib = 65536;
+	n->vcpus = 32;
+	n->used_memory_mib = 2048;
+	n->used_vcpus = 4;
+	n->sandboxes = 3;
+	n->started_ms = 1000;
+	n->renewed_ms = lease_expires - 15000;
+	n->lease_expires_ms = lease_expires;
+}
+
+static void case_nodes(struct store *st)
+{
+	struct node_rec n, got;
+	struct listing l = { 0 };
+	space_err err = { 0 };
+
+	CHECK(!strcmp(node_state_name(NODE_UP), "up") && !strcmp(node_state_name(NODE_LOST), "lost") &&
+		      node_state_parse("lost") == NODE_LOST && node_state_parse("gone") < 0,
+	      "node states by name");
+	node(&n, N2, 50000);
+	CHECK(store_node_put(st, &n, &err) == 0, "register %s", err.msg);
+	CHECK(store_node_get(st, N2, &got, &err) == 0 && got.state == NODE_UP &&
+		      !strcmp(got.api_url, n.api_url) && !strcmp(got.data_url, n.data_url) &&
+		      got.memory_mib == 65536 && got.vcpus == 32 && got.used_memory_mib == 2048 &&
+		      got.used_vcpus == 4 && got.sandboxes == 3 && got.started_ms == 1000 &&
+		      got.renewed_ms == 35000 && got.lease_expires_ms == 50000,
+	      "a node round trips every field");
+	node(&n, N1, 40000);
+	store_node_put(st, &n, &err);
+	n.lease_expires_ms = 90000;
+	n.used_memory_mib = 4096;
+	CHECK(store_node_put(st, &n, &err) == 0 && store_node_get(st, N1, &got, &err) == 0 &&
+		      got.lease_expires_ms == 90000 && got.used_memory_mib == 4096,
+	      "a renewal updates it");
+	CHECK(store_node_each(st, list_node, &l, &err) == 0 && !strcmp(l.seen, "node-1=up;node-2=up;"),
+	      "every node, by id: %s", l.seen);
+	CHECK(store_node_get(st, "node-9", &got, &err) < 0 && err.code == ENOENT, "unknown: ENOENT");
+	memset(&n, 0, sizeof(n));
+	CHECK(store_node_put(st, &n, &err) < 0 && err.code == EINVAL, "no id: EINVAL");
+}
+
+/* A lease that ended: the node and its live sandboxes are lost, their open operations fail,
+ * suspended ones are let go; other nodes and final states are untouched. */
+static void case_expire(struct store *st)
+{
+	struct node_rec n;
+	struct sandbox_rec s;
+	struct op_rec o;
+	struct listing l = { 0 };
+	space_err err = { 0 };
+	int nodes = -1, sbs = -1;
+
+	node(&n, N1, 40000);
+	store_node_put(st, &n, &err);
+	node(&n, N2, 90000);
+	store_node_put(st, &n, &err);
+	put_sb(st, SB1, SB_RUNNING, N1, 512, 100);
+	put_sb(st, SB2, SB_SUSPENDED, N1, 512, 200);
+	put_sb(st, SB3, SB_DELETED, N1, 512, 300);
+	put_sb(st, SB4, SB_RUNNING, N2, 512, 400);
+	put_sb(st, "sb-0000000000000005", SB_FAILED, N1, 512, 500);
+	put_sb(st, "sb-0000000000000006", SB_PAUSED, N1, 512, 600);
+	store_set_node(st, N1);
+	put_op(st, "op-0000000000000001", SB1, OP_RUNNING, 1);
+	put_op(st, "op-0000000000000002", SB1, OP_SUCCEEDED, 2);
+	store_set_node(st, N2);
+	put_op(st, "op-0000000000000003", SB4, OP_PENDING, 3);
+	store_set_node(st, "");
+
+	CHECK(store_nodes_expire(st, 50000, &nodes, &sbs, &err) == 0 && nodes == 1 && sbs == 3,
+	      "one node expired, three of its sandboxes changed: %d, %d (%s)", nodes, sbs, err.msg);
+	CHECK(store_sandbox_get(st, SB1, &s, &err) == 0 && s.state == SB_LOST &&
+		      !strcmp(s.error, "node node-1 lost: lease expired at 40000") && s.generation == 2 &&
+		      s.prev_state == SB_RUNNING,
+	      "a running one is lost with the reason: %s", s.error);
+	sandbox_rec_clear(&s);
+	CHECK(state_of(st, "sb-0000000000000006") == SB_LOST, "so is a paused one");
+	CHECK(state_of(st, SB2) == SB_SUSPENDED && !strcmp(node_of(st, SB2), ""),
+	      "a suspended one keeps its state and loses its node");
+	CHECK(state_of(st, SB3) == SB_DELETED && state_of(st, "sb-0000000000000005") == SB_FAILED,
+	      "deleted and failed ones stay as they are");
+	CHECK(state_of(st, SB4) == SB_RUNNING && !strcmp(node_of(st, SB4), N2),
+	      "another node's sandbox is untouched");
+	CHECK(store_op_get(st, "op-0000000000000001", &o, &err) == 0 && o.state == OP_FAILED &&
+		      !strcmp(o.error, "node node-1 lost: lease expired at 40000") && o.updated_ms == 50000,
+	      "its open operation failed with the reason");
+	CHECK(store_op_get(st, "op-0000000000000002", &o, &err) == 0 && o.state == OP_SUCCEEDED,
+	      "a finished one stays finished");
+	CHECK(store_op_get(st, "op-0000000000000003", &o, &err) == 0 && o.state == OP_PENDING,
+	      "another node's operation is untouched");
+	CHECK(store_node_each(st, list_node, &l, &err) == 0 && !strcmp(l.seen, "node-1=lost;node-2=up;"),
+	      "the node is lost: %s", l.seen);
+	CHECK(store_nodes_expire(st, 50000, &nodes, &sbs, &err) == 0 && nodes == 0 && sbs == 0,
+	      "a second run finds nothing (safe to repeat)");
+	CHECK(store_nodes_expire(st, 50000, NULL, NULL, &err) == 0, "counts may be NULL");
+
+	/* the node that did not know: its writes bounce off the fence */
+	store_set_node(st, N1);
+	sandbox(&s, SB1, SB_RUNNING, 100);
+	CHECK(store_sandbox_put(st, &s, &err) < 0 && err.code == ESTALE && state_of(st, SB1) == SB_LOST,
+	      "the lost node's put: ESTALE");
+	sandbox_rec_clear(&s);
+	store_set_node(st, "");
+	node(&n, N1, 200000);
+	CHECK(store_node_put(st, &n, &err) == 0 && store_node_get(st, N1, &n, &err) == 0 &&
+		      n.state == NODE_UP,
+	      "it may register again (state up)");
+}
+
+static void case_ping(struct store *st)
+{
+	space_err err = { 0 };
+
+	CHECK(store_ping(st, &err) == 0, "ping %s", err.msg);
+	CHECK(!strcmp(store_backend(st), "sqlite") || !strcmp(store_backend(st), "postgres"),
+	      "backend %s", store_backend(st));
+}
+
+/* The records case: the round trips of every kind of row, on one store. */
+static void case_records(struct store *st)
+{
 	test_templates(st);
 	test_sandboxes(st);
 	test_ops(st);
@@ -861,9 +1403,124 @@ int main(void)
 	test_secrets(st);
 	test_snapshots(st);
 	test_tokens_and_kinds(st);
+}
+
+struct store_case {
+	const char *name;
+	void (*fn)(struct store *st);
+};
+
+static const struct store_case cases[] = {
+	{ "records", case_records },
+	{ "ping", case_ping },
+	{ "generation", case_generation },
+	{ "put_if", case_put_if },
+	{ "scope", case_scope },
+	{ "fence", case_fence },
+	{ "intent", case_intent },
+	{ "claim", case_claim },
+	{ "claim_stop", case_claim_stop },
+	{ "intent_restore", case_intent_restore },
+	{ "nodes", case_nodes },
+	{ "expire", case_expire },
+};
+
+/* Stands in where no PostgreSQL back end's tests are linked. */
+__attribute__((weak)) int store_test_pg_reset(const char *url)
+{
+	(void)url;
+	fprintf(stderr, "store_test_pg_reset: this build has no PostgreSQL test hook\n");
+	return -1;
+}
+
+static const char *pg_url; /* SPACE_TEST_STORE_PG, or NULL: SQLite */
+static const char *case_name;
+
+/* Every case starts from an empty store: a new SQLite file named after it, or the
+ * PostgreSQL database emptied. */
+static struct store *fresh_store(void)
+{
+	struct store *st = NULL;
+	space_err err = { 0 };
+	char path[400];
+
+	if (pg_url) {
+		if (store_test_pg_reset(pg_url) < 0 || store_open_url(&st, pg_url, &err) < 0) {
+			CHECK(0, "%s: open a fresh PostgreSQL store: %s", case_name, err.msg);
+			return NULL;
+		}
+		return st;
+	}
+	snprintf(path, sizeof(path), "%s/%s.db", dir, case_name);
+	if (store_open(&st, path, &err) < 0) {
+		CHECK(0, "%s: open a fresh SQLite store: %s", case_name, err.msg);
+		return NULL;
+	}
+	return st;
+}
+
+static void run_cases(const char *backend)
+{
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct store *st;
+
+		case_name = cases[i].name;
+		NOTE("%s: %s", backend, case_name);
+		if (!(st = fresh_store()))
+			continue;
+		cases[i].fn(st);
+		store_close(st);
+	}
+}
+
+/* ---- SQLite only ---- */
+
+static void test_open_url(void)
+{
+	struct store *st = NULL;
+	space_err err = { 0 };
+	char url[400];
+
+	snprintf(url, sizeof(url), "sqlite:%s/url.db", dir);
+	CHECK(store_open_url(&st, url, &err) == 0 && !strcmp(store_backend(st), "sqlite"),
+	      "sqlite:PATH opens SQLite %s", err.msg);
 	store_close(st);
+	st = NULL;
+	CHECK(store_open_url(&st, "mysql://u:secret@h/db", &err) < 0 && err.code == EINVAL &&
+		      !strstr(err.msg, "secret"),
+	      "another scheme: EINVAL, without the password: %s", err.msg);
+	CHECK(store_open_url(&st, "sqlite:", &err) < 0 && err.code == EINVAL, "sqlite: without a path");
+	CHECK(store_open_url(&st, "postgres://127.0.0.1:1/nodb?connect_timeout=1", &err) < 0 && !st,
+	      "postgres:// goes to the PostgreSQL back end (here: %s)", err.msg);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct store *st = NULL;
+	space_err err = { 0 };
+	struct stat sb;
+
+	snprintf(dir, sizeof(dir), "%s/test_store.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		SKIP_ALL("no temp dir");
+	CHECK(store_open(&st, "/nonexistent/dir/state.db", &err) < 0 &&
+		      strstr(err.msg, "/nonexistent/dir/state.db"),
+	      "open in a missing directory fails with the path: %s", err.msg);
+
+	run_cases("sqlite");
+
+	/* what the records case left in its file */
+	snprintf(db_path, sizeof(db_path), "%s/records.db", dir);
+	CHECK(stat(db_path, &sb) == 0 && (sb.st_mode & 0777) == 0600, "the file is private (0600)");
 	test_reopen();
 	test_migrate_v1();
+	test_open_url();
 	rm_tree();
+
+	if ((pg_url = getenv("SPACE_TEST_STORE_PG")) && *pg_url)
+		run_cases("postgres");
+	else
+		NOTE("SPACE_TEST_STORE_PG unset: the cases ran against SQLite only");
 	return DONE();
 }

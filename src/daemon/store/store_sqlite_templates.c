@@ -1,4 +1,4 @@
-/* store_template.c -- templates and their tags in the store; reference resolution */
+/* sq_template.c -- templates and their tags in the store; reference resolution */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,17 +55,17 @@ static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char 
 	struct template_rec *t = rec;
 
 	memset(t, 0, sizeof(*t));
-	store_col_str(s, 0, t->digest, sizeof(t->digest));
-	store_col_str(s, 1, t->name, sizeof(t->name));
-	store_col_str(s, 2, t->dir, sizeof(t->dir));
+	sq_col_str(s, 0, t->digest, sizeof(t->digest));
+	sq_col_str(s, 1, t->name, sizeof(t->name));
+	sq_col_str(s, 2, t->dir, sizeof(t->dir));
 	t->vcpus = sqlite3_column_int(s, 3);
 	t->memory_mib = sqlite3_column_int(s, 4);
-	store_col_str(s, 5, t->default_user, sizeof(t->default_user));
+	sq_col_str(s, 5, t->default_user, sizeof(t->default_user));
 	t->created_ms = sqlite3_column_int64(s, 7);
 	t->image_bytes = sqlite3_column_int64(s, 8);
-	if (store_col_json(s, 6, false, &t->env, err, ctx) < 0)
+	if (sq_col_json(s, 6, false, &t->env, err, ctx) < 0)
 		return -1;
-	if (store_col_json(s, 9, false, &t->network, err, ctx) < 0) {
+	if (sq_col_json(s, 9, false, &t->network, err, ctx) < 0) {
 		template_rec_clear(t);
 		return -1;
 	}
@@ -82,7 +82,7 @@ static int read_digest(sqlite3_stmt *s, void *rec, space_err *err, const char *c
 {
 	(void)err;
 	(void)ctx;
-	store_col_str(s, 0, rec, DIGEST_BUF);
+	sq_col_str(s, 0, rec, DIGEST_BUF);
 	return 0;
 }
 
@@ -93,18 +93,18 @@ static int read_tags(struct store *st, struct template_rec *t, space_err *err, c
 	json_t *tags;
 	int rc;
 
-	if (store_prepare(st, &s, "SELECT tag FROM template_tags WHERE digest = ?1 ORDER BY tag",
+	if (sq_prepare(st, &s, "SELECT tag FROM template_tags WHERE digest = ?1 ORDER BY tag",
 			  err, ctx) < 0)
 		return -1;
-	if (store_bind_text(s, 1, t->digest) != SQLITE_OK)
-		return store_fail(st, err, ctx);
+	if (sq_bind_text(s, 1, t->digest) != SQLITE_OK)
+		return sq_fail(st, err, ctx);
 	if (!(tags = json_array()))
 		return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
 		json_array_append_new(tags, json_string((const char *)sqlite3_column_text(s, 0)));
 	if (rc != SQLITE_DONE) {
 		json_decref(tags);
-		return store_fail(st, err, ctx);
+		return sq_fail(st, err, ctx);
 	}
 	json_decref(t->tags);
 	t->tags = tags;
@@ -115,7 +115,7 @@ static int template_by_digest(struct store *st, const char *digest, struct templ
 			      space_err *err, const char *ctx)
 {
 	memset(out, 0, sizeof(*out));
-	if (store_get_row(st, "SELECT " TPL_COLS " FROM templates WHERE digest = ?1", digest, out,
+	if (sq_get_row(st, "SELECT " TPL_COLS " FROM templates WHERE digest = ?1", digest, out,
 			  read_template, err, ctx) < 0)
 		return -1;
 	if (read_tags(st, out, err, ctx) < 0) {
@@ -125,7 +125,7 @@ static int template_by_digest(struct store *st, const char *digest, struct templ
 	return 0;
 }
 
-int store_template_put(struct store *st, const struct template_rec *t, space_err *err)
+int sq_template_put(struct store *st, const struct template_rec *t, space_err *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	_cleanup_stmt_ sqlite3_stmt *tag = NULL;
@@ -145,7 +145,7 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 			return err_set(err, EINVAL, "store: %s: tag %zu is not name:tag", ctx, i);
 	}
 
-	if (store_prepare(st, &s,
+	if (sq_prepare(st, &s,
 			  "INSERT INTO templates (" TPL_COLS ")"
 			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
 			  " ON CONFLICT (digest) DO UPDATE SET name = excluded.name,"
@@ -154,43 +154,43 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 			  " env = excluded.env, created_ms = excluded.created_ms,"
 			  " image_bytes = excluded.image_bytes, network = excluded.network",
 			  err, ctx) < 0 ||
-	    store_prepare(st, &tag,
+	    sq_prepare(st, &tag,
 			  "INSERT INTO template_tags (tag, digest) VALUES (?1, ?2)"
 			  " ON CONFLICT (tag) DO UPDATE SET digest = excluded.digest",
 			  err, ctx) < 0)
 		return -1;
-	if (store_bind_text(s, 1, t->digest) || store_bind_text(s, 2, t->name) ||
-	    store_bind_text(s, 3, t->dir) || sqlite3_bind_int(s, 4, t->vcpus) ||
-	    sqlite3_bind_int(s, 5, t->memory_mib) || store_bind_text(s, 6, t->default_user) ||
-	    store_bind_json(s, 7, t->env) || sqlite3_bind_int64(s, 8, t->created_ms) ||
-	    sqlite3_bind_int64(s, 9, t->image_bytes) || store_bind_json(s, 10, t->network))
-		return store_fail(st, err, ctx);
+	if (sq_bind_text(s, 1, t->digest) || sq_bind_text(s, 2, t->name) ||
+	    sq_bind_text(s, 3, t->dir) || sqlite3_bind_int(s, 4, t->vcpus) ||
+	    sqlite3_bind_int(s, 5, t->memory_mib) || sq_bind_text(s, 6, t->default_user) ||
+	    sq_bind_json(s, 7, t->env) || sqlite3_bind_int64(s, 8, t->created_ms) ||
+	    sqlite3_bind_int64(s, 9, t->image_bytes) || sq_bind_json(s, 10, t->network))
+		return sq_fail(st, err, ctx);
 
 	/* One transaction: no reader sees the template without its tags, and a
 	 * moved tag never points nowhere. */
-	if (store_exec(st, "BEGIN IMMEDIATE", err, ctx) < 0)
+	if (sq_exec(st, "BEGIN IMMEDIATE", err, ctx) < 0)
 		return -1;
-	if (store_step_done(st, s, err, ctx) < 0)
+	if (sq_step_done(st, s, err, ctx) < 0)
 		goto fail;
 	json_array_foreach (t->tags, i, v) {
 		sqlite3_reset(tag);
-		if (store_bind_text(tag, 1, json_string_value(v)) ||
-		    store_bind_text(tag, 2, t->digest)) {
-			store_fail(st, err, ctx);
+		if (sq_bind_text(tag, 1, json_string_value(v)) ||
+		    sq_bind_text(tag, 2, t->digest)) {
+			sq_fail(st, err, ctx);
 			goto fail;
 		}
-		if (store_step_done(st, tag, err, ctx) < 0)
+		if (sq_step_done(st, tag, err, ctx) < 0)
 			goto fail;
 	}
-	if (store_exec(st, "COMMIT", err, ctx) < 0)
+	if (sq_exec(st, "COMMIT", err, ctx) < 0)
 		goto fail;
 	return 0;
 fail:
-	store_rollback(st);
+	sq_rollback(st);
 	return -1;
 }
 
-int store_template_get(struct store *st, const char *digest, struct template_rec *out,
+int sq_template_get(struct store *st, const char *digest, struct template_rec *out,
 		       space_err *err)
 {
 	char ctx[160];
@@ -199,7 +199,7 @@ int store_template_get(struct store *st, const char *digest, struct template_rec
 	return template_by_digest(st, digest, out, err, ctx);
 }
 
-int store_template_resolve(struct store *st, const char *ref, struct template_rec *out,
+int sq_template_resolve(struct store *st, const char *ref, struct template_rec *out,
 			   space_err *err)
 {
 	char ctx[320], tag[NAME_MAX_LEN + TAG_MAX_LEN + 2], digest[DIGEST_BUF];
@@ -236,7 +236,7 @@ int store_template_resolve(struct store *st, const char *ref, struct template_re
 			goto malformed;
 		snprintf(tag, sizeof(tag), "%s:latest", ref);
 	}
-	if (store_get_row(st, "SELECT digest FROM template_tags WHERE tag = ?1", tag, digest,
+	if (sq_get_row(st, "SELECT digest FROM template_tags WHERE tag = ?1", tag, digest,
 			  read_digest, err, ctx) < 0)
 		return -1;
 	return template_by_digest(st, digest, out, err, ctx);
@@ -247,27 +247,27 @@ malformed:
 		       ctx);
 }
 
-int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
+int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
 			space_err *err)
 {
 	static const char ctx[] = "list templates";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	_cleanup_vec_ struct store_vec v = { .size = sizeof(struct template_rec),
+	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct template_rec),
 					     .clear = clear_template };
 
-	if (store_prepare(st, &s,
+	if (sq_prepare(st, &s,
 			  "SELECT " TPL_COLS " FROM templates t WHERE EXISTS"
 			  " (SELECT 1 FROM template_tags g WHERE g.digest = t.digest)"
 			  " ORDER BY name, created_ms, digest",
 			  err, ctx) < 0)
 		return -1;
-	if (store_collect(st, s, &v, read_template, err, ctx) < 0)
+	if (sq_collect(st, s, &v, read_template, err, ctx) < 0)
 		return -1;
 	for (size_t i = 0; i < v.n; i++)
-		if (read_tags(st, store_vec_at(&v, i), err, ctx) < 0)
+		if (read_tags(st, sq_vec_at(&v, i), err, ctx) < 0)
 			return -1;
 	for (size_t i = 0; i < v.n; i++)
-		if (fn(store_vec_at(&v, i), arg))
+		if (fn(sq_vec_at(&v, i), arg))
 			break;
 	return 0;
 }
