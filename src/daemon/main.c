@@ -264,6 +264,12 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
  * adopting what outlived the last run. */
 static int start_vms(struct spaced *d, space_err *err)
 {
+	char images[PATH_MAX];
+
+	/* Template rows are shared by a cluster's nodes; the files are each node's own. */
+	snprintf(images, sizeof(images), "%s/images", d->cfg.state_dir);
+	if (d->cfg.role == DROLE_NODE)
+		store_set_images(d->store, images);
 	if (templates_import(d, err) < 0)
 		return -1;
 	choose_accel(d);

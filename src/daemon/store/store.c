@@ -76,20 +76,55 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 	return st->ops->template_put(st, t, err);
 }
 
+void store_set_images(struct store *st, const char *images)
+{
+	snprintf(st->images, sizeof(st->images), "%s", images ? images : "");
+}
+
+/* The node's own copy of the template (store_set_images). */
+static void local_dir(const struct store *st, struct template_rec *t)
+{
+	if (st->images[0] && strncmp(t->digest, "sha256:", 7) == 0)
+		snprintf(t->dir, sizeof(t->dir), "%s/%s", st->images, t->digest + 7);
+}
+
 int store_template_resolve(struct store *st, const char *ref, struct template_rec *out, space_err *err)
 {
-	return st->ops->template_resolve(st, ref, out, err);
+	if (st->ops->template_resolve(st, ref, out, err) < 0)
+		return -1;
+	local_dir(st, out);
+	return 0;
 }
 
 int store_template_get(struct store *st, const char *digest, struct template_rec *out, space_err *err)
 {
-	return st->ops->template_get(st, digest, out, err);
+	if (st->ops->template_get(st, digest, out, err) < 0)
+		return -1;
+	local_dir(st, out);
+	return 0;
+}
+
+struct local_each {
+	const struct store *st;
+	int (*fn)(const struct template_rec *, void *);
+	void *arg;
+};
+
+static int each_local(const struct template_rec *t, void *arg)
+{
+	struct local_each *l = arg;
+	struct template_rec copy = *t; /* json members lent, as t's are */
+
+	local_dir(l->st, &copy);
+	return l->fn(&copy, l->arg);
 }
 
 int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
 			space_err *err)
 {
-	return st->ops->template_each(st, fn, arg, err);
+	struct local_each l = { st, fn, arg };
+
+	return st->ops->template_each(st, st->images[0] ? each_local : fn, st->images[0] ? (void *)&l : arg, err);
 }
 
 int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err)

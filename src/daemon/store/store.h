@@ -32,6 +32,10 @@ int store_ping(struct store *st, space_err *err);
  * Without a scope ("", the default: --role all and --role api) every row is seen and puts
  * keep the node_id the record carries. */
 void store_set_node(struct store *st, const char *node_id);
+/* A node's own copy of each template: records read back have dir = <images>/<digest hex>
+ * whichever node wrote the row last (every node imports templates into its own state dir;
+ * the rows are shared by digest). "" (the default) leaves dir as stored. */
+void store_set_images(struct store *st, const char *images);
 
 /* Every function below returns 0, or -1 with err set (ENOENT when a lookup
  * finds nothing; EINVAL for input the store refuses; EAGAIN when the database

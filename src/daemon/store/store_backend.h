@@ -7,6 +7,8 @@
 #ifndef SPACE_STORE_BACKEND_H
 #define SPACE_STORE_BACKEND_H
 
+#include <limits.h>
+
 #include "store.h"
 
 struct store_ops {
@@ -81,6 +83,7 @@ struct store_ops {
 struct store {
 	const struct store_ops *ops;
 	char node[64]; /* the cluster scope, "" = none (store_set_node) */
+	char images[PATH_MAX]; /* where this node keeps template files, "" = as stored (store_set_images) */
 };
 
 /* The back ends' openers (store.c picks one from the URL). */
