@@ -113,6 +113,7 @@ struct spaced {
 	 * process gave its sandbox and operation (create.c and ops.c take them); "" otherwise. */
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t lease_renewed_ms;  /* node: when its lease was last renewed */
+	struct event *claim_timer; /* node: looks for intents to claim (cluster/node.c) */
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */

@@ -357,6 +357,8 @@ static int run(struct spaced *d)
 	event_free(d->tick);
 	if (poll)
 		event_free(poll);
+	if (d->claim_timer)
+		event_free(d->claim_timer);
 	sandbox_shutdown(d);
 	gw_reapers_finish();
 	memimg_forget_all();

@@ -10,8 +10,12 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-/* Claims per tick: each one starts a VM on this loop; the next tick takes more. */
-#define CLAIMS_PER_TICK 4
+/* Claims per look (every CLAIM_EVERY_MS): one, and one more per GiB of room, at most four; so
+ * a node with more room takes more of a burst, and each claim starts a VM on this loop. */
+#define CLAIMS_MAX 4
+#define CLAIM_EVERY_MS 250
+
+static void on_claim_timer(evutil_socket_t fd, short what, void *arg);
 
 static int node_record(struct spaced *d, struct node_rec *n)
 {
@@ -58,9 +62,17 @@ int cluster_start(struct spaced *d, space_err *err)
 {
 	if (d->cfg.role != DROLE_NODE)
 		return 0;
+	if (d->claim_timer)
+		return 0;
+	struct timeval every = { 0, CLAIM_EVERY_MS * 1000 };
+
 	store_set_node(d->store, d->cfg.node_id);
 	if (renew(d, err) < 0)
 		return err_wrap(err, "registering node %s", d->cfg.node_id);
+	/* Lives as long as the process (freed with the loop). */
+	d->claim_timer = event_new(d->base, -1, EV_PERSIST, on_claim_timer, d);
+	if (!d->claim_timer || evtimer_add(d->claim_timer, &every) < 0)
+		return err_set(err, ENOMEM, "out of memory");
 	log_info("node %s: registered (control %s, data %s, lease %d s)", d->cfg.node_id, d->cfg.advertise_url,
 		 d->cfg.advertise_data_url, d->cfg.lease_s);
 	return 0;
@@ -134,25 +146,22 @@ static int on_claim(const struct sandbox_rec *rec, const json_t *intent, void *a
 	return 0;
 }
 
-static void node_tick(struct spaced *d, int64_t now)
+static void claim_some(struct spaced *d)
 {
 	struct capacity c;
 	space_err err = { 0 };
-	int room;
+	int room, want = 0;
 
-	/* A third of the lease: two renewals may fail before it lapses. */
-	if (now - d->lease_renewed_ms >= (int64_t)d->cfg.lease_s * 1000 / 3 && renew(d, &err) < 0) {
-		log_warn("node %s: renewing the lease: %s", d->cfg.node_id, err.msg);
-		return;
-	}
 	/* One at a time: a VM takes its memory and an overhead the store does not count. */
-	for (int i = 0; i < CLAIMS_PER_TICK; i++) {
+	for (int i = 0; i < (want ? want : CLAIMS_MAX); i++) {
 		int before;
 
 		capacity_get(d, &c);
 		room = c.memory_budget_mib - c.memory_used_mib - capacity_overhead_mib();
 		if (room <= 0 || c.running >= c.max_sandboxes)
 			return;
+		if (!want)
+			want = 1 + room / 1024 < CLAIMS_MAX ? 1 + room / 1024 : CLAIMS_MAX;
 		before = c.running;
 		if (store_claim(d->store, d->cfg.node_id, 1, room, on_claim, d, &err) < 0) {
 			log_warn("node %s: claiming: %s", d->cfg.node_id, err.msg);
@@ -160,8 +169,24 @@ static void node_tick(struct spaced *d, int64_t now)
 		}
 		capacity_get(d, &c);
 		if (c.running == before)
-			return; /* nothing claimed (or it failed): the next tick looks again */
+			return; /* nothing claimed (or it failed): look again later */
 	}
+}
+
+static void on_claim_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	claim_some(arg);
+}
+
+static void node_tick(struct spaced *d, int64_t now)
+{
+	space_err err = { 0 };
+
+	/* A third of the lease: two renewals may fail before it lapses. */
+	if (now - d->lease_renewed_ms >= (int64_t)d->cfg.lease_s * 1000 / 3 && renew(d, &err) < 0)
+		log_warn("node %s: renewing the lease: %s", d->cfg.node_id, err.msg);
 }
 
 void cluster_tick(struct spaced *d)

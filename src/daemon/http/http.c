@@ -351,7 +351,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		http_reply_error(req, 400, "bad_request", "malformed query string");
 		goto out;
 	}
-	if (plane->auth_first && plane->auth(r) < 0)
+	if (plane->auth_first && plane->auth && plane->auth(r) < 0)
 		goto out;
 	switch (rc < 0 ? HTTP_NO_ROUTE :
 		http_route_find(plane->routes, plane->nroutes, r, &route, allow, sizeof(allow))) {
@@ -373,7 +373,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 				 len, plane->max_body);
 		goto out;
 	}
-	if (!plane->auth_first && plane->auth(r) < 0)
+	if (!plane->auth_first && plane->auth && plane->auth(r) < 0)
 		goto out;
 	route->fn(r);
 out:

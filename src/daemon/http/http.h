@@ -92,7 +92,8 @@ struct http_plane {
 	size_t nroutes;
 	/* Returns 0 to go on, or -1 having answered (401...). Called before
 	 * routing when auth_first (so unknown routes also need the key), else
-	 * after a route matched. */
+	 * after a route matched. NULL: none here (an api process relays the data plane to the
+	 * node, which checks the token). */
 	int (*auth)(struct http_req *r);
 	bool auth_first;
 	size_t max_body;
