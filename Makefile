@@ -19,7 +19,10 @@ CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc/common -MMD -MP
 # The daemon's folders include each other as "folder/x.h" (scripts/check-layers.sh
 # checks which folder may include which).
-DAEMON_INC := -Isrc/daemon -Isrc
+# libpq's headers (the PostgreSQL store, src/daemon/store/store_pg*.c): where pg_config says,
+# Debian's path when it is not installed yet (make runs deps.sh first).
+PG_INC := -I$(or $(shell pg_config --includedir 2>/dev/null),/usr/include/postgresql)
+DAEMON_INC := -Isrc/daemon -Isrc $(PG_INC)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 COMMON_SRC := $(wildcard src/common/*.c)
@@ -56,7 +59,7 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
-DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto -lseccomp -lhttp_parser
+DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lpq -lssl -lcrypto -lseccomp -lhttp_parser
 CLI_LIBS    := -lcurl -ljansson
 GW_LIBS     := -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser -lseccomp
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt \
@@ -219,7 +222,7 @@ unit_libs = $(if $(filter test_agent_% test_fs_%,$(1)),$(BUILD)/san/libagent.a,$
 .SECONDEXPANSION:
 $(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
 	@mkdir -p $(@D) $(BUILD)/unitdeps
-	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -Isrc/gateway -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
+	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon $(PG_INC) -Isrc/agent -Isrc/cli -Isrc/gateway -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS) $(GW_LIBS)
 
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
@@ -233,7 +236,7 @@ fuzz_ldflags = $(if $(filter agent_guest,$(1)),$(FUZZ_AGENT_WRAP))
 $(BUILD)/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $$(wildcard tests/fuzz/*.h) \
 		$$(call fuzz_archives,$$*,$(BUILD)/san)
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/gateway -Itests/fuzz \
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon $(PG_INC) -Isrc/agent -Isrc/gateway -Itests/fuzz \
 		-DFUZZ_TARGET='"$*"' -o $@ $(filter %.c,$^) \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS) $(GW_LIBS)
 
@@ -267,7 +270,7 @@ bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -Isrc -MMD -MP
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -Isrc $(PG_INC) -MMD -MP
 fuzz_objs = $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out %/main.c,$(1)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 
