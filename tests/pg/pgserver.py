@@ -17,6 +17,7 @@ machine itself stays up).
 From a shell (tests/pg/pg-server.sh wraps this):
     pgserver.py start DIR    prints the URL; the server keeps running
     pgserver.py stop DIR
+    pgserver.py stop-keep DIR   stops it, keeps its files (start again later)
     pgserver.py restart DIR
     pgserver.py createdb DIR NAME   prints the new database's URL
 """
@@ -219,7 +220,7 @@ class PgServer:
 
 
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("start", "stop", "restart", "kill", "createdb"):
+    if len(argv) < 3 or argv[1] not in ("start", "stop", "stop-keep", "restart", "kill", "createdb"):
         print(__doc__, file=sys.stderr)
         return 2
     srv = PgServer(argv[2])
@@ -227,6 +228,8 @@ def main(argv):
         print(srv.start())
     elif argv[1] == "stop":
         srv.stop()
+    elif argv[1] == "stop-keep":
+        srv.stop(remove=False)
     elif argv[1] == "restart":
         srv.restart()
     elif argv[1] == "kill":
