@@ -36,15 +36,23 @@ static void sleep_ms(int64_t ms)
 		;
 }
 
-/* libpq's messages end with a newline; ours do not. */
+/* libpq's messages span lines ("...\n\tIs the server running...\n"); ours are one line. */
 static void trimmed(char *out, size_t outlen, const char *msg)
 {
-	size_t n;
+	size_t n = 0;
+	bool space = false;
 
-	snprintf(out, outlen, "%s", msg && *msg ? msg : "no message");
-	n = strlen(out);
-	while (n && (out[n - 1] == '\n' || out[n - 1] == ' '))
-		out[--n] = '\0';
+	for (const char *p = msg && *msg ? msg : "no message"; *p && n + 1 < outlen; p++) {
+		if (*p == '\n' || *p == '\t' || *p == ' ') {
+			space = n > 0;
+			continue;
+		}
+		if (space && n + 2 < outlen)
+			out[n++] = ' ';
+		space = false;
+		out[n++] = *p;
+	}
+	out[n] = '\0';
 }
 
 static void quiet_notices(void *arg, const char *msg)
@@ -129,14 +137,16 @@ static PGconn *connect_once(const char *conninfo)
 	return c;
 }
 
-/* Is the server there at all? A server that answers but refuses us (a wrong password, no
- * such database) is not worth waiting for. */
-static bool server_away(const char *conninfo)
+/* Is the server away for now? A server that answers but refuses us (a wrong password, no
+ * such database) is not worth waiting for. Opening waits only for a server that is starting
+ * (or stopping): one that does not answer at all fails the open at once, and the daemon's
+ * supervisor starts it again; a store already open waits for it too (a restart). */
+static bool server_away(const struct pg_store *ps)
 {
-	const char *vals[] = { CONN_DEFAULTS, conninfo, NULL };
+	const char *vals[] = { CONN_DEFAULTS, ps->conninfo, NULL };
 	PGPing p = PQpingParams(conn_keys, vals, 1);
 
-	return p == PQPING_NO_RESPONSE || p == PQPING_REJECT;
+	return p == PQPING_REJECT || (p == PQPING_NO_RESPONSE && !ps->opening);
 }
 
 /* Makes ps->conn usable: 0; 1 when the server is away for now (err set, worth waiting);
@@ -157,7 +167,7 @@ static int ensure_conn(struct pg_store *ps, space_err *err, const char *ctx)
 		return 0;
 	trimmed(msg, sizeof(msg), PQerrorMessage(ps->conn));
 	err_set(err, EAGAIN, "store: %s: %s", ctx, msg);
-	return server_away(ps->conninfo) ? 1 : -1;
+	return server_away(ps) ? 1 : -1;
 }
 
 /* ---- running statements with retry ---- */
@@ -179,8 +189,10 @@ static int with_retry(struct store *st, attempt_fn fn, void *arg, int64_t wait_m
 			rc = fn(ps, arg, err, ctx);
 		pthread_mutex_unlock(&ps->lock);
 		if (rc <= 0) {
-			if (rc == 0 && attempt)
+			if (rc == 0 && attempt) {
 				log_info("store: %s: done after %d retries", ctx, attempt);
+				err_clear(err);
+			}
 			return rc;
 		}
 		if (mono_ms() + pause > deadline) {
@@ -381,12 +393,14 @@ int store_pg_open(struct store **out, const char *conninfo, space_err *err)
 	/* The first connection waits for a server that is still starting, as statements do;
 	 * migrating takes the advisory lock, so processes starting together migrate once. */
 	struct exec_args a = { "SELECT 1", NULL, NULL };
+	ps->opening = true;
 	if (with_retry(&ps->base, exec_attempt, &a, PG_RETRY_MS, err, "connect") < 0 ||
 	    pg_migrate(&ps->base, err) < 0) {
 		err_wrap(err, "opening %s", shown);
 		pg_close(&ps->base);
 		return -1;
 	}
+	ps->opening = false;
 	*out = &ps->base;
 	return 0;
 }

@@ -21,6 +21,7 @@ struct pg_store {
 	char *conninfo;
 	/* One statement or one transaction at a time: a PGconn is not shared between threads. */
 	pthread_mutex_t lock;
+	bool opening; /* store_pg_open: a server that does not answer fails at once */
 };
 
 static inline struct pg_store *pg_of(struct store *st)
