@@ -3,7 +3,8 @@
  * expiry from two processes at once changes each row once, processes starting together
  * migrate once, a newer schema is refused, and a statement after the server dropped the
  * connection, restarted, or was down for seconds still succeeds (reconnect and retry).
- * Needs SPACE_TEST_STORE_PG (make unit starts a server: tests/pg/with-pg.sh); skips without. */
+ * Needs SPACE_TEST_STORE_PG (make unit starts a server: tests/pg/with-pg.sh); skips without.
+ * It drives the back end through its table of functions (store_backend.h), as store.c does. */
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -12,11 +13,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/store/store.h"
+#include "daemon/store/store_backend.h"
 #include "harness.h"
 #include "store_pg_reset.h"
 
 static const char *url;
+
+static void pg_close(struct store *st)
+{
+	if (st)
+		st->ops->close(st);
+}
 
 static int64_t mono_ms(void)
 {
@@ -31,7 +38,7 @@ static struct store *open_fresh(void)
 	struct store *st = NULL;
 	space_err err = { 0 };
 
-	if (store_test_pg_reset(url) < 0 || store_open_url(&st, url, &err) < 0) {
+	if (store_test_pg_reset(url) < 0 || store_pg_open(&st, url, &err) < 0) {
 		NOTE("open %s: %s", url, err.msg);
 		return NULL;
 	}
@@ -43,7 +50,7 @@ static struct store *open_again(void)
 	struct store *st = NULL;
 	space_err err = { 0 };
 
-	if (store_open_url(&st, url, &err) < 0)
+	if (store_pg_open(&st, url, &err) < 0)
 		NOTE("open: %s", err.msg);
 	return st;
 }
@@ -94,7 +101,7 @@ static int put_intent(struct store *st, int i, int memory_mib)
 	snprintf(op.sandbox_id, sizeof(op.sandbox_id), "%s", s.id);
 	op.kind = OPK_CREATE;
 	op.state = OP_PENDING;
-	rc = store_intent_put(st, &s, &op, intent, &err);
+	rc = st->ops->intent_put(st, &s, &op, intent, &err);
 	if (rc < 0)
 		NOTE("intent %d: %s", i, err.msg);
 	json_decref(intent);
@@ -132,7 +139,7 @@ static void *claim_loop(void *arg)
 	for (int round = 0; round < 100; round++) {
 		int before = c->n;
 
-		if (store_claim(c->st, c->node, 3, 1 << 20, note_claim, c, &err) < 0) {
+		if (c->st->ops->claim(c->st, c->node, 3, 1 << 20, note_claim, c, &err) < 0) {
 			NOTE("claim %s: %s", c->node, err.msg);
 			c->failed = true;
 			break;
@@ -173,8 +180,8 @@ static void test_claims_disjoint(void)
 	CHECK(missing == 0 && ca.n + cb.n == INTENTS, "every intent was claimed once (%d missing)",
 	      missing);
 out:
-	store_close(a);
-	store_close(b);
+	pg_close(a);
+	pg_close(b);
 }
 
 /* A row another transaction holds is skipped at once, not waited for. */
@@ -195,19 +202,19 @@ static void test_claim_skips_locked(void)
 		goto out;
 	c.st = st;
 	t0 = mono_ms();
-	CHECK(store_claim(st, "node-a", 2, 4096, note_claim, &c, &err) == 0, "claim %s", err.msg);
+	CHECK(st->ops->claim(st, "node-a", 2, 4096, note_claim, &c, &err) == 0, "claim %s", err.msg);
 	CHECK(c.n == 1 && c.got[0] == 2, "the locked oldest row is skipped, the next one taken (%d)",
 	      c.n ? c.got[0] : -1);
 	CHECK(mono_ms() - t0 < 2000, "without waiting for the lock (%lld ms)",
 	      (long long)(mono_ms() - t0));
 	side_exec(lock, "ROLLBACK");
 	c.n = 0;
-	CHECK(store_claim(st, "node-a", 2, 4096, note_claim, &c, &err) == 0 && c.n == 1 &&
+	CHECK(st->ops->claim(st, "node-a", 2, 4096, note_claim, &c, &err) == 0 && c.n == 1 &&
 		      c.got[0] == 1,
 	      "once released it is claimable");
 out:
 	PQfinish(lock);
-	store_close(st);
+	pg_close(st);
 }
 
 /* ---- leases ---- */
@@ -223,7 +230,7 @@ static void *expire_once(void *arg)
 	struct expirer *e = arg;
 	space_err err = { 0 };
 
-	if (store_nodes_expire(e->st, 10000, &e->nodes, &e->sandboxes, &err) < 0) {
+	if (e->st->ops->nodes_expire(e->st, 10000, &e->nodes, &e->sandboxes, &err) < 0) {
 		NOTE("expire: %s", err.msg);
 		e->failed = true;
 	}
@@ -244,10 +251,10 @@ static void test_expire_concurrent(void)
 	for (int i = 0; i < 10; i++)
 		put_intent(a, i, 128);
 	c.st = a;
-	store_claim(a, "node-x", 10, 4096, note_claim, &c, &err);
+	a->ops->claim(a, "node-x", 10, 4096, note_claim, &c, &err);
 	snprintf(n.id, sizeof(n.id), "node-x");
 	n.lease_expires_ms = 5000;
-	CHECK(c.n == 10 && store_node_put(a, &n, &err) == 0, "a node with 10 sandboxes %s", err.msg);
+	CHECK(c.n == 10 && a->ops->node_put(a, &n, &err) == 0, "a node with 10 sandboxes %s", err.msg);
 	pthread_create(&ta, NULL, expire_once, &ea);
 	pthread_create(&tb, NULL, expire_once, &eb);
 	pthread_join(ta, NULL);
@@ -257,8 +264,8 @@ static void test_expire_concurrent(void)
 	      "the node and its sandboxes changed once between them (%d+%d nodes, %d+%d sandboxes)",
 	      ea.nodes, eb.nodes, ea.sandboxes, eb.sandboxes);
 out:
-	store_close(a);
-	store_close(b);
+	pg_close(a);
+	pg_close(b);
 }
 
 /* ---- migrations ---- */
@@ -268,10 +275,10 @@ static void *open_close(void *arg)
 	struct store *st = NULL;
 	space_err err = { 0 };
 
-	*(int *)arg = store_open_url(&st, url, &err);
+	*(int *)arg = store_pg_open(&st, url, &err);
 	if (*(int *)arg < 0)
 		NOTE("concurrent open: %s", err.msg);
-	store_close(st);
+	pg_close(st);
 	return NULL;
 }
 
@@ -293,9 +300,9 @@ static void test_migrate_once(void)
 	CHECK(side_count(c, "SELECT count(*) FROM schema_version") == 1,
 	      "and the schema was made once (one version row)");
 	side_exec(c, "INSERT INTO schema_version (version) VALUES (999)");
-	CHECK(store_open_url(&st, url, &err) < 0 && strstr(err.msg, "newer"),
+	CHECK(store_pg_open(&st, url, &err) < 0 && strstr(err.msg, "newer"),
 	      "a newer schema is refused: %s", err.msg);
-	store_close(st);
+	pg_close(st);
 	PQfinish(c);
 }
 
@@ -305,7 +312,7 @@ static int kv_round_trip(struct store *st, const char *value, space_err *err)
 {
 	char got[64];
 
-	if (store_kv_set(st, "probe", value, err) < 0 || store_kv_get(st, "probe", got, sizeof(got), err) < 0)
+	if (st->ops->kv_set(st, "probe", value, err) < 0 || st->ops->kv_get(st, "probe", got, sizeof(got), err) < 0)
 		return -1;
 	return strcmp(got, value) ? err_set(err, EIO, "read back %s", got) : 0;
 }
@@ -367,7 +374,7 @@ static void test_reconnect(void)
 	      "the server came back");
 out:
 	PQfinish(c);
-	store_close(st);
+	pg_close(st);
 }
 
 int main(void)
