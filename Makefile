@@ -3,6 +3,7 @@
 #   make ui     the browser page (ui/, xterm.js from the npm registry) into build/ui
 #   make run    ... then start spaced on loopback in the foreground
 #   make test   build what the tests need and run the whole suite (spaced under ASan+UBSan)
+#   make test-postgres   the single-node suite's core with every daemon's store in PostgreSQL
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py, bench/lifecycle.py,
@@ -19,7 +20,10 @@ CFLAGS ?= $(OPT) -g
 CFLAGS += -std=gnu11 $(WARN) -D_GNU_SOURCE -Isrc/common -MMD -MP
 # The daemon's folders include each other as "folder/x.h" (scripts/check-layers.sh
 # checks which folder may include which).
-DAEMON_INC := -Isrc/daemon -Isrc
+# libpq's headers (the PostgreSQL store, src/daemon/store/store_pg*.c): where pg_config says,
+# Debian's path when it is not installed yet (make runs deps.sh first).
+PG_INC := -I$(or $(shell pg_config --includedir 2>/dev/null),/usr/include/postgresql)
+DAEMON_INC := -Isrc/daemon -Isrc $(PG_INC)
 SAN := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 COMMON_SRC := $(wildcard src/common/*.c)
@@ -56,7 +60,7 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
-DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lssl -lcrypto -lseccomp -lhttp_parser
+DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lpq -lssl -lcrypto -lseccomp -lhttp_parser
 CLI_LIBS    := -lcurl -ljansson
 GW_LIBS     := -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser -lseccomp
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt \
@@ -216,10 +220,12 @@ $(BUILD)/san/%.a:
 # test_sse / test_cli*, test_memcvt*, test_proto, test_gw_* (the gateway), test_egress_*
 # (src/egress alone), else the daemon) plus the egress and common ones.
 unit_libs = $(if $(filter test_agent_% test_fs_%,$(1)),$(BUILD)/san/libagent.a,$(if $(filter test_sse test_cli%,$(1)),$(BUILD)/san/libcli.a,$(if $(filter test_memcvt%,$(1)),$(BUILD)/san/libmemcvt.a,$(if $(filter test_gw_%,$(1)),$(BUILD)/san/libgateway.a,$(if $(filter test_proto test_egress_%,$(1)),,$(BUILD)/san/libdaemon.a))))) $(BUILD)/san/libegress.a $(BUILD)/san/libcommon.a
+# The store tests also link the PostgreSQL test hook (tests/unit/store_pg_reset.h).
+unit_extra = $(if $(filter test_store%,$(1)),tests/unit/store_pg_reset.c)
 .SECONDEXPANSION:
-$(BUILD)/unit/%: tests/unit/%.c $$(call unit_libs,$$*)
+$(BUILD)/unit/%: tests/unit/%.c $$(call unit_extra,$$*) $$(call unit_libs,$$*)
 	@mkdir -p $(@D) $(BUILD)/unitdeps
-	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/cli -Isrc/gateway -MF $(BUILD)/unitdeps/$*.d -o $@ $< \
+	$(CC) $(CFLAGS) $(SAN) -O1 -Isrc -Isrc/daemon $(PG_INC) -Isrc/agent -Isrc/cli -Isrc/gateway -MF $(BUILD)/unitdeps/$*.d -o $@ $< $(call unit_extra,$*) \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(DAEMON_LIBS) $(CLI_LIBS) $(GW_LIBS)
 
 # The replay binaries: a harness plus tests/fuzz/replay.c, linked like a unit test of the
@@ -233,13 +239,15 @@ fuzz_ldflags = $(if $(filter agent_guest,$(1)),$(FUZZ_AGENT_WRAP))
 $(BUILD)/unit/test_fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $$(wildcard tests/fuzz/*.h) \
 		$$(call fuzz_archives,$$*,$(BUILD)/san)
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon -Isrc/agent -Isrc/gateway -Itests/fuzz \
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) $(SAN) -O1 -Isrc -Isrc/daemon $(PG_INC) -Isrc/agent -Isrc/gateway -Itests/fuzz \
 		-DFUZZ_TARGET='"$*"' -o $@ $(filter %.c,$^) \
 		-Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(call fuzz_ldflags,$*) $(DAEMON_LIBS) $(GW_LIBS)
 
+# The store's cases run against SQLite and, with a PostgreSQL started for the run
+# (tests/pg/with-pg.sh exports SPACE_TEST_STORE_PG), against PostgreSQL too.
 unit: deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
-	@tests/unit/run.sh $(UNIT_BIN)
+	@tests/pg/with-pg.sh tests/unit/run.sh $(UNIT_BIN)
 
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
@@ -247,6 +255,14 @@ san-bins: deps layers
 test: all san-bins browser-test-deps e2b-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
+
+# The single-node suite's core on PostgreSQL: a throwaway server (tests/pg/with-pg.sh), every
+# daemon on a database of its own (SPACE_TEST_STORE, tests/e2e/space.py). PG_E2E picks files.
+PG_E2E ?= tests/e2e/test_functional.py tests/e2e/test_lifecycle.py tests/e2e/test_operations.py \
+          tests/e2e/test_recovery.py tests/e2e/test_files.py
+.PHONY: test-postgres
+test-postgres: all san-bins
+	@tests/pg/with-pg.sh bash -c 'SPACE_TEST_STORE=$$SPACE_TEST_STORE_PG exec /usr/bin/python3 -m pytest -q $(PG_E2E)'
 
 # Fault injection and load: their own targets, never part of `make test` (long; see README).
 #   make faults [COUNT=50]                  tests/fault/faults.py, COUNT runs per scenario
@@ -267,7 +283,7 @@ bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -Isrc -MMD -MP
+FUZZ_CFLAGS := -O1 -g -std=gnu11 $(WARN) -Wno-unknown-warning-option -D_GNU_SOURCE -Isrc/common -Isrc/daemon -Isrc $(PG_INC) -MMD -MP
 fuzz_objs = $(patsubst src/%.c,$(BUILD)/fuzz/obj/%.o,$(filter-out %/main.c,$(1)))
 FUZZ_BIN := $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 

@@ -1002,6 +1002,21 @@ def sanitizer_env(prefix):
     }
 
 
+def store_for_daemon(store):
+    """SPACE_TEST_STORE (make test-postgres): the --store of one daemon. With a harness server
+    (SPACE_TEST_PG_DIR, tests/pg/with-pg.sh) each daemon gets a database of its own, so that
+    its counts and restarts see only its rows; otherwise the URL as it is."""
+    pg_dir = os.environ.get("SPACE_TEST_PG_DIR")
+    if not pg_dir or not store.startswith(("postgres://", "postgresql://")):
+        return store
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "pgserver", os.path.join(os.path.dirname(__file__), "..", "pg", "pgserver.py"))
+    pgserver = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pgserver)
+    return pgserver.PgServer(pg_dir).create_database("e2e_" + secrets.token_hex(6))
+
+
 class Daemon:
     """One spaced on loopback. Every instance alive is in Daemon.running (for log dumps)."""
 
@@ -1022,6 +1037,9 @@ class Daemon:
         accel = os.environ.get("SPACE_TEST_ACCEL")
         if accel and "--accel" not in self.extra_args:
             self.extra_args += ["--accel", accel]
+        store = os.environ.get("SPACE_TEST_STORE")
+        if store and "--store" not in self.extra_args:
+            self.extra_args += ["--store", store_for_daemon(store)]
         self.proc = None
         self.sandbox_ids = set()
         self.api = Api(self.url, self.api_key, self)
