@@ -6,14 +6,6 @@
 
 #include "store_backend.h"
 
-/* Replaced by store_pg.c's definition in builds that have the PostgreSQL back end. */
-__attribute__((weak)) int store_pg_open(struct store **out, const char *conninfo, space_err *err)
-{
-	(void)out;
-	(void)conninfo;
-	return err_set(err, ENOTSUP, "store: this build has no PostgreSQL back end");
-}
-
 int store_open(struct store **out, const char *path, space_err *err)
 {
 	return store_sqlite_open(out, path, err);

@@ -201,18 +201,6 @@ int pg_claim(struct store *st, const char *node_id, int max, int room_mib,
 
 /* ---- nodes ---- */
 
-/* Weak stand-ins for store.c's (the dispatcher, from the store-sqlite branch), so that this
- * branch links on its own until that lands; store.c's definitions win once it does. */
-__attribute__((weak)) const char *node_state_name(enum node_state s)
-{
-	return s == NODE_UP ? "up" : s == NODE_LOST ? "lost" : "unknown";
-}
-
-__attribute__((weak)) int node_state_parse(const char *name)
-{
-	return !strcmp(name, "up") ? NODE_UP : !strcmp(name, "lost") ? NODE_LOST : -1;
-}
-
 #define NODE_COLS                                                                        \
 	"id, state, api_url, data_url, memory_mib, vcpus, used_memory_mib, used_vcpus,"  \
 	" sandboxes, started_ms, renewed_ms, lease_expires_ms"
