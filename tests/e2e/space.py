@@ -195,8 +195,13 @@ SESSION = {"id": SS_ID, "sandbox_id": SB_ID, "kind": Enum("process", "pty", "fil
            "started_at": Nullable(TIME),
            "ended_at": Nullable(TIME)}
 DATA_PLANE = {"url": URL, "token": Pattern(r"^[0-9a-f]{64}$"), "expires_at": TIME}
+NODE = {"id": NONEMPTY, "state": Enum("up", "lost"), "api_url": URL, "data_url": URL,
+        "capacity": {"memory_mib": Int(0), "vcpus": Int(0)},
+        "used": {"memory_mib": Int(0), "vcpus": Int(0), "sandboxes": Int(0)},
+        "started_at": TIME, "renewed_at": TIME, "lease_expires_at": TIME}
 SHAPES = {
     "info": INFO,
+    "nodes": {"nodes": ListOf(NODE)},
     "templates": {"templates": ListOf(TEMPLATE)},
     "template": TEMPLATE,
     "sandbox+op": {"sandbox": SANDBOX, "operation": OPERATION},

@@ -2,6 +2,7 @@
  * the expiry every process runs (cluster.h; docs/design/cluster.md) */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/req.h"
 #include "cluster.h"
@@ -91,6 +92,9 @@ static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const 
 	s.updated_ms = now_ms();
 	if (store_sandbox_put(d->store, &s, &err) < 0)
 		log_error("sandbox %s: %s", rec->id, err.msg);
+	/* Known here from now on (delete works on it as on any failed sandbox). */
+	if (sandbox_load(d, &s) < 0)
+		log_error("sandbox %s: out of memory", rec->id);
 	if (store_op_get(d->store, op_id, &op, &err) == 0) {
 		op.state = OP_FAILED;
 		snprintf(op.error, sizeof(op.error), "%s", why);
@@ -127,11 +131,36 @@ static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const
 		log_info("sandbox %s: restoring here, on node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
 }
 
+/* A restore intent names no operation: it is the sandbox's open restore (the claim moved it
+ * to this node with the sandbox). */
+struct open_restore {
+	const char *sb_id;
+	char op_id[ID_LEN];
+};
+
+static int find_restore(const struct op_rec *op, void *arg)
+{
+	struct open_restore *f = arg;
+
+	if (op->kind != OPK_RESTORE || strcmp(op->sandbox_id, f->sb_id) != 0)
+		return 0;
+	snprintf(f->op_id, sizeof(f->op_id), "%s", op->id);
+	return 1;
+}
+
 static int on_claim(const struct sandbox_rec *rec, const json_t *intent, void *arg)
 {
 	struct spaced *d = arg;
 	const char *kind = json_string_value(json_object_get(intent, "kind"));
 	const char *op_id = json_string_value(json_object_get(intent, "op"));
+	struct open_restore f = { .sb_id = rec->id };
+	space_err err = { 0 };
+
+	if (kind && !op_id && strcmp(kind, "restore") == 0) {
+		if (store_op_each_open(d->store, find_restore, &f, &err) < 0)
+			log_warn("sandbox %s: finding its restore operation: %s", rec->id, err.msg);
+		op_id = f.op_id[0] ? f.op_id : NULL;
+	}
 
 	if (!kind || !op_id || !id_valid(op_id, "op-")) {
 		claim_failed(d, rec, op_id && id_valid(op_id, "op-") ? op_id : "", "its intent is malformed");
@@ -146,6 +175,26 @@ static int on_claim(const struct sandbox_rec *rec, const json_t *intent, void *a
 	return 0;
 }
 
+/* Sandboxes of this node being brought up (created or restored) now. */
+static int bringing_up(struct spaced *d)
+{
+	int n = 0;
+
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		n += sb->rec.role == ROLE_USER && (sb->rec.state == SB_CREATING || sb->rec.state == SB_RESTORING);
+	return n;
+}
+
+/* At most one bring-up per core at a time (at least two): a burst of intents waits in the
+ * store, where another node with less to do may take it, rather than in this node's queue
+ * of network namespaces and boots, where it would only time out. */
+static int inflight_max(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return cpus > 2 ? (int)cpus : 2;
+}
+
 static void claim_some(struct spaced *d)
 {
 	struct capacity c;
@@ -158,7 +207,7 @@ static void claim_some(struct spaced *d)
 
 		capacity_get(d, &c);
 		room = c.memory_budget_mib - c.memory_used_mib - capacity_overhead_mib();
-		if (room <= 0 || c.running >= c.max_sandboxes)
+		if (room <= 0 || c.running >= c.max_sandboxes || bringing_up(d) >= inflight_max())
 			return;
 		if (!want)
 			want = 1 + room / 1024 < CLAIMS_MAX ? 1 + room / 1024 : CLAIMS_MAX;

@@ -230,3 +230,8 @@ int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, con
 	op_rec_clear(&op);
 	return rc;
 }
+
+int sandbox_load(struct spaced *d, const struct sandbox_rec *rec)
+{
+	return sandbox_find(d, rec->id) ? 0 : load_one(rec, d);
+}

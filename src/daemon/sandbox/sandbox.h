@@ -24,6 +24,9 @@ int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbo
 /* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const char *sb_id, const char *op_id,
 			   space_err *err);
+/* A record this process did not load at start (a claim that failed): known from now on, as
+ * reconcile would have loaded it (no VM is looked for). */
+int sandbox_load(struct spaced *d, const struct sandbox_rec *rec);
 /* A restore a node claimed: a suspended sandbox (rec, as the claim read it) that another node
  * left, restored here from the shared directory under operation op_id. */
 int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err);

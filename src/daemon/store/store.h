@@ -141,7 +141,9 @@ int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, voi
 int store_intent_put(struct store *st, const struct sandbox_rec *s, const struct op_rec *op,
 		     const json_t *intent, space_err *err);
 /* A restore of a suspended sandbox that no node owns (node_id ""): sets the intent
- * {"kind": "restore"} and writes op (pending), so that any node may claim it. EINVAL when the
+ * {"kind": "restore"} and writes op (pending; the claim moves it to the claiming node with
+ * the sandbox, where it is the sandbox's open restore operation), so that any node may
+ * claim it. EINVAL when the
  * sandbox is not suspended or a node owns it. */
 int store_intent_restore(struct store *st, const char *sandbox_id, const struct op_rec *op,
 			 space_err *err);
