@@ -14,6 +14,7 @@ import time
 import pytest
 
 import space
+from test_pty import read_until, ws_connect
 
 parser = pytest.importorskip("prometheus_client.parser")  # Debian: python3-prometheus-client
 
@@ -158,6 +159,19 @@ def test_a_sandbox_life_moves_the_right_series(mdaemon):
     assert delta(m1, m2, "space_output_bytes_total", transport="websocket", stream="stdout") == 0
     # The attach was answered on the data plane.
     assert delta(m1, m2, "space_http_requests_total", plane="data", **{"class": "2xx"}) >= 1
+
+    # A terminal's output over the WebSocket counts there (as stdout: a PTY has one stream).
+    pty = api.create_session(sb["id"], ["/bin/sh", "-c", "printf ws-bytes-12"], pty={"rows": 24, "cols": 80})
+    ws = ws_connect(pty)
+    assert ws.status == 101, ws.head
+    got, msg = read_until(ws, b"\x00never")
+    ws.close()
+    assert msg and msg["exit_code"] == 0 and got == b"ws-bytes-12", (got, msg)
+    m2b = scrape(api)
+    assert delta(m2, m2b, "space_output_bytes_total", transport="websocket", stream="stdout") == len(got)
+    assert delta(m2, m2b, "space_output_bytes_total", transport="sse", stream="stdout") == 0
+    assert delta(m2, m2b, "space_sessions_started_total") == 1
+    m2 = m2b
 
     api.remove_sandbox(sb["id"])
     m3 = scrape(api)
