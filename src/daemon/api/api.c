@@ -12,6 +12,9 @@
 
 static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/info", api_info_get },
+	{ EVHTTP_REQ_GET, "/v1/healthz", api_healthz },
+	{ EVHTTP_REQ_GET, "/v1/readyz", api_readyz },
+	{ EVHTTP_REQ_GET, "/metrics", api_metrics_get },
 	{ EVHTTP_REQ_GET, "/v1/templates", api_templates_list },
 	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get },
 	{ EVHTTP_REQ_PUT, "/v1/templates/{}/pool", api_templates_pool },
@@ -66,8 +69,10 @@ static const struct http_route api_routes[] = {
 /* Every control-plane request carries the API key, unknown routes included,
  * so nothing about the API is learned without it: as "Authorization: Bearer <key>", or as
  * "X-API-KEY: <key>" (what the E2B SDKs send). An empty configured key opens nothing. The
- * one exception: GET of the browser page's static files (/ui/ and /ui/<name>), which hold no
- * data; the page asks the user for the key and sends it with everything it does. */
+ * exceptions: GET of the browser page's static files (/ui/ and /ui/<name>), which hold no
+ * data (the page asks the user for the key and sends it with everything it does), and GET of
+ * the two probes, /v1/healthz and /v1/readyz, which an orchestrator sends without a key and
+ * which answer only "ok" or the names and results of their checks. /metrics needs the key. */
 static void refuse(struct http_req *r, const char *msg)
 {
 	if (e2b_api_path(r))
@@ -83,7 +88,7 @@ static int api_auth(struct http_req *r)
 	const char *x = evhttp_find_header(hdrs, "X-API-KEY");
 	char key[sizeof(r->d->cfg.api_key)];
 
-	if (api_ui_public(r))
+	if (api_ui_public(r) || api_health_public(r))
 		return 0;
 	if (!h && !x) {
 		refuse(r, "missing Authorization: Bearer <api key> (or X-API-KEY)");

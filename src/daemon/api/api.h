@@ -6,6 +6,13 @@
 
 /* api_info.c */
 void api_info_get(struct http_req *r);
+/* api_health.c: the orchestrator's probes, answered without the API key */
+void api_healthz(struct http_req *r);
+void api_readyz(struct http_req *r);
+/* True for GET /v1/healthz and GET /v1/readyz, which need no API key. */
+bool api_health_public(const struct http_req *r);
+/* api_metrics.c: GET /metrics, Prometheus text format */
+void api_metrics_get(struct http_req *r);
 /* api_templates.c */
 void api_templates_list(struct http_req *r);
 void api_templates_get(struct http_req *r);

@@ -12,6 +12,7 @@
 #include "sandbox/sandbox.h"
 #include "dataplane.h"
 #include "log.h"
+#include "metrics/metrics.h"
 
 /* Payload bytes per event at most (base64 makes it ~87 KiB on the wire). */
 #define SSE_CHUNK (64u << 10)
@@ -274,6 +275,7 @@ static void sse_pump(struct sse *c)
 			return;
 		}
 		sse_send(c);
+		metrics_output_sent(MX_TR_SSE, stream, (uint64_t)n);
 		c->w.pos += (uint64_t)n;
 		moved = true;
 	}

@@ -13,6 +13,7 @@
 #include "dataplane.h"
 #include "http/ws.h"
 #include "log.h"
+#include "metrics/metrics.h"
 #include "sandbox/sandbox.h"
 
 /* Output bytes per message at most. */
@@ -116,6 +117,7 @@ static void wsa_pump_out(struct wsa *a)
 			break;
 		a->buf[0] = (uint8_t)(stream == 2 ? 2 : 1);
 		ws_send(a->ws, true, a->buf, (size_t)n + 1);
+		metrics_output_sent(MX_TR_WEBSOCKET, stream, (uint64_t)n);
 		a->w.pos += (uint64_t)n;
 		moved = true;
 	}

@@ -13,6 +13,7 @@
 #include "e2b.h"
 #include "envd_proc.h"
 #include "log.h"
+#include "metrics/metrics.h"
 #include "sandbox/sandbox.h"
 
 /* Output bytes per data event at most. */
@@ -129,6 +130,7 @@ static void proc_pump(struct proc_stream *ps)
 		if (proc_send(ps, envd_event_data(ps->pty ? "pty" : stream == 2 ? "stderr" : "stdout", ps->buf,
 						  (size_t)n)) < 0)
 			return;
+		metrics_output_sent(MX_TR_E2B, stream, (uint64_t)n);
 		ps->w.pos += (uint64_t)n;
 		moved = true;
 	}

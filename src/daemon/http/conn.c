@@ -45,6 +45,7 @@ struct http_conn {
 	struct event *deadline;
 	struct http_hold *hold;          /* a held request's close hook */
 	struct http_sf *sf;              /* the stream filter, on planes with stream routes */
+	const char *plane;               /* the listener's plane name ("api", "data") */
 };
 
 struct http_listener {
@@ -206,6 +207,11 @@ struct http_sf *http_conn_sf(struct http_conn *c)
 	return c ? c->sf : NULL;
 }
 
+const char *http_conn_plane(const struct http_conn *c)
+{
+	return c ? c->plane : NULL;
+}
+
 /* From an event of our own, never inside an evhttp callback. */
 void http_conn_close(struct http_conn *c)
 {
@@ -363,6 +369,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 		return bev;
 	c->owner = cs;
 	c->bev = bev;
+	c->plane = hl->name;
 	bufferevent_incref(bev);
 	list_add(&cs->pending, c);
 	event_active(cs->inspect, EV_TIMEOUT, 0);

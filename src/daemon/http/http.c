@@ -18,6 +18,7 @@
 #include "cleanup.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics/metrics.h"
 #include "stream.h"
 
 /* libevent's hard cap on a body is our limit itself: evhttp refuses a larger
@@ -284,13 +285,13 @@ enum http_match http_route_find(const struct http_route *routes, size_t n, struc
 	return path_known ? HTTP_BAD_METHOD : HTTP_NO_ROUTE;
 }
 
-/* The reply is out: the next request on this connection has the deadline, and the stream
- * filter reads the next request. */
+/* The reply is out: it is counted, the next request on this connection has the deadline, and
+ * the stream filter reads the next request. */
 static void request_done(struct evhttp_request *req, void *arg)
 {
 	struct http_sf *sf = http_conn_sf(arg);
 
-	(void)req;
+	metrics_http_answered(http_conn_plane(arg), evhttp_request_get_response_code(req));
 	http_conn_deadline_arm(arg);
 	if (sf)
 		http_sf_reply_done(sf);

@@ -76,6 +76,8 @@ int http_conns_attach(struct http_conns *cs, struct evhttp *http, struct evhttp_
 		      const struct http_plane *plane, space_err *err);
 unsigned http_conns_count(const struct http_conns *cs);
 const struct http_limits *http_conns_limits(const struct http_conns *cs);
+/* The name of the plane whose listener accepted c ("api", "data"), or NULL. */
+const char *http_conn_plane(const struct http_conn *c);
 /* The admitted connection evhttp knows as evcon, or NULL. */
 struct http_conn *http_conn_find(struct http_conns *cs, struct evhttp_connection *evcon);
 /* The deadline runs while a request is being read: from accept (or the end

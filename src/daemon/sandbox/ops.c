@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics/metrics.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -88,6 +89,7 @@ void op_finish(struct spaced *d, struct op_rec *op, const char *error)
 	snprintf(op->error, sizeof(op->error), "%s", error ? error : "");
 	op->updated_ms = now_ms();
 	op_save(d, op);
+	metrics_op_finished(op->kind, !error, (double)(op->updated_ms - op->created_ms) / 1000.0);
 	log_info("operation %s (%s %s) %s%s%s", op->id, op_kind_name(op->kind), op->sandbox_id,
 		 op_state_name(op->state), error ? ": " : "", error ? error : "");
 	wake_waiters(d, op);

@@ -127,6 +127,16 @@ void pool_counts(struct spaced *d, const char *name, int *size, int *ready)
 			(*ready)++;
 }
 
+void pool_each(struct spaced *d, void (*fn)(const char *name, int size, int ready, void *arg), void *arg)
+{
+	for (struct pool *p = d->pools; p; p = p->next) {
+		int size, ready;
+
+		pool_counts(d, p->name, &size, &ready);
+		fn(p->name, size, ready, arg);
+	}
+}
+
 struct sandbox *pool_claim(struct spaced *d, const char *digest, int vcpus, int memory_mib)
 {
 	struct sandbox *cold = NULL;

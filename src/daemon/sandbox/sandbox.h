@@ -91,6 +91,9 @@ int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memo
 int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err);
 /* What the pool of template `name` holds: target size and VMs ready. */
 void pool_counts(struct spaced *d, const char *name, int *size, int *ready);
+/* Every pool set (size 0 included, until the daemon restarts): its template name, target size
+ * and VMs ready. fn must not change the pools. */
+void pool_each(struct spaced *d, void (*fn)(const char *name, int size, int ready, void *arg), void *arg);
 /* Pools named at start-up (--pool) and those set earlier (kept in the store). */
 int pools_init(struct spaced *d, space_err *err);
 
@@ -145,6 +148,8 @@ void ops_poll(struct spaced *d);
  * EINVAL a command that does not fit the agent protocol. */
 int session_create(struct spaced *d, const char *sb_id, const struct exec_req *req,
 		   struct session_rec *out, char token[65], space_err *err);
+/* Sessions not yet ended (created or running), in every sandbox; the daemon's own included. */
+int sessions_live(struct spaced *d);
 /* A fresh token for an existing session (ttl_s <= 0: the configured TTL). */
 int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
 		      char token[65], int64_t *expires_ms, space_err *err);

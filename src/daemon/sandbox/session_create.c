@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics/metrics.h"
 #include "proto.h"
 #include "runtime.h"
 #include "store/store.h"
@@ -153,19 +154,27 @@ static int live_sessions(const struct sandbox *sb)
 	return n;
 }
 
+int sessions_live(struct spaced *d)
+{
+	int all = 0;
+
+	for (const struct sandbox *o = d->sandboxes; o; o = o->next)
+		all += live_sessions(o);
+	return all;
+}
+
 /* Sessions not yet ended (created or running) hold a spool, a channel in the agent and a
  * process: bounded per sandbox and per daemon, answered 429 like other admission limits. */
 static int session_admit(struct spaced *d, const struct sandbox *sb, space_err *err)
 {
-	int here = live_sessions(sb), all = 0;
+	int here = live_sessions(sb), all;
 
 	if (d->cfg.max_sessions_per_sandbox > 0 && here >= d->cfg.max_sessions_per_sandbox)
 		return err_set(err, EDQUOT, "at capacity: sandbox %s has %d sessions not yet ended, at most %d "
 			       "(max_sessions_per_sandbox)", sb->rec.id, here, d->cfg.max_sessions_per_sandbox);
 	if (d->cfg.max_sessions <= 0)
 		return 0;
-	for (const struct sandbox *o = d->sandboxes; o; o = o->next)
-		all += live_sessions(o);
+	all = sessions_live(d);
 	if (all >= d->cfg.max_sessions)
 		return err_set(err, EDQUOT, "at capacity: %d sessions not yet ended, at most %d (max_sessions)",
 			       all, d->cfg.max_sessions);
@@ -230,6 +239,7 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		return -1;
 	sandbox_persist(sb);
 	session_persist(s);
+	metrics_session_started();
 	*out = s->rec;
 	out->argv = json_incref(s->rec.argv);
 	out->env = json_incref(s->rec.env);

@@ -1,0 +1,135 @@
+/* api_metrics.c -- GET /metrics: the daemon's state and counters in Prometheus text format 0.0.4
+ * (docs/design/metrics.md). Gauges are read at scrape time from what the daemon holds; counters
+ * and histograms come from the registry code paths feed (metrics/metrics.c). */
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "api.h"
+#include "daemon.h"
+#include "log.h"
+#include "metrics/metrics.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* Until the store seam links store_backend() (scale-out, part 1), SQLite is the only back end. */
+#define STORE_BACKEND "sqlite"
+
+static void write_info(struct mx_out *o, const struct spaced *d)
+{
+	const char *l[] = { "version", SPACE_VERSION, "role", daemon_role_name(d->cfg.role), "store",
+			    STORE_BACKEND, NULL };
+
+	mx_family(o, "space_build_info", "gauge", "Always 1: the daemon's version, role and store back end.");
+	mx_sample(o, "space_build_info", l, 1);
+	mx_family(o, "space_start_time_seconds", "gauge", "When the daemon started, in seconds since the Unix epoch.");
+	mx_sample(o, "space_start_time_seconds", NULL, (double)d->started_ms / 1000.0);
+}
+
+static int count_state(const struct sandbox_rec *sb, void *arg)
+{
+	unsigned *n = arg;
+
+	if (sb->role == ROLE_USER && (unsigned)sb->state < SB__COUNT)
+		n[sb->state]++;
+	return 0;
+}
+
+/* Every state but deleted (a record of the past, kept without bound: reading them all on each
+ * scrape would grow with the daemon's age; space_operations_total{kind="delete"} counts them). */
+static int write_sandboxes(struct mx_out *o, struct spaced *d, space_err *err)
+{
+	unsigned n[SB__COUNT] = { 0 };
+
+	if (store_sandbox_each(d->store, 0, count_state, n, err) < 0)
+		return err_wrap(err, "counting sandboxes");
+	mx_family(o, "space_sandboxes", "gauge", "Sandboxes (users', not warm-pool VMs) by state; deleted ones are not counted.");
+	for (int s = 0; s < SB__COUNT; s++) {
+		const char *l[] = { "state", sb_state_name((enum sb_state)s), NULL };
+
+		if (s != SB_DELETED)
+			mx_sample(o, "space_sandboxes", l, n[s]);
+	}
+	return 0;
+}
+
+struct pools_out {
+	struct mx_out *o;
+	const char *name;
+	bool ready; /* the ready count, else the target */
+};
+
+static void pool_one(const char *name, int size, int ready, void *arg)
+{
+	struct pools_out *p = arg;
+	const char *l[] = { "template", name, NULL };
+
+	mx_sample(p->o, p->name, l, p->ready ? ready : size);
+}
+
+static void write_pools(struct mx_out *o, struct spaced *d)
+{
+	struct pools_out p = { o, "space_pool_ready", true };
+
+	mx_family(o, "space_pool_ready", "gauge", "Warm-pool VMs ready to hand out, by template.");
+	pool_each(d, pool_one, &p);
+	p = (struct pools_out){ o, "space_pool_target", false };
+	mx_family(o, "space_pool_target", "gauge", "Warm-pool size asked for, by template.");
+	pool_each(d, pool_one, &p);
+}
+
+static void gauge(struct mx_out *o, const char *name, const char *help, double v)
+{
+	mx_family(o, name, "gauge", help);
+	mx_sample(o, name, NULL, v);
+}
+
+static void write_node(struct mx_out *o, struct spaced *d)
+{
+	struct capacity c;
+
+	capacity_get(d, &c);
+	gauge(o, "space_node_memory_budget_bytes", "Memory the node's VMs may take together.",
+	      (double)c.memory_budget_mib * 1048576.0);
+	gauge(o, "space_node_memory_used_bytes", "Memory the node's VMs take (guest RAM and per-VM overhead).",
+	      (double)c.memory_used_mib * 1048576.0);
+	gauge(o, "space_node_vcpus", "vCPUs the node's VMs may have together.", c.vcpu_budget);
+	gauge(o, "space_node_vcpus_used", "vCPUs the node's VMs have.", c.vcpus_used);
+	gauge(o, "space_node_vms", "VMs that exist on the node (sandboxes, pool and builder VMs).", c.running);
+	gauge(o, "space_node_vms_max", "The most VMs the node runs at once (--max-sandboxes).", c.max_sandboxes);
+	gauge(o, "space_sessions_live", "Command sessions not yet ended, in every sandbox.", sessions_live(d));
+	write_pools(o, d);
+}
+
+void api_metrics_get(struct http_req *r)
+{
+	struct evbuffer *buf = evbuffer_new();
+	struct mx_out o = { .buf = buf };
+	space_err err = { 0 };
+
+	if (!buf) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	write_info(&o, r->d);
+	if (write_sandboxes(&o, r->d, &err) < 0) {
+		log_warn("metrics: %s", err.msg);
+		evbuffer_free(buf);
+		http_reply_err(r->req, &err);
+		return;
+	}
+	/* Only a process that runs VMs has a node's capacity, pools and sessions. */
+	if (r->d->cfg.role != DROLE_API)
+		write_node(&o, r->d);
+	metrics_write_counters(&o);
+	if (o.failed) {
+		evbuffer_free(buf);
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Type", CONTENT_TYPE);
+	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Cache-Control", "no-store");
+	evhttp_send_reply(r->req, 200, "OK", buf);
+	evbuffer_free(buf);
+}
