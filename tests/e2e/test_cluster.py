@@ -119,6 +119,20 @@ def test_nodes_register_with_their_capacity(cluster):
         assert n["data_url"] == cluster.nodes[name].data_url
 
 
+def test_metrics_of_an_api_process_show_the_cluster(cluster):
+    resp = cluster.apis[0].api.raw("GET", "/metrics")
+    assert resp.status == 200, resp.status
+    text = resp.body.decode()
+    assert 'space_build_info{version="' in text and 'role="api",store="postgres"} 1' in text, text[:500]
+    assert 'space_cluster_nodes{state="up"} 3' in text, text
+    for name, slots in SLOTS.items():
+        assert f'space_cluster_node_memory_bytes{{node="{name}"}} {slots * VM_MIB * 1048576}' in text
+    # A node reports its own capacity, and its role.
+    text = cluster.nodes["n1"].api.raw("GET", "/metrics").body.decode()
+    assert 'role="node",store="postgres"} 1' in text, text[:500]
+    assert 'space_cluster_nodes{state="up"} 3' in text
+
+
 def test_creates_through_either_api_spread_by_capacity(cluster):
     ops = []
     for i in range(CREATES):

@@ -13,13 +13,10 @@
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
-/* Until the store seam links store_backend() (scale-out, part 1), SQLite is the only back end. */
-#define STORE_BACKEND "sqlite"
-
 static void write_info(struct mx_out *o, const struct spaced *d)
 {
 	const char *l[] = { "version", SPACE_VERSION, "role", daemon_role_name(d->cfg.role), "store",
-			    STORE_BACKEND, NULL };
+			    store_backend(d->store), NULL };
 
 	mx_family(o, "space_build_info", "gauge", "Always 1: the daemon's version, role and store back end.");
 	mx_sample(o, "space_build_info", l, 1);
@@ -102,6 +99,56 @@ static void write_node(struct mx_out *o, struct spaced *d)
 	write_pools(o, d);
 }
 
+/* The cluster as the store has it (every role but all): nodes by state, and each node's
+ * capacity and use as of its last renewal (one series per node: bounded by the fleet). */
+static const char *const node_fam[] = { NULL, "space_cluster_node_memory_bytes",
+					 "space_cluster_node_memory_used_bytes", "space_cluster_node_sandboxes",
+					 "space_cluster_node_up" };
+
+struct node_rows {
+	struct mx_out *o;
+	int up, lost;
+	int pass; /* 0: count, 1..4: one family each */
+};
+
+static int node_row(const struct node_rec *n, void *arg)
+{
+	struct node_rows *w = arg;
+	const char *l[] = { "node", n->id, NULL };
+	double v[] = { 0, (double)n->memory_mib * 1048576.0, (double)n->used_memory_mib * 1048576.0, n->sandboxes,
+		       n->state == NODE_UP };
+
+	if (w->pass == 0) {
+		w->up += n->state == NODE_UP;
+		w->lost += n->state == NODE_LOST;
+	} else {
+		mx_sample(w->o, node_fam[w->pass], l, v[w->pass]);
+	}
+	return 0;
+}
+
+static int write_cluster(struct mx_out *o, struct spaced *d, space_err *err)
+{
+	static const char *const help[] = { NULL, "Memory for sandboxes on each node.",
+					    "Memory its VMs take, as of its last renewal.",
+					    "VMs on each node, as of its last renewal.",
+					    "1 while the node holds its lease, 0 once it is lost." };
+	struct node_rows w = { .o = o };
+	const char *up[] = { "state", "up", NULL }, *lost[] = { "state", "lost", NULL };
+
+	if (store_node_each(d->store, node_row, &w, err) < 0)
+		return -1;
+	mx_family(o, "space_cluster_nodes", "gauge", "Nodes of the cluster by state.");
+	mx_sample(o, "space_cluster_nodes", up, w.up);
+	mx_sample(o, "space_cluster_nodes", lost, w.lost);
+	for (w.pass = 1; w.pass <= 4; w.pass++) {
+		mx_family(o, node_fam[w.pass], "gauge", help[w.pass]);
+		if (store_node_each(d->store, node_row, &w, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 void api_metrics_get(struct http_req *r)
 {
 	struct evbuffer *buf = evbuffer_new();
@@ -122,6 +169,12 @@ void api_metrics_get(struct http_req *r)
 	/* Only a process that runs VMs has a node's capacity, pools and sessions. */
 	if (r->d->cfg.role != DROLE_API)
 		write_node(&o, r->d);
+	if (r->d->cfg.role != DROLE_ALL && write_cluster(&o, r->d, &err) < 0) {
+		log_warn("metrics: %s", err.msg);
+		evbuffer_free(buf);
+		http_reply_err(r->req, &err);
+		return;
+	}
 	metrics_write_counters(&o);
 	if (o.failed) {
 		evbuffer_free(buf);
