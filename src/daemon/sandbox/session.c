@@ -19,8 +19,14 @@ void session_persist(struct session *s)
 
 	if (s->ephemeral)
 		return;
-	if (store_session_put(s->d->store, &s->rec, &err) < 0)
-		log_error("session %s: %s", s->rec.id, err.msg);
+	/* kept on failure, as sandbox_persist does: the tick writes it again */
+	if (store_session_put(s->d->store, &s->rec, &err) == 0) {
+		s->unsaved = false;
+		return;
+	}
+	s->unsaved = err.code != ESTALE;
+	log_error("session %s: %s%s", s->rec.id, err.msg,
+		  s->unsaved ? " (kept; written again on the next tick)" : "");
 }
 
 static void notify_watches(struct session *s)

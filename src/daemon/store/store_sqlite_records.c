@@ -1,4 +1,4 @@
-/* sq_records.c -- sandboxes, operations and sessions in the store */
+/* store_sqlite_records.c -- sandboxes, operations and sessions in the SQLite back end */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
