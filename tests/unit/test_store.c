@@ -1425,7 +1425,9 @@ static const struct store_case cases[] = {
 	{ "expire", case_expire },
 };
 
-/* Stands in where no PostgreSQL back end's tests are linked. */
+/* Stands in where no PostgreSQL back end's tests are linked. (A real definition in an
+ * archive member would not replace it: the linker pulls no member to override a weak
+ * definition it already has; the real one must be in an object linked in for itself.) */
 __attribute__((weak)) int store_test_pg_reset(const char *url)
 {
 	(void)url;
