@@ -293,7 +293,8 @@ static bool evictable(const struct session *s, int64_t now)
 {
 	if (s->ephemeral)
 		return session_done(s) && !s->watches && (s->released || !agent_ready(s->sb->agent));
-	return session_done(s) && !s->watches && s->released && !s->out_paused &&
+	/* not while its end is still to be written: the object is the only record of it */
+	return session_done(s) && !s->watches && s->released && !s->out_paused && !s->unsaved &&
 	       now - s->rec.ended_ms >= SESSION_EVICT_AFTER_MS;
 }
 
