@@ -355,6 +355,16 @@ static void tick_timeouts(struct spaced *d)
 }
 
 /* Deleted sandboxes leave the runtime: their rows stay in the store. */
+static bool any_unsaved(const struct sandbox *sb)
+{
+	if (sb->unsaved)
+		return true;
+	for (const struct session *s = sb->sessions; s; s = s->next)
+		if (s->unsaved)
+			return true;
+	return false;
+}
+
 static void reap_deleted(struct spaced *d)
 {
 	struct sandbox **pp = &d->sandboxes;
@@ -362,8 +372,8 @@ static void reap_deleted(struct spaced *d)
 	while (*pp) {
 		struct sandbox *sb = *pp;
 
-		/* (not while its deletion is still to be written: that would lose it) */
-		if (sb->rec.state == SB_DELETED && !sb->vm && !sb->unsaved &&
+		/* (not while its deletion, or a session's end, is still to be written) */
+		if (sb->rec.state == SB_DELETED && !sb->vm && !any_unsaved(sb) &&
 		    (!sb->op.id[0] || op_state_done(sb->op.state))) {
 			*pp = sb->next;
 			sandbox_free(sb);
