@@ -774,6 +774,11 @@ static void test_migrate_v1(void)
 	if (!st)
 		return;
 	CHECK(pragma_int(st, "PRAGMA user_version") == 7, "now at version 7");
+	CHECK(pragma_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
+			     " ('sandboxes_node', 'sandboxes_intent', 'operations_node', 'snapshots_node',"
+			     " 'nodes_lease')") == 5 &&
+		      pragma_int(st, "SELECT count(*) FROM sqlite_master WHERE name = 'nodes'") == 1,
+	      "v7's nodes table and indexes are there");
 	CHECK(store_sandbox_get(st, "sb-0000000000000009", &s, &err) == 0 && s.state == SB_RUNNING &&
 		      s.pid == 42 && s.next_chan == 5 && !s.disk[0] && s.start_kind == START_BOOT &&
 		      s.on_timeout == ON_TIMEOUT_DELETE && s.role == ROLE_USER && s.jail_uid == 0 &&
