@@ -103,6 +103,7 @@ struct spaced {
 	int64_t started_ms;
 	struct event *tick;        /* periodic: expiry, pools, ready snapshots, disk GC */
 	struct op_waiter *op_waiters; /* long-polls on operations (ops.c) */
+	struct op_unsaved *op_unsaved; /* operations whose last write failed: retried (ops.c) */
 	struct pool *pools;        /* warm pools by template name (pool.c) */
 	struct http_conns *conns;  /* every client connection (http/conn.c) */
 	struct sse *streams;       /* attached output streams (dp_attach.c) */

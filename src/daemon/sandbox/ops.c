@@ -35,12 +35,85 @@ int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_r
 	return 0;
 }
 
+struct op_unsaved {
+	struct op_rec op;
+	struct op_unsaved *next;
+};
+
+static struct op_unsaved **unsaved_find(struct spaced *d, const char *id)
+{
+	struct op_unsaved **pp;
+
+	for (pp = &d->op_unsaved; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->op.id, id) == 0)
+			break;
+	return pp;
+}
+
+static void unsaved_drop(struct op_unsaved **pp)
+{
+	struct op_unsaved *u = *pp;
+
+	*pp = u->next;
+	op_rec_clear(&u->op);
+	free(u);
+}
+
+/* Keeps the newest version of op to write again (replacing an older one). */
+static void unsaved_keep(struct spaced *d, const struct op_rec *op)
+{
+	struct op_unsaved **pp = unsaved_find(d, op->id), *u = *pp;
+
+	if (!u) {
+		if (!(u = calloc(1, sizeof(*u)))) {
+			log_error("operation %s: out of memory keeping it to write again", op->id);
+			return;
+		}
+		*pp = u;
+	} else {
+		op_rec_clear(&u->op);
+	}
+	op_copy(&u->op, op);
+}
+
+/* Writes op; on failure keeps it for ops_retry (a write that succeeds later supersedes it). */
 static void op_save(struct spaced *d, const struct op_rec *op)
 {
 	space_err err = { 0 };
+	struct op_unsaved **pp;
 
-	if (store_op_put(d->store, op, &err) < 0)
-		log_error("operation %s: %s", op->id, err.msg);
+	if (store_op_put(d->store, op, &err) == 0) {
+		if (*(pp = unsaved_find(d, op->id)))
+			unsaved_drop(pp);
+		return;
+	}
+	log_error("operation %s: %s (kept; written again on the next tick)", op->id, err.msg);
+	unsaved_keep(d, op);
+}
+
+void ops_retry(struct spaced *d)
+{
+	struct op_unsaved **pp = &d->op_unsaved;
+	space_err err = { 0 };
+
+	while (*pp) {
+		if (store_op_put(d->store, &(*pp)->op, &err) == 0) {
+			log_info("operation %s: written to the store again", (*pp)->op.id);
+			unsaved_drop(pp);
+			continue;
+		}
+		err_clear(&err);
+		pp = &(*pp)->next;
+	}
+}
+
+void ops_unsaved_free(struct spaced *d)
+{
+	while (d->op_unsaved) {
+		log_warn("operation %s: exiting before the store took its last state",
+			 d->op_unsaved->op.id);
+		unsaved_drop(&d->op_unsaved);
+	}
 }
 
 static void waiter_unlink(struct op_waiter *w)

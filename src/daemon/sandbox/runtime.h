@@ -63,6 +63,7 @@ struct sandbox {
 	bool net_waiting;          /* ... and the bring-up waits for it to end */
 	bool net_repush;           /* the policy changed meanwhile: push again once it ends */
 	bool vm_next;              /* launch: the network is ready, QEMU starts on the next turn */
+	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	struct sandbox *next;
 };
 
@@ -87,6 +88,7 @@ struct session {
 	bool released;             /* agent was told to forget the channel */
 	bool kill_wanted;          /* cancelled while the agent was away: SIGKILL after its hello */
 	bool free_running;         /* unread output never pauses the process (E2B's processes) */
+	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	bool ephemeral;            /* the daemon's own (a file operation, a watch): never stored or
 				    * listed; freed with its spool once ended and unwatched */
 	void (*on_stdin_room)(struct session *s, void *arg); /* stdin was acknowledged */

@@ -9,13 +9,37 @@
 #include "runtime.h"
 #include "store/store.h"
 
+/* A write that fails is not dropped: the sandbox stays marked and sandbox_tick writes it
+ * again (the record in memory is the truth) until the store takes it. ESTALE is the node
+ * scope's fence (store.h): another process owns the row now, and writing again would not
+ * change that. */
 void sandbox_persist(struct sandbox *sb)
 {
 	space_err err = { 0 };
 
 	sb->rec.updated_ms = now_ms();
-	if (store_sandbox_put(sb->d->store, &sb->rec, &err) < 0)
-		log_error("sandbox %s: %s", sb->rec.id, err.msg);
+	if (store_sandbox_put(sb->d->store, &sb->rec, &err) == 0) {
+		if (sb->unsaved)
+			log_info("sandbox %s: written to the store again", sb->rec.id);
+		sb->unsaved = false;
+		return;
+	}
+	sb->unsaved = err.code != ESTALE;
+	log_error("sandbox %s: %s%s", sb->rec.id, err.msg,
+		  sb->unsaved ? " (kept; written again on the next tick)" : "");
+}
+
+/* Writes again what the store refused before (sandbox_persist, session_persist). */
+static void persist_retry(struct spaced *d)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		if (sb->unsaved)
+			sandbox_persist(sb);
+		for (struct session *s = sb->sessions; s; s = s->next)
+			if (s->unsaved)
+				session_persist(s);
+	}
+	ops_retry(d);
 }
 
 void sandbox_set_state(struct sandbox *sb, enum sb_state to)
@@ -337,6 +361,16 @@ static void tick_timeouts(struct spaced *d)
 }
 
 /* Deleted sandboxes leave the runtime: their rows stay in the store. */
+static bool any_unsaved(const struct sandbox *sb)
+{
+	if (sb->unsaved)
+		return true;
+	for (const struct session *s = sb->sessions; s; s = s->next)
+		if (s->unsaved)
+			return true;
+	return false;
+}
+
 static void reap_deleted(struct spaced *d)
 {
 	struct sandbox **pp = &d->sandboxes;
@@ -344,7 +378,9 @@ static void reap_deleted(struct spaced *d)
 	while (*pp) {
 		struct sandbox *sb = *pp;
 
-		if (sb->rec.state == SB_DELETED && !sb->vm && (!sb->op.id[0] || op_state_done(sb->op.state))) {
+		/* (not while its deletion, or a session's end, is still to be written) */
+		if (sb->rec.state == SB_DELETED && !sb->vm && !any_unsaved(sb) &&
+		    (!sb->op.id[0] || op_state_done(sb->op.state))) {
 			*pp = sb->next;
 			sandbox_free(sb);
 			continue;
@@ -366,6 +402,7 @@ void sandbox_tick(struct spaced *d)
 	static int64_t last_gc;
 	int64_t now = now_ms();
 
+	persist_retry(d);
 	tick_timeouts(d);
 	sessions_tick(d);
 	ready_tick(d);
@@ -384,11 +421,15 @@ void sandbox_shutdown(struct spaced *d)
 {
 	struct sandbox *sb, *next;
 
+	persist_retry(d); /* a last chance for what the store refused */
 	for (sb = d->sandboxes; sb; sb = next) {
 		next = sb->next;
+		if (sb->unsaved)
+			log_warn("sandbox %s: exiting before the store took its last state", sb->rec.id);
 		/* QEMU lives on; a capture's converter does not (vm_free). */
 		sandbox_free(sb);
 	}
 	d->sandboxes = NULL;
+	ops_unsaved_free(d);
 	pools_free(d);
 }

@@ -126,6 +126,10 @@ void op_running(struct spaced *d, struct op_rec *op);
 void op_finish(struct spaced *d, struct op_rec *op, const char *error);
 /* A copy of op (its result referenced too). */
 void op_copy(struct op_rec *dst, const struct op_rec *src);
+/* Operations whose write failed are kept (a copy) and written again from sandbox_tick, so that
+ * a finished operation is never left open in the store by a busy or full disk. */
+void ops_retry(struct spaced *d);
+void ops_unsaved_free(struct spaced *d);
 
 struct op_waiter;
 typedef void (*op_wait_cb)(struct spaced *d, const struct op_rec *op, void *arg);

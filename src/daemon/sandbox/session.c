@@ -19,8 +19,14 @@ void session_persist(struct session *s)
 
 	if (s->ephemeral)
 		return;
-	if (store_session_put(s->d->store, &s->rec, &err) < 0)
-		log_error("session %s: %s", s->rec.id, err.msg);
+	/* kept on failure, as sandbox_persist does: the tick writes it again */
+	if (store_session_put(s->d->store, &s->rec, &err) == 0) {
+		s->unsaved = false;
+		return;
+	}
+	s->unsaved = err.code != ESTALE;
+	log_error("session %s: %s%s", s->rec.id, err.msg,
+		  s->unsaved ? " (kept; written again on the next tick)" : "");
 }
 
 static void notify_watches(struct session *s)
@@ -287,7 +293,8 @@ static bool evictable(const struct session *s, int64_t now)
 {
 	if (s->ephemeral)
 		return session_done(s) && !s->watches && (s->released || !agent_ready(s->sb->agent));
-	return session_done(s) && !s->watches && s->released && !s->out_paused &&
+	/* not while its end is still to be written: the object is the only record of it */
+	return session_done(s) && !s->watches && s->released && !s->out_paused && !s->unsaved &&
 	       now - s->rec.ended_ms >= SESSION_EVICT_AFTER_MS;
 }
 

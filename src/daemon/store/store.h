@@ -74,8 +74,9 @@ int store_template_each(struct store *st, int (*fn)(const struct template_rec *,
  * to the row's generation (the record's generation is ignored). ESTALE: see store_set_node. */
 int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err);
 /* The conditional update: writes s only if the row's generation is still `generation`
- * (ESTALE otherwise, nothing written); on success *new_generation (may be NULL) is the
- * row's generation now. */
+ * (ESTALE otherwise, nothing written; ENOENT when there is no such row; in a scoped store
+ * the fence applies too); on success *new_generation (may be NULL) is the row's generation
+ * now. */
 int store_sandbox_put_if(struct store *st, const struct sandbox_rec *s, int64_t generation,
 			 int64_t *new_generation, space_err *err);
 int store_sandbox_get(struct store *st, const char *id, struct sandbox_rec *out, space_err *err);
@@ -137,7 +138,8 @@ int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, voi
 
 /* A create written as intent by an api process: the sandbox row (state creating, node_id "")
  * and its pending create operation, in one transaction. intent is what a node needs to act:
- * {"kind": "create", "request": <the create request body, as validated>}. */
+ * {"kind": "create", "request": <the create request body, as validated>}. EEXIST when the
+ * sandbox exists (nothing written); EINVAL unless s is creating and intent an object. */
 int store_intent_put(struct store *st, const struct sandbox_rec *s, const struct op_rec *op,
 		     const json_t *intent, space_err *err);
 /* A restore of a suspended sandbox that no node owns (node_id ""): sets the intent
@@ -147,7 +149,8 @@ int store_intent_put(struct store *st, const struct sandbox_rec *s, const struct
  * sandbox is not suspended or a node owns it. */
 int store_intent_restore(struct store *st, const char *sandbox_id, const struct op_rec *op,
 			 space_err *err);
-/* Claims up to max rows with an intent and no node, oldest first, whose memory_mib fits in
+/* Claims up to max rows (creating or suspended) with an intent and no node, oldest first,
+ * whose memory_mib fits in
  * room_mib (each one counted against it in turn), for node_id: sets their node_id, clears
  * the intent, moves their open operations to node_id too, one transaction. PostgreSQL
  * locks the candidates with FOR UPDATE SKIP LOCKED, so two nodes claiming at once never

@@ -1,4 +1,4 @@
-/* sq_records.c -- sandboxes, operations and sessions in the store */
+/* store_sqlite_records.c -- sandboxes, operations and sessions in the SQLite back end */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,14 +132,13 @@ static int step_generation(struct store *st, sqlite3_stmt *s, int64_t *gen, spac
 	return 1;
 }
 
-static int stale(struct store *st, const char *id, space_err *err, const char *ctx)
+static int stale(struct store *st, space_err *err, const char *ctx)
 {
 	if (sq_scope(st)[0])
 		return err_set(err, ESTALE,
 			       "store: %s: the row changed under us (another writer, or it no longer"
 			       " belongs to node %s)",
 			       ctx, sq_scope(st));
-	(void)id;
 	return err_set(err, ESTALE, "store: %s: the row changed under us (another writer)", ctx);
 }
 
@@ -165,7 +164,7 @@ int sq_sandbox_put(struct store *st, const struct sandbox_rec *r, space_err *err
 		return sq_fail(st, err, ctx);
 	if ((rc = step_generation(st, s, NULL, err, ctx)) < 0)
 		return -1;
-	return rc ? 0 : stale(st, r->id, err, ctx);
+	return rc ? 0 : stale(st, err, ctx);
 }
 
 static int sandbox_exists(struct store *st, const char *id, space_err *err, const char *ctx)
@@ -207,7 +206,7 @@ int sq_sandbox_put_if(struct store *st, const struct sandbox_rec *r, int64_t gen
 		return -1;
 	if (!rc)
 		return err_set(err, ENOENT, "store: %s: not found", ctx);
-	return stale(st, r->id, err, ctx);
+	return stale(st, err, ctx);
 }
 
 int sq_sandbox_insert(struct store *st, const struct sandbox_rec *r, const json_t *intent,

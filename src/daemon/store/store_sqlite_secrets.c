@@ -1,4 +1,5 @@
-/* sq_secrets.c -- egress secrets in the store: values kept for the gateways, never listed */
+/* store_sqlite_secrets.c -- egress secrets in the SQLite back end: values kept for the
+ * gateways, never listed */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

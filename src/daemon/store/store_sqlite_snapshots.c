@@ -1,4 +1,4 @@
-/* sq_snapshots.c -- snapshots (ready, named, suspend, fork) in the store */
+/* store_sqlite_snapshots.c -- snapshots (ready, named, suspend, fork) in the SQLite back end */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

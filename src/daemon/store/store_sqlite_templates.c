@@ -1,52 +1,11 @@
-/* sq_template.c -- templates and their tags in the store; reference resolution */
+/* store_sqlite_templates.c -- templates and their tags in the SQLite back end; references */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "store_sql.h"
 
-#define NAME_MAX_LEN 63 /* template_rec.name holds 64 */
-#define TAG_MAX_LEN 127
 #define DIGEST_BUF 80 /* template_rec.digest */
-
-static bool is_hex64(const char *s)
-{
-	for (int i = 0; i < 64; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return false; /* also stops at a NUL before 64 chars */
-	return s[64] == '\0';
-}
-
-static bool is_digest(const char *s)
-{
-	return strncmp(s, "sha256:", 7) == 0 && is_hex64(s + 7);
-}
-
-static bool ref_char(char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c == '.' || c == '_' || c == '-';
-}
-
-/* A name or a tag: 1..max of [A-Za-z0-9._-], not starting with '.' or '-'. */
-static bool is_word(const char *s, size_t len, size_t max)
-{
-	if (len == 0 || len > max || s[0] == '.' || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!ref_char(s[i]))
-			return false;
-	return true;
-}
-
-/* "name:tag" */
-static bool is_tag(const char *s)
-{
-	const char *colon = strchr(s, ':');
-
-	return colon && is_word(s, (size_t)(colon - s), NAME_MAX_LEN) &&
-	       is_word(colon + 1, strlen(colon + 1), TAG_MAX_LEN);
-}
 
 #define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes, network"
 
@@ -134,14 +93,14 @@ int sq_template_put(struct store *st, const struct template_rec *t, space_err *e
 	json_t *v;
 
 	snprintf(ctx, sizeof(ctx), "put template %.80s", t->digest);
-	if (!is_digest(t->digest))
+	if (!store_is_digest(t->digest))
 		return err_set(err, EINVAL, "store: %s: digest is not sha256:<64 hex>", ctx);
-	if (!is_word(t->name, strlen(t->name), NAME_MAX_LEN))
+	if (!store_is_word(t->name, strlen(t->name), STORE_NAME_MAX))
 		return err_set(err, EINVAL, "store: %s: bad name '%s'", ctx, t->name);
 	if (t->tags && !json_is_array(t->tags))
 		return err_set(err, EINVAL, "store: %s: tags is not an array", ctx);
 	json_array_foreach (t->tags, i, v) {
-		if (!json_is_string(v) || !is_tag(json_string_value(v)))
+		if (!json_is_string(v) || !store_is_tag(json_string_value(v)))
 			return err_set(err, EINVAL, "store: %s: tag %zu is not name:tag", ctx, i);
 	}
 
@@ -202,7 +161,7 @@ int sq_template_get(struct store *st, const char *digest, struct template_rec *o
 int sq_template_resolve(struct store *st, const char *ref, struct template_rec *out,
 			   space_err *err)
 {
-	char ctx[320], tag[NAME_MAX_LEN + TAG_MAX_LEN + 2], digest[DIGEST_BUF];
+	char ctx[320], tag[STORE_NAME_MAX + STORE_TAG_MAX + 2], digest[DIGEST_BUF];
 	const char *at;
 	size_t namelen;
 
@@ -210,13 +169,13 @@ int sq_template_resolve(struct store *st, const char *ref, struct template_rec *
 	snprintf(ctx, sizeof(ctx), "resolve template %.256s", ref);
 	/* "sha256:" is never a name:tag: the digest form wins */
 	if (strncmp(ref, "sha256:", 7) == 0) {
-		if (!is_digest(ref))
+		if (!store_is_digest(ref))
 			goto malformed;
 		return template_by_digest(st, ref, out, err, ctx);
 	}
 	if ((at = strchr(ref, '@'))) {
 		namelen = (size_t)(at - ref);
-		if (!is_word(ref, namelen, NAME_MAX_LEN) || !is_digest(at + 1))
+		if (!store_is_word(ref, namelen, STORE_NAME_MAX) || !store_is_digest(at + 1))
 			goto malformed;
 		if (template_by_digest(st, at + 1, out, err, ctx) < 0)
 			return -1;
@@ -228,11 +187,11 @@ int sq_template_resolve(struct store *st, const char *ref, struct template_rec *
 		return 0;
 	}
 	if (strchr(ref, ':')) {
-		if (!is_tag(ref))
+		if (!store_is_tag(ref))
 			goto malformed;
 		snprintf(tag, sizeof(tag), "%s", ref);
 	} else {
-		if (!is_word(ref, strlen(ref), NAME_MAX_LEN))
+		if (!store_is_word(ref, strlen(ref), STORE_NAME_MAX))
 			goto malformed;
 		snprintf(tag, sizeof(tag), "%s:latest", ref);
 	}

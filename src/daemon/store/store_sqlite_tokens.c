@@ -1,4 +1,4 @@
-/* sq_tokens.c -- data-plane tokens whose scope is not one session (schema v5): only their
+/* store_sqlite_tokens.c -- data-plane tokens whose scope is not one session (schema v5): only their
  * SHA-256 is kept, with the sandbox and scope they open and when they expire */
 #include <stdio.h>
 #include <string.h>
