@@ -297,6 +297,14 @@ void interp_contexts_create(struct http_req *r) { no_e2b(r); }
 void interp_contexts_delete(struct http_req *r) { no_e2b(r); }
 void interp_contexts_restart(struct http_req *r) { no_e2b(r); }
 void interp_contexts_interrupt(struct http_req *r) { no_e2b(r); }
+/* The stub is a single daemon (--role all): an api process's relaying table never exists here. */
+struct http_route *cluster_data_routes(const struct http_route *routes, size_t n)
+{
+	(void)routes;
+	(void)n;
+	return NULL;
+}
+
 const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
 	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
