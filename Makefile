@@ -8,6 +8,7 @@
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py, bench/lifecycle.py,
 #               bench/egress.py, bench/files.py and bench/e2b.py (BENCH=egress runs one)
+#   make k8s-tools  Debian's kubectl into build/tools (kubectl kustomize renders deploy/kubernetes)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
 CC ?= gcc
@@ -204,6 +205,31 @@ $(E2B_NPM_STAMP): tests/e2b/package.json tests/e2b/package-lock.json
 	cd tests/e2b && npm ci --no-audit --no-fund
 	@mkdir -p $(@D) && touch $@
 
+# The Kubernetes manifests' test (tests/e2e/test_kubernetes.py, docs/guides/kubernetes.md):
+# kubectl from Debian's kubernetes-client (1.20; `kubectl kustomize` is kustomize v2), extracted
+# into build/tools, never installed (its /usr/bin/kubectl would collide with another package's),
+# and kubernetes-models + yaml from tests/k8s/package-lock.json for the offline schema check.
+.PHONY: k8s-tools k8s-test-deps
+KUBECTL := $(BUILD)/tools/usr/bin/kubectl
+K8S_NPM_STAMP := $(BUILD)/stamps/k8s-npm
+k8s-tools: $(KUBECTL)
+$(KUBECTL):
+	@rm -rf $(BUILD)/tools/debs && mkdir -p $(BUILD)/tools/debs
+	cd $(BUILD)/tools/debs && { apt-get download kubernetes-client || \
+		{ [[ $$EUID -eq 0 ]] && apt-get update && apt-get download kubernetes-client; }; }
+	dpkg-deb -x $(BUILD)/tools/debs/kubernetes-client_*.deb $(BUILD)/tools
+	@rm -rf $(BUILD)/tools/debs
+	@touch $@
+
+k8s-test-deps: deps k8s-tools
+	@[[ -d tests/k8s/node_modules/kubernetes-models && -d tests/k8s/node_modules/yaml ]] || rm -f $(K8S_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(K8S_NPM_STAMP)
+
+$(K8S_NPM_STAMP): tests/k8s/package.json tests/k8s/package-lock.json
+	@$(NEED_NPM)
+	cd tests/k8s && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
 $(BUILD)/san/libcommon.a: $(call san_objs,$(COMMON_SRC))
 $(BUILD)/san/libdaemon.a: $(call san_objs,$(DAEMON_SRC))
 $(BUILD)/san/libagent.a: $(call san_objs,$(AGENT_SRC))
@@ -252,7 +278,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins browser-test-deps e2b-test-deps
+test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
