@@ -116,7 +116,9 @@ def daemon_routes():
                 continue
             with open(os.path.join(dirpath, name)) as f:
                 text = f.read()
-            used.update(m.group(1) for m in re.finditer(r"\.routes\s*=\s*(\w+)", text))
+            # A plane's table by name; an api process's tables (cluster_api_routes(api_routes,
+            # ...)) are made from these at start, the same routes relayed: not tables of their own.
+            used.update(m.group(1) for m in re.finditer(r"\.routes\s*=\s*(\w+)\s*[,;]", text))
             for m in re.finditer(r"struct\s+http_route\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\n\};", text, re.S):
                 if "stream" in m.group(1):
                     continue  # which routes stream their bodies: a subset, not a plane's table
