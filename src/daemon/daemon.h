@@ -114,6 +114,7 @@ struct spaced {
 	 * process gave its sandbox and operation (create.c and ops.c take them); "" otherwise. */
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t lease_renewed_ms;  /* node: when its lease was last renewed */
+	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
 	struct event *claim_timer; /* node: looks for intents to claim (cluster/node.c) */
 };
 

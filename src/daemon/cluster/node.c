@@ -14,6 +14,8 @@
 /* Claims per look (every CLAIM_EVERY_MS): one, and one more per GiB of room, at most four; so
  * a node with more room takes more of a burst, and each claim starts a VM on this loop. */
 #define CLAIMS_MAX 4
+/* The backstop: this node's rows against what it runs (reconcile_rows). */
+#define RECONCILE_EVERY_MS 10000
 #define CLAIM_EVERY_MS 250
 
 static void on_claim_timer(evutil_socket_t fd, short what, void *arg);
@@ -229,9 +231,92 @@ static void on_claim_timer(evutil_socket_t fd, short what, void *arg)
 	claim_some(arg);
 }
 
+/* This node's rows as the store has them (all but deleted). */
+struct rows {
+	struct spaced *d;
+	struct row {
+		char id[ID_LEN];
+		enum sb_state state;
+	} *v;
+	size_t n, cap;
+	bool oom;
+};
+
+static int row_seen(const struct sandbox_rec *r, void *arg)
+{
+	struct rows *rs = arg;
+	space_err err = { 0 };
+
+	if (r->role != ROLE_USER)
+		return 0;
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 64;
+		struct row *v = realloc(rs->v, cap * sizeof(*v));
+
+		if (!v) {
+			rs->oom = true;
+			return 1;
+		}
+		rs->v = v;
+		rs->cap = cap;
+	}
+	snprintf(rs->v[rs->n].id, sizeof(rs->v[rs->n].id), "%s", r->id);
+	rs->v[rs->n++].state = r->state;
+	/* A row of ours we never heard of: a claim whose answer was lost on the way back. */
+	if (!sandbox_find(rs->d, r->id) && r->state != SB_FAILED && r->state != SB_LOST) {
+		log_warn("sandbox %s: this node's row (%s) is unknown to it: reconciling it as at start", r->id,
+			 sb_state_name(r->state));
+		if (sandbox_reconcile_row(rs->d, r, &err) < 0)
+			log_error("sandbox %s: %s", r->id, err.msg);
+	}
+	return 0;
+}
+
+static const struct row *row_find(const struct rows *rs, const char *id)
+{
+	for (size_t i = 0; i < rs->n; i++)
+		if (strcmp(rs->v[i].id, id) == 0)
+			return &rs->v[i];
+	return NULL;
+}
+
+/* Every RECONCILE_EVERY_MS, the periodic backstop: rows of this node it does not run are
+ * reconciled (row_seen), and a VM it runs whose row is no longer its own, or was marked lost
+ * (its lease lapsed while it was cut off), is stopped: the cluster has given up on it, and its
+ * writes are fenced off already. */
+static void reconcile_rows(struct spaced *d)
+{
+	struct rows rs = { .d = d };
+	space_err err = { 0 };
+
+	if (store_sandbox_each(d->store, 0, row_seen, &rs, &err) < 0 || rs.oom) {
+		log_warn("node %s: reconciling: %s", d->cfg.node_id, rs.oom ? "out of memory" : err.msg);
+		free(rs.v);
+		return;
+	}
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		const struct row *r;
+
+		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED)
+			continue;
+		r = row_find(&rs, sb->rec.id);
+		if (r && r->state != SB_LOST)
+			continue;
+		log_error("sandbox %s: %s: stopping its VM (fenced)", sb->rec.id,
+			  r ? "the cluster marked it lost" : "its row is no longer this node's");
+		vm_kill(sb->vm);
+	}
+	free(rs.v);
+}
+
 static void node_tick(struct spaced *d, int64_t now)
 {
 	space_err err = { 0 };
+
+	if (now - d->reconciled_ms >= RECONCILE_EVERY_MS) {
+		d->reconciled_ms = now;
+		reconcile_rows(d);
+	}
 
 	/* A third of the lease: two renewals may fail before it lapses. */
 	if (now - d->lease_renewed_ms >= (int64_t)d->cfg.lease_s * 1000 / 3 && renew(d, &err) < 0)

@@ -58,6 +58,11 @@ struct agent {
 	bool orphan_due;
 	uint32_t orphan_chan;
 	uint64_t orphan_off;
+	/* A frame's handler may free the agent (a builder whose snapshot cannot be taken deletes
+	 * its sandbox from inside the warm-up's answer): while a read pass runs, agent_free only
+	 * closes the connection, and the pass frees the rest when it unwinds. */
+	int reading;
+	bool freed;
 };
 
 static void agent_connect(struct agent *a);
@@ -423,9 +428,10 @@ static void continue_later(struct agent *a)
 /* One pass over what the guest sent: frames, then the acknowledgements they earned (one per
  * session), then back-pressure: a guest that does not read its port while it makes us answer
  * is not read either, until the queue toward it drains (write_cb). */
-static void read_cb(struct bufferevent *bev, void *arg)
+static void agent_destroy(struct agent *a);
+
+static void read_pass(struct bufferevent *bev, struct agent *a)
 {
-	struct agent *a = arg;
 	int more;
 
 	if (a->read_paused)
@@ -448,6 +454,16 @@ static void read_cb(struct bufferevent *bev, void *arg)
 	}
 	if (more)
 		continue_later(a);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	struct agent *a = arg;
+
+	a->reading++;
+	read_pass(bev, a);
+	if (--a->reading == 0 && a->freed)
+		agent_destroy(a);
 }
 
 static void hello_wait_cb(evutil_socket_t fd, short what, void *arg)
@@ -575,6 +591,18 @@ void agent_free(struct agent *a)
 {
 	if (!a)
 		return;
+	if (a->reading) {
+		if (a->bev)
+			bufferevent_free(a->bev);
+		a->bev = NULL;
+		a->freed = true;
+		return;
+	}
+	agent_destroy(a);
+}
+
+static void agent_destroy(struct agent *a)
+{
 	if (a->bev)
 		bufferevent_free(a->bev);
 	event_free(a->retry);

@@ -235,3 +235,31 @@ int sandbox_load(struct spaced *d, const struct sandbox_rec *rec)
 {
 	return sandbox_find(d, rec->id) ? 0 : load_one(rec, d);
 }
+
+struct one_op {
+	struct spaced *d;
+	const char *sb_id;
+};
+
+static int attach_op_of(const struct op_rec *op, void *arg)
+{
+	struct one_op *o = arg;
+
+	return strcmp(op->sandbox_id, o->sb_id) == 0 ? attach_op(op, o->d) : 0;
+}
+
+int sandbox_reconcile_row(struct spaced *d, const struct sandbox_rec *rec, space_err *err)
+{
+	struct one_op o = { d, rec->id };
+	struct sandbox *sb;
+
+	if (sandbox_find(d, rec->id))
+		return 0;
+	if (load_one(rec, d) < 0)
+		return err_set(err, ENOMEM, "out of memory");
+	if (store_op_each_open(d->store, attach_op_of, &o, err) < 0)
+		return -1;
+	if ((sb = sandbox_find(d, rec->id)))
+		reconcile_one(sb);
+	return 0;
+}

@@ -27,6 +27,10 @@ int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const
 /* A record this process did not load at start (a claim that failed): known from now on, as
  * reconcile would have loaded it (no VM is looked for). */
 int sandbox_load(struct spaced *d, const struct sandbox_rec *rec);
+/* A row of this node the process does not know (a claim whose answer never came back): loaded,
+ * its open operations attached and reconciled exactly as at start (its QEMU adopted if one
+ * runs, else its interrupted action decides). */
+int sandbox_reconcile_row(struct spaced *d, const struct sandbox_rec *rec, space_err *err);
 /* A restore a node claimed: a suspended sandbox (rec, as the claim read it) that another node
  * left, restored here from the shared directory under operation op_id. */
 int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err);
