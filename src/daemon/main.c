@@ -205,7 +205,10 @@ static void choose_accel(struct spaced *d)
 	uname(&u);
 	if (stat(QEMU_BIN, &st) < 0)
 		st.st_mtime = 0;
-	snprintf(key, sizeof(key), "accel:%s:%lld", u.release, (long long)st.st_mtime);
+	/* Per host: in a cluster the store is shared, and nodes with the same kernel may differ
+	 * in whether KVM works. */
+	snprintf(key, sizeof(key), "accel:%s:%lld%s%s", u.release, (long long)st.st_mtime,
+		 d->cfg.role == DROLE_NODE ? ":" : "", d->cfg.role == DROLE_NODE ? d->cfg.node_id : "");
 	if (store_kv_get(d->store, key, val, sizeof(val), &err) == 0 && val[0] && strchr(val, '|')) {
 		d->accel = strncmp(val, "kvm|", 4) ? ACCEL_TCG : ACCEL_KVM;
 		snprintf(d->accel_reason, sizeof(d->accel_reason), "%s (probed earlier)", strchr(val, '|') + 1);
