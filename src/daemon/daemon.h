@@ -115,6 +115,7 @@ struct spaced {
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t lease_renewed_ms;  /* node: when its lease was last renewed */
 	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
+	char *secrets_sig;         /* node: the secrets as last seen ("name@updated_ms" lines) */
 	struct event *claim_timer; /* node: looks for intents to claim (cluster/node.c) */
 };
 

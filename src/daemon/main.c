@@ -362,6 +362,7 @@ static int run(struct spaced *d)
 		event_free(poll);
 	if (d->claim_timer)
 		event_free(d->claim_timer);
+	free(d->secrets_sig);
 	sandbox_shutdown(d);
 	gw_reapers_finish();
 	memimg_forget_all();

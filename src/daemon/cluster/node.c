@@ -1,5 +1,6 @@
 /* node.c -- a node's side of the cluster: its registration and lease, claims of intents, and
  * the expiry every process runs (cluster.h; docs/design/cluster.md) */
+#include <event2/buffer.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -309,6 +310,63 @@ static void reconcile_rows(struct spaced *d)
 	free(rs.v);
 }
 
+/* Secrets are written by api processes, whose gateways are elsewhere: a node sees each change
+ * (a new value, a deletion) at its next reconcile and pushes it to the gateways that use the
+ * name, as a single daemon does at once. The signature is "\n" then "name@updated_ms\n" per
+ * secret: a line is looked for with the newline before it, so "a@1" is not found in "xa@1". */
+static int add_secret(const struct secret_rec *r, void *arg)
+{
+	char line[128];
+	struct evbuffer *b = arg;
+
+	snprintf(line, sizeof(line), "%s@%lld\n", r->name, (long long)r->updated_ms);
+	return evbuffer_add(b, line, strlen(line));
+}
+
+static void changed_in(struct spaced *d, const char *sig, const char *other)
+{
+	char name[96];
+
+	for (const char *p = sig + (*sig == '\n'); *p;) {
+		size_t n = strcspn(p, "\n");
+		char line[130];
+
+		snprintf(line, sizeof(line), "\n%.*s\n", (int)n, p);
+		/* a line the other signature lacks: added, changed or deleted */
+		if (!strstr(other, line)) {
+			snprintf(name, sizeof(name), "%.*s", (int)strcspn(line + 1, "@"), line + 1);
+			sandbox_secret_changed(d, name);
+		}
+		p += n + (p[n] == '\n');
+	}
+}
+
+static void reconcile_secrets(struct spaced *d)
+{
+	struct evbuffer *b = evbuffer_new();
+	space_err err = { 0 };
+	char *sig;
+
+	if (!b)
+		return;
+	if (evbuffer_add(b, "\n", 1) < 0 || store_secret_each(d->store, add_secret, b, &err) < 0 ||
+	    evbuffer_add(b, "", 1) < 0) {
+		log_warn("node %s: reading secrets: %s", d->cfg.node_id, err.msg);
+		evbuffer_free(b);
+		return;
+	}
+	sig = strdup((const char *)evbuffer_pullup(b, -1));
+	evbuffer_free(b);
+	if (!sig)
+		return;
+	if (d->secrets_sig && strcmp(sig, d->secrets_sig) != 0) {
+		changed_in(d, sig, d->secrets_sig);
+		changed_in(d, d->secrets_sig, sig);
+	}
+	free(d->secrets_sig);
+	d->secrets_sig = sig;
+}
+
 static void node_tick(struct spaced *d, int64_t now)
 {
 	space_err err = { 0 };
@@ -316,6 +374,7 @@ static void node_tick(struct spaced *d, int64_t now)
 	if (now - d->reconciled_ms >= RECONCILE_EVERY_MS) {
 		d->reconciled_ms = now;
 		reconcile_rows(d);
+		reconcile_secrets(d);
 	}
 
 	/* A third of the lease: two renewals may fail before it lapses. */
