@@ -113,10 +113,9 @@ struct spaced {
 	/* Cluster (docs/design/cluster.md): while a node acts on a claimed intent, the ids the api
 	 * process gave its sandbox and operation (create.c and ops.c take them); "" otherwise. */
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
-	int64_t lease_renewed_ms;  /* node: when its lease was last renewed */
 	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
 	char *secrets_sig;         /* node: the secrets as last seen ("name@updated_ms" lines) */
-	struct event *claim_timer; /* node: looks for intents to claim (cluster/node.c) */
+	struct cluster_worker *worker; /* api, node: the cluster's database work, off the loop (cluster/worker.h) */
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */

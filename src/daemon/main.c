@@ -294,6 +294,8 @@ static int open_store(struct spaced *d, space_err *err)
 		snprintf(url, sizeof(url), "%s", d->cfg.store_url);
 	else
 		snprintf(url, sizeof(url), "sqlite:%s/space.db", d->cfg.state_dir);
+	/* What the cluster's worker opens too (its own connection). */
+	snprintf(d->cfg.store_url, sizeof(d->cfg.store_url), "%s", url);
 	return store_open_url(&d->store, url, err);
 }
 
@@ -328,7 +330,8 @@ static int run(struct spaced *d)
 	if (d->cfg.role == DROLE_API)
 		snprintf(d->accel_reason, sizeof(d->accel_reason),
 			 "an api process runs no VMs: each node has its own (GET /v1/nodes)");
-	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) || api_start(d, &err) < 0 ||
+	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) ||
+	    (d->cfg.role == DROLE_API && cluster_start(d, &err) < 0) || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
 		goto fail;
 	d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
@@ -360,8 +363,7 @@ static int run(struct spaced *d)
 	event_free(d->tick);
 	if (poll)
 		event_free(poll);
-	if (d->claim_timer)
-		event_free(d->claim_timer);
+	cluster_stop(d);
 	free(d->secrets_sig);
 	sandbox_shutdown(d);
 	gw_reapers_finish();
@@ -370,6 +372,7 @@ static int run(struct spaced *d)
 	return 0;
 fail:
 	log_error("%s", err.msg);
+	cluster_stop(d);
 	return 1;
 }
 

@@ -18,8 +18,11 @@
 
 /* At start, after the store is open: a node takes its scope and registers. */
 int cluster_start(struct spaced *d, space_err *err);
-/* Every tick (1 s): renewals, claims, expiry. */
+/* Every tick (1 s), on the loop: what the worker may claim; a node's reconcile every 10 s.
+ * Renewals, claims and expiry are the worker's (worker.h), off the loop. */
 void cluster_tick(struct spaced *d);
+/* At shutdown, before the store closes: stops the worker. */
+void cluster_stop(struct spaced *d);
 
 /* What the nodes that are up have and use, summed (as of their last renewals): GET /v1/info
  * on an api process. */

@@ -11,15 +11,13 @@
 #include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
+#include "worker.h"
 
-/* Claims per look (every CLAIM_EVERY_MS): one, and one more per GiB of room, at most four; so
- * a node with more room takes more of a burst, and each claim starts a VM on this loop. */
+/* Claims per look of the worker (every 250 ms): one, and one more per GiB of room, at most
+ * four; so a node with more room takes more of a burst. Each starts a VM on this loop. */
 #define CLAIMS_MAX 4
 /* The backstop: this node's rows against what it runs (reconcile_rows). */
 #define RECONCILE_EVERY_MS 10000
-#define CLAIM_EVERY_MS 250
-
-static void on_claim_timer(evutil_socket_t fd, short what, void *arg);
 
 static int node_record(struct spaced *d, struct node_rec *n)
 {
@@ -58,25 +56,24 @@ static int renew(struct spaced *d, space_err *err)
 		log_error("node %s: this node's lease had expired (was it cut off from the store?): its "
 			  "sandboxes were marked lost and are no longer this node's to change",
 			  d->cfg.node_id);
-	d->lease_renewed_ms = n.renewed_ms;
 	return 0;
 }
 
+static void on_claims(struct spaced *d);
+
 int cluster_start(struct spaced *d, space_err *err)
 {
-	if (d->cfg.role != DROLE_NODE)
+	if (d->cfg.role == DROLE_ALL || d->worker)
 		return 0;
-	if (d->claim_timer)
-		return 0;
-	struct timeval every = { 0, CLAIM_EVERY_MS * 1000 };
-
+	if (d->cfg.role == DROLE_API)
+		return worker_start(d, d->cfg.store_url, on_claims, &d->worker, err);
 	store_set_node(d->store, d->cfg.node_id);
+	/* Registered before anything is served; renewals are the worker's from here on. */
 	if (renew(d, err) < 0)
 		return err_wrap(err, "registering node %s", d->cfg.node_id);
-	/* Lives as long as the process (freed with the loop). */
-	d->claim_timer = event_new(d->base, -1, EV_PERSIST, on_claim_timer, d);
-	if (!d->claim_timer || evtimer_add(d->claim_timer, &every) < 0)
-		return err_set(err, ENOMEM, "out of memory");
+	/* It claims nothing until the first tick says what room there is (after reconcile). */
+	if (worker_start(d, d->cfg.store_url, on_claims, &d->worker, err) < 0)
+		return -1;
 	log_info("node %s: registered (control %s, data %s, lease %d s)", d->cfg.node_id, d->cfg.advertise_url,
 		 d->cfg.advertise_data_url, d->cfg.lease_s);
 	return 0;
@@ -198,38 +195,47 @@ static int inflight_max(void)
 	return cpus > 2 ? (int)cpus : 2;
 }
 
-static void claim_some(struct spaced *d)
+/* What the worker may claim now: nothing while this node is full or busy bringing VMs up;
+ * else one, and one more per GiB of room (at most CLAIMS_MAX and what bring-ups allow), with
+ * each VM's overhead, which the store does not count, taken off the room. */
+static void publish(struct spaced *d)
 {
 	struct capacity c;
-	space_err err = { 0 };
-	int room, want = 0;
+	struct node_rec self;
+	int room, busy = bringing_up(d), claims = 0;
 
-	/* One at a time: a VM takes its memory and an overhead the store does not count. */
-	for (int i = 0; i < (want ? want : CLAIMS_MAX); i++) {
-		int before;
-
-		capacity_get(d, &c);
-		room = c.memory_budget_mib - c.memory_used_mib - capacity_overhead_mib();
-		if (room <= 0 || c.running >= c.max_sandboxes || bringing_up(d) >= inflight_max())
-			return;
-		if (!want)
-			want = 1 + room / 1024 < CLAIMS_MAX ? 1 + room / 1024 : CLAIMS_MAX;
-		before = c.running;
-		if (store_claim(d->store, d->cfg.node_id, 1, room, on_claim, d, &err) < 0) {
-			log_warn("node %s: claiming: %s", d->cfg.node_id, err.msg);
-			return;
-		}
-		capacity_get(d, &c);
-		if (c.running == before)
-			return; /* nothing claimed (or it failed): look again later */
+	if (!d->worker)
+		return;
+	if (d->cfg.role != DROLE_NODE) {
+		worker_publish(d->worker, NULL, 0, 0);
+		return;
 	}
+	node_record(d, &self);
+	capacity_get(d, &c);
+	room = c.memory_budget_mib - c.memory_used_mib;
+	if (c.running < c.max_sandboxes && busy < inflight_max() && room > capacity_overhead_mib()) {
+		claims = 1 + room / 1024;
+		if (claims > CLAIMS_MAX)
+			claims = CLAIMS_MAX;
+		if (claims > inflight_max() - busy)
+			claims = inflight_max() - busy;
+		if (claims > c.max_sandboxes - c.running)
+			claims = c.max_sandboxes - c.running;
+		room -= claims * capacity_overhead_mib();
+	}
+	worker_publish(d->worker, &self, room > 0 ? claims : 0, room > 0 ? room : 0);
 }
 
-static void on_claim_timer(evutil_socket_t fd, short what, void *arg)
+/* The worker claimed intents: act on them here, then say what may be claimed next. */
+static void on_claims(struct spaced *d)
 {
-	(void)fd;
-	(void)what;
-	claim_some(arg);
+	size_t n;
+	struct claimed *c = worker_take(d->worker, &n);
+
+	for (size_t i = 0; i < n; i++)
+		on_claim(&c[i].rec, c[i].intent, d);
+	claimed_free(c, n);
+	publish(d);
 }
 
 /* This node's rows as the store has them (all but deleted). */
@@ -369,34 +375,25 @@ static void reconcile_secrets(struct spaced *d)
 
 static void node_tick(struct spaced *d, int64_t now)
 {
-	space_err err = { 0 };
-
 	if (now - d->reconciled_ms >= RECONCILE_EVERY_MS) {
 		d->reconciled_ms = now;
 		reconcile_rows(d);
 		reconcile_secrets(d);
 	}
-
-	/* A third of the lease: two renewals may fail before it lapses. */
-	if (now - d->lease_renewed_ms >= (int64_t)d->cfg.lease_s * 1000 / 3 && renew(d, &err) < 0)
-		log_warn("node %s: renewing the lease: %s", d->cfg.node_id, err.msg);
 }
 
 void cluster_tick(struct spaced *d)
 {
-	int64_t now = now_ms();
-	space_err err = { 0 };
-	int nodes = 0, sandboxes = 0;
-
-	if (d->cfg.role == DROLE_ALL)
+	if (d->cfg.role != DROLE_NODE)
 		return;
-	if (d->cfg.role == DROLE_NODE)
-		node_tick(d, now);
-	if (store_nodes_expire(d->store, now, &nodes, &sandboxes, &err) < 0)
-		log_warn("expiring leases: %s", err.msg);
-	else if (nodes)
-		log_warn("%d node(s) lost (lease expired): %d sandbox(es) marked lost or freed to restore elsewhere",
-			 nodes, sandboxes);
+	node_tick(d, now_ms());
+	publish(d);
+}
+
+void cluster_stop(struct spaced *d)
+{
+	worker_stop(d->worker);
+	d->worker = NULL;
 }
 
 static int add_capacity(const struct node_rec *n, void *arg)
