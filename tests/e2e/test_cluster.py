@@ -168,6 +168,32 @@ def test_exec_through_the_other_api_streams_from_the_owning_node(cluster):
         assert r.stdout == f"out-{name}\n".encode() and r.stderr == f"err-{name}\n".encode(), r
 
 
+def test_e2b_through_the_apis(cluster):
+    """E2B's create on one api (relayed to the roomiest node), envd's files and filesystem on
+    the other api's data plane (routed by E2b-Sandbox-Id), kill through the first."""
+    from test_envd_fs import Envd
+    a1, a2 = cluster.apis
+    resp = space.http_request(a1.url, "POST", "/v2/sandboxes", {"templateID": "minimal", "timeout": 600},
+                              {"X-API-KEY": cluster.key}, timeout=600)
+    assert resp.status == 201, resp
+    rec = resp.json
+    sb = a2.api.sandbox(rec["sandboxID"])
+    assert sb["state"] == "running" and sb["node"] in SLOTS, sb
+    envd = Envd(a2, rec["sandboxID"], rec["envdAccessToken"])
+    r, _ = envd.upload([("x.bin", b"cluster-bytes")], path="/tmp/x.bin")
+    assert r.status == 200, r.status
+    r, got = envd.http("GET", "/files", path="/tmp/x.bin")
+    assert r.status == 200 and got == b"cluster-bytes", (r.status, got)
+    st = envd.ok("Stat", {"path": "/tmp/x.bin"})
+    assert int(st["entry"]["size"]) == len(b"cluster-bytes"), st
+    r, _ = envd.http("GET", "/files", token="nope", path="/tmp/x.bin")
+    assert r.status == 401, r.status
+    resp = space.http_request(a2.url, "DELETE", f"/sandboxes/{rec['sandboxID']}", None,
+                              {"X-API-KEY": cluster.key}, timeout=600)
+    assert resp.status == 204, resp
+    assert a1.api.sandbox(rec["sandboxID"])["state"] == "deleted"
+
+
 def test_deletes_through_an_api_free_room_on_the_nodes(cluster):
     """Keep two sandboxes per node; the rest go (through an api, routed to each owner)."""
     api = cluster.apis[0].api
