@@ -21,6 +21,10 @@ int cluster_start(struct spaced *d, space_err *err);
 /* Every tick (1 s), on the loop: what the worker may claim; a node's reconcile every 10 s.
  * Renewals, claims and expiry are the worker's (worker.h), off the loop. */
 void cluster_tick(struct spaced *d);
+/* A node's backstop, every 10 s from cluster_tick (reconcile.c): rows of this node it does not
+ * run are reconciled as at start, VMs whose rows were moved or marked lost are stopped, and
+ * secret changes are pushed to its gateways. */
+void cluster_reconcile(struct spaced *d);
 /* At shutdown, before the store closes: stops the worker. */
 void cluster_stop(struct spaced *d);
 
