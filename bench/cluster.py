@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "pg"))
 
 import space  # noqa: E402
 import stats  # noqa: E402
+from bench import exec_round_trip  # noqa: E402  (bench/bench.py: `true` round trips)
 from lifecycle import gvisor_probe, gvisor_sample  # noqa: E402
 from pgserver import PgServer  # noqa: E402
 
@@ -89,15 +90,6 @@ def sequential(api, n):
         dt = time.perf_counter() - t0
         api.remove_sandbox(sb["id"])
         return dt
-    return stats.series(one, n)
-
-
-def exec_rtt(api, sb_id, n):
-    def one():
-        t0 = time.perf_counter()
-        r = api.create_session(sb_id, ["true"]).collect()
-        assert r.exit_code == 0, r
-        return time.perf_counter() - t0
     return stats.series(one, n)
 
 
@@ -169,8 +161,8 @@ def main():
         direct = next(d for d in nodes if d.extra_args[d.extra_args.index("--node-id") + 1] == owner)
         # The node hands out the api's data URL; talking to it directly means its own.
         direct_api = space.Api(direct.url, key, direct)
-        t_direct = exec_rtt(direct_api, sb["id"], args.exec)
-        t_api = exec_rtt(api, sb["id"], args.exec)
+        t_direct = exec_round_trip(direct_api, sb["id"], args.exec)
+        t_api = exec_round_trip(api, sb["id"], args.exec)
         row("exec `true` round trip, direct to the node", t_direct)
         row("exec `true` round trip, through the api", t_api, base=t_direct,
             note="(control and data plane both relayed)")

@@ -86,15 +86,6 @@ struct store {
 	char images[PATH_MAX]; /* where this node keeps template files, "" = as stored (store_set_images) */
 };
 
-/* Template names (store_names.c), shared by the back ends: a digest is "sha256:<64 lowercase
- * hex>"; a word (a name, or a tag's part after ':') is 1..max of [A-Za-z0-9._-], not starting
- * with '.' or '-'; a tag is "name:tag". */
-#define STORE_NAME_MAX 63 /* template_rec.name holds 64 */
-#define STORE_TAG_MAX 127
-bool store_is_digest(const char *s);
-bool store_is_word(const char *s, size_t len, size_t max);
-bool store_is_tag(const char *s);
-
 /* The back ends' openers (store.c picks one from the URL). */
 int store_sqlite_open(struct store **out, const char *path, space_err *err);
 int store_pg_open(struct store **out, const char *conninfo, space_err *err);

@@ -1,5 +1,5 @@
 /* store_ref.h -- template names, tags, digests and references as every store back end
- * checks them (store.h's store_template_put and store_template_resolve) */
+ * checks them (store_template_put, store_template_resolve): one parser for SQLite and PostgreSQL */
 #ifndef SPACE_STORE_REF_H
 #define SPACE_STORE_REF_H
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store_ref.h"
 #include "store_sql.h"
 
 #define DIGEST_BUF 80 /* template_rec.digest */
@@ -93,14 +94,14 @@ int sq_template_put(struct store *st, const struct template_rec *t, space_err *e
 	json_t *v;
 
 	snprintf(ctx, sizeof(ctx), "put template %.80s", t->digest);
-	if (!store_is_digest(t->digest))
+	if (!store_ref_is_digest(t->digest))
 		return err_set(err, EINVAL, "store: %s: digest is not sha256:<64 hex>", ctx);
-	if (!store_is_word(t->name, strlen(t->name), STORE_NAME_MAX))
+	if (!store_ref_is_word(t->name, strlen(t->name), STORE_NAME_MAX))
 		return err_set(err, EINVAL, "store: %s: bad name '%s'", ctx, t->name);
 	if (t->tags && !json_is_array(t->tags))
 		return err_set(err, EINVAL, "store: %s: tags is not an array", ctx);
 	json_array_foreach (t->tags, i, v) {
-		if (!json_is_string(v) || !store_is_tag(json_string_value(v)))
+		if (!json_is_string(v) || !store_ref_is_tag(json_string_value(v)))
 			return err_set(err, EINVAL, "store: %s: tag %zu is not name:tag", ctx, i);
 	}
 
@@ -161,49 +162,30 @@ int sq_template_get(struct store *st, const char *digest, struct template_rec *o
 int sq_template_resolve(struct store *st, const char *ref, struct template_rec *out,
 			   space_err *err)
 {
-	char ctx[320], tag[STORE_NAME_MAX + STORE_TAG_MAX + 2], digest[DIGEST_BUF];
-	const char *at;
-	size_t namelen;
+	struct store_ref parsed;
+	char ctx[320], digest[DIGEST_BUF];
 
 	memset(out, 0, sizeof(*out));
 	snprintf(ctx, sizeof(ctx), "resolve template %.256s", ref);
-	/* "sha256:" is never a name:tag: the digest form wins */
-	if (strncmp(ref, "sha256:", 7) == 0) {
-		if (!store_is_digest(ref))
-			goto malformed;
-		return template_by_digest(st, ref, out, err, ctx);
-	}
-	if ((at = strchr(ref, '@'))) {
-		namelen = (size_t)(at - ref);
-		if (!store_is_word(ref, namelen, STORE_NAME_MAX) || !store_is_digest(at + 1))
-			goto malformed;
-		if (template_by_digest(st, at + 1, out, err, ctx) < 0)
+	if (store_ref_parse(ref, &parsed) < 0)
+		return err_set(err, EINVAL,
+			       "store: %s: malformed reference (want name, name:tag, "
+			       "name@sha256:<64 hex> or sha256:<64 hex>)",
+			       ctx);
+	if (parsed.tag[0]) {
+		if (sq_get_row(st, "SELECT digest FROM template_tags WHERE tag = ?1", parsed.tag, digest,
+			       read_digest, err, ctx) < 0)
 			return -1;
-		/* name@digest pins both: that digest under another name is not it */
-		if (strlen(out->name) != namelen || strncmp(out->name, ref, namelen) != 0) {
-			template_rec_clear(out);
-			return err_set(err, ENOENT, "store: %s: not found", ctx);
-		}
-		return 0;
+		return template_by_digest(st, digest, out, err, ctx);
 	}
-	if (strchr(ref, ':')) {
-		if (!store_is_tag(ref))
-			goto malformed;
-		snprintf(tag, sizeof(tag), "%s", ref);
-	} else {
-		if (!store_is_word(ref, strlen(ref), STORE_NAME_MAX))
-			goto malformed;
-		snprintf(tag, sizeof(tag), "%s:latest", ref);
-	}
-	if (sq_get_row(st, "SELECT digest FROM template_tags WHERE tag = ?1", tag, digest,
-			  read_digest, err, ctx) < 0)
+	if (template_by_digest(st, parsed.digest, out, err, ctx) < 0)
 		return -1;
-	return template_by_digest(st, digest, out, err, ctx);
-malformed:
-	return err_set(err, EINVAL,
-		       "store: %s: malformed reference (want name, name:tag, "
-		       "name@sha256:<64 hex> or sha256:<64 hex>)",
-		       ctx);
+	/* name@digest pins both: that digest under another name is not it */
+	if (parsed.name[0] && strcmp(out->name, parsed.name) != 0) {
+		template_rec_clear(out);
+		return err_set(err, ENOENT, "store: %s: not found", ctx);
+	}
+	return 0;
 }
 
 int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
