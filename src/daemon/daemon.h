@@ -93,6 +93,7 @@ struct spaced {
 	struct event_base *base;
 	struct config cfg;
 	struct store *store;
+	struct event *store_ev;    /* the store's thread says reads queued on it are done */
 	enum accel accel;
 	char accel_reason[256];
 	struct evhttp *api_http;
@@ -115,6 +116,13 @@ struct spaced {
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
 	char *secrets_sig;         /* node: the secrets as last seen ("name@updated_ms" lines) */
+	unsigned captures_begun;   /* captures started so far (disks_gc's check) */
+	bool reconciling;          /* node: a reconcile's read is queued on the store's thread */
+	struct reaped {            /* the sandboxes let go of last (sandbox_reaped_since) */
+		char id[ID_LEN];
+		int64_t ms;
+	} reaped[256];
+	unsigned reaped_next;
 	struct cluster_worker *worker; /* api, node: the cluster's database work, off the loop (cluster/worker.h) */
 };
 

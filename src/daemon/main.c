@@ -286,6 +286,15 @@ static int start_vms(struct spaced *d, space_err *err)
 	return 0;
 }
 
+static void on_store_done(evutil_socket_t fd, short what, void *arg)
+{
+	struct spaced *d = arg;
+
+	(void)fd;
+	(void)what;
+	store_async_poll(d->store);
+}
+
 static int open_store(struct spaced *d, space_err *err)
 {
 	char url[sizeof(d->cfg.store_url)];
@@ -296,7 +305,16 @@ static int open_store(struct spaced *d, space_err *err)
 		snprintf(url, sizeof(url), "sqlite:%s/space.db", d->cfg.state_dir);
 	/* What the cluster's worker opens too (its own connection). */
 	snprintf(d->cfg.store_url, sizeof(d->cfg.store_url), "%s", url);
-	return store_open_url(&d->store, url, err);
+	if (store_open_url(&d->store, url, err) < 0)
+		return -1;
+	/* The loop never waits on the database for its sandbox, operation and session writes:
+	 * they go to the store's own thread (docs/design/store.md, "Write-behind"). */
+	if (store_write_behind(d->store, url, err) < 0)
+		return -1;
+	d->store_ev = event_new(d->base, store_async_fd(d->store), EV_READ | EV_PERSIST, on_store_done, d);
+	if (!d->store_ev || event_add(d->store_ev, NULL) < 0)
+		return err_set(err, ENOMEM, "out of memory");
+	return 0;
 }
 
 
@@ -368,6 +386,8 @@ static int run(struct spaced *d)
 	sandbox_shutdown(d);
 	gw_reapers_finish();
 	memimg_forget_all();
+	if (d->store_ev)
+		event_free(d->store_ev);
 	store_close(d->store);
 	return 0;
 fail:

@@ -11,6 +11,7 @@ restarting under load loses no operation."""
 import os
 import secrets
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -26,7 +27,8 @@ from pgserver import PgServer  # noqa: E402
 
 VM_MIB = 128 + 48          # minimal's memory and the per-VM overhead capacity.c counts
 SLOTS = {"n1": 14, "n2": 14, "n3": 5}
-LEASE_S = 6
+LEASE_S = 10
+STALL_S = 5                # PostgreSQL stopped for this long (well inside a lease and a renewal)
 CREATES = 30
 
 
@@ -235,6 +237,88 @@ def test_postgres_restart_under_load_loses_no_operation(cluster):
     # Those refused while it was down were refused clearly (503), never half-made.
     for e in errors:
         assert "503" in e, e
+
+
+def pg_pids(pg):
+    """The postmaster and its children (backends, background workers)."""
+    root = pg.pid()
+    pids = [root]
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == root:
+            pids.append(int(p))
+    return pids
+
+
+def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
+    """PostgreSQL stopped (SIGSTOP: nothing refused, every query just hangs) for STALL_S
+    seconds. A node's loop never waits on the database: a command streaming output keeps
+    streaming, probes and reads answer at once; a command started meanwhile is answered once
+    its session row is in the store (an api process routes by it), with its output."""
+    node = cluster.nodes["n1"]
+    sb_id = cluster.spread["n1"][0]
+    ticker = node.api.create_session(sb_id, ["sh", "-c", "for i in $(seq 1 80); do echo tick-$i; sleep 0.1; done"])
+    ticker.url = node.data_url  # straight from the node: the api processes read the store to route
+    arrivals, started = [], {}
+
+    def follow():
+        for ev in ticker.attach(timeout=60).events():
+            if ev.type == "stdout":
+                arrivals.append(time.monotonic())
+            if ev.type == "exit":
+                return
+
+    def run_one():
+        s = node.api.create_session(sb_id, ["sh", "-c", "echo during-$0", "stall"])
+        started["answered"] = time.monotonic()
+        started["session"] = s
+        started["result"] = s.collect(timeout=60)
+
+    t = threading.Thread(target=follow)
+    t.start()
+    while not arrivals:
+        time.sleep(0.05)
+    pids = pg_pids(cluster.pg)
+    stopped_at = time.monotonic()
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        runner = threading.Thread(target=run_one)
+        runner.start()
+        time.sleep(0.5)
+        quick = []
+        for _ in range(3):
+            began = time.monotonic()
+            assert space.http_request(node.url, "GET", "/v1/healthz", None, {}).status == 200
+            assert node.api.sandbox(sb_id)["state"] == "running"
+            quick.append(time.monotonic() - began)
+            time.sleep(0.3)
+        still_stopped = time.monotonic() - stopped_at < STALL_S
+        time.sleep(max(0.0, STALL_S - (time.monotonic() - stopped_at)))
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    resumed_at = time.monotonic()
+    t.join(timeout=60)
+    runner.join(timeout=60)
+    assert still_stopped and max(quick) < 1.0, f"reads took {quick} while PostgreSQL was stopped"
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:]) if stopped_at <= b <= resumed_at + 0.5]
+    assert len(gaps) >= 10 and max(gaps) < STALL_S / 2, f"output stalled: {len(gaps)} events, gaps {max(gaps, default=0):.1f}s"
+    r = started["result"]
+    assert r.exit_code == 0 and r.stdout == b"during-stall\n", r
+    assert started["answered"] >= resumed_at - 0.2, "the session was announced before the store had it"
+    # The api process finds it in the store, and its end soon after.
+    deadline = time.monotonic() + 10
+    while (got := cluster.apis[1].api.session(sb_id, started["session"].id))["state"] != "exited":
+        assert time.monotonic() < deadline, got
+        time.sleep(0.2)
+    assert got["exit_code"] == 0, got
 
 
 def test_a_suspended_sandbox_is_restored_on_another_node_with_its_files_and_processes(cluster):

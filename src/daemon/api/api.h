@@ -70,6 +70,9 @@ int api_sandbox_param(struct http_req *r, int i, struct sandbox_rec *out);
 json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb);
 /* 202 {"sandbox":..,"operation":..}, as every operation answers. */
 void api_reply_accepted(struct http_req *r, const struct sandbox_rec *sb, const struct op_rec *op);
+/* Sends status and body (the reference is taken) once every store write queued before now
+ * was made (reply_stored.c): for replies that announce new rows. */
+void api_reply_stored(struct http_req *r, int status, json_t *body);
 
 /* Parses "state=a,b" into a mask of 1 << sb_state (0 when absent). -1 with
  * err on an unknown state. */

@@ -22,16 +22,19 @@ void api_healthz(struct http_req *r)
 	http_reply_json(r->req, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-/* One round trip: a read of a key nobody sets; ENOENT is the database answering. */
-static bool store_answers(struct spaced *d)
-{
-	space_err err = { 0 };
-	char v[8];
+/* The checks that ask the database run on the store's thread (store_async): a slow or absent
+ * database holds the probe (kubelet's timeout then says unready), never the loop. */
+struct probe {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	bool gone;             /* the client went away: only free */
+	bool vms;              /* this process runs VMs: templates are checked too */
+	bool accel;            /* the accelerator was chosen (asked on the loop: no database) */
+	bool store, templates;
+};
 
-	if (store_kv_get(d->store, "readyz:probe", v, sizeof(v), &err) == 0 || err.code == ENOENT)
-		return true;
-	log_warn("readyz: the store does not answer: %s", err.msg);
-	return false;
+static void probe_gone(struct http_hold *h)
+{
+	((struct probe *)h)->gone = true;
 }
 
 static int count_template(const struct template_rec *t, void *arg)
@@ -41,35 +44,70 @@ static int count_template(const struct template_rec *t, void *arg)
 	return 0;
 }
 
-static bool templates_imported(struct spaced *d)
+/* One round trip (a read of a key nobody sets: ENOENT is the database answering), then,
+ * where VMs run, whether any template is imported. On the store's thread. */
+static void probe_store(struct store *conn, void *arg)
 {
+	struct probe *p = arg;
 	space_err err = { 0 };
+	char v[8];
 	int n = 0;
 
-	if (store_template_each(d->store, count_template, &n, &err) < 0) {
-		log_warn("readyz: listing templates: %s", err.msg);
-		return false;
+	p->store = store_kv_get(conn, "readyz:probe", v, sizeof(v), &err) == 0 || err.code == ENOENT;
+	if (!p->store) {
+		log_warn("readyz: the store does not answer: %s", err.msg);
+		return;
 	}
-	return n > 0;
+	if (!p->vms)
+		return;
+	err_clear(&err);
+	if (store_template_each(conn, count_template, &n, &err) < 0)
+		log_warn("readyz: listing templates: %s", err.msg);
+	p->templates = n > 0;
 }
 
 /* Readiness: 200 while this process can do its work: the store answers and, where VMs run
  * (roles all and node), templates are imported and the accelerator chosen. 503 otherwise. */
+static void probe_done(void *arg, bool ran)
+{
+	struct probe *p = arg;
+	struct evhttp_request *req = p->hold.req;
+	json_t *checks;
+	bool ready = ran && p->store;
+
+	if (p->gone) {
+		free(p);
+		return;
+	}
+	http_hold_end(&p->hold);
+	checks = json_object();
+	json_object_set_new(checks, "store", json_string(ready ? "ok" : "failed"));
+	if (p->vms) {
+		/* Without the store the templates cannot be asked about: not asked twice. */
+		json_object_set_new(checks, "templates",
+				    json_string(!ready ? "unknown" : p->templates ? "ok" : "none imported"));
+		json_object_set_new(checks, "accelerator", json_string(p->accel ? "ok" : "not chosen"));
+		ready = ready && p->templates && p->accel;
+	}
+	free(p);
+	http_reply_json(req, ready ? 200 : 503,
+			json_pack("{s:s,s:o}", "status", ready ? "ok" : "unready", "checks", checks));
+}
+
 void api_readyz(struct http_req *r)
 {
-	struct spaced *d = r->d;
-	bool store = store_answers(d), ready = store;
-	json_t *checks = json_object();
+	struct probe *p = calloc(1, sizeof(*p));
+	space_err err = { 0 };
 
-	json_object_set_new(checks, "store", json_string(store ? "ok" : "failed"));
-	if (d->cfg.role != DROLE_API) {
-		/* Without the store the templates cannot be asked about: not asked twice. */
-		bool tmpl = store && templates_imported(d), accel = d->accel_reason[0] != '\0';
-
-		json_object_set_new(checks, "templates", json_string(!store ? "unknown" : tmpl ? "ok" : "none imported"));
-		json_object_set_new(checks, "accelerator", json_string(accel ? "ok" : "not chosen"));
-		ready = ready && tmpl && accel;
+	if (!p) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
 	}
-	http_reply_json(r->req, ready ? 200 : 503,
-			json_pack("{s:s,s:o}", "status", ready ? "ok" : "unready", "checks", checks));
+	p->vms = r->d->cfg.role != DROLE_API;
+	p->accel = r->d->accel_reason[0] != '\0';
+	http_hold_begin(&p->hold, r->req, probe_gone, r->d->conns);
+	if (store_async(r->d->store, probe_store, probe_done, p, &err) < 0) {
+		p->store = false;
+		probe_done(p, false);
+	}
 }

@@ -46,8 +46,8 @@ json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb)
 
 void api_reply_accepted(struct http_req *r, const struct sandbox_rec *sb, const struct op_rec *op)
 {
-	http_reply_json(r->req, 202, json_pack("{s:o,s:o}", "sandbox", api_sandbox_json(r->d, sb),
-					       "operation", op_to_json(op)));
+	api_reply_stored(r, 202, json_pack("{s:o,s:o}", "sandbox", api_sandbox_json(r->d, sb), "operation",
+					   op_to_json(op)));
 }
 
 void api_sandboxes_create(struct http_req *r)

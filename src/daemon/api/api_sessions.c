@@ -44,7 +44,7 @@ void api_sessions_create(struct http_req *r)
 	if (rc < 0) {
 		http_reply_err(r->req, &err);
 	} else {
-		http_reply_json(r->req, 201,
+		api_reply_stored(r, 201,
 				json_pack("{s:o,s:o}", "session", session_to_json(&rec, 0, 0), "data_plane",
 					  data_plane_to_json(r->d->cfg.data_url, token, rec.token_expires_ms)));
 	}
@@ -140,7 +140,7 @@ void api_sessions_token(struct http_req *r)
 	if (session_new_token(r->d, sb_id, ss_id, ttl, token, &expires_ms, &err) < 0)
 		http_reply_err(r->req, &err);
 	else
-		http_reply_json(r->req, 201,
+		api_reply_stored(r, 201,
 				json_pack("{s:o}", "data_plane",
 					  data_plane_to_json(r->d->cfg.data_url, token, expires_ms)));
 	explicit_bzero(token, sizeof(token));

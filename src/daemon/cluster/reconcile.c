@@ -10,82 +10,91 @@
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-/* This node's rows as the store has them (all but deleted). */
-struct rows {
+/* A sandbox made this recently may have its first write still queued behind the read. */
+#define FRESH_MS 5000
+
+/* What the store's thread read for one reconcile (read_view), for the loop to act on
+ * (view_done): this node's rows (all but deleted) and the secrets' signature. */
+struct view {
 	struct spaced *d;
-	struct row {
-		char id[ID_LEN];
-		enum sb_state state;
-	} *v;
+	int64_t asked_ms;          /* when the loop queued the read */
+	struct sandbox_rec *v;
 	size_t n, cap;
-	bool oom;
+	struct evbuffer *sig;
+	bool failed;
+	space_err err;
 };
 
-static int row_seen(const struct sandbox_rec *r, void *arg)
+static int row_keep(const struct sandbox_rec *r, void *arg)
 {
-	struct rows *rs = arg;
-	space_err err = { 0 };
+	struct view *vw = arg;
+	struct sandbox_rec *c;
 
 	if (r->role != ROLE_USER)
 		return 0;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 64;
-		struct row *v = realloc(rs->v, cap * sizeof(*v));
+	if (vw->n == vw->cap) {
+		size_t cap = vw->cap ? vw->cap * 2 : 64;
+		struct sandbox_rec *v = realloc(vw->v, cap * sizeof(*v));
 
-		if (!v) {
-			rs->oom = true;
-			return 1;
-		}
-		rs->v = v;
-		rs->cap = cap;
+		if (!v)
+			return err_set(&vw->err, ENOMEM, "out of memory"), vw->failed = true, 1;
+		vw->v = v;
+		vw->cap = cap;
 	}
-	snprintf(rs->v[rs->n].id, sizeof(rs->v[rs->n].id), "%s", r->id);
-	rs->v[rs->n++].state = r->state;
-	/* A row of ours we never heard of: a claim whose answer was lost on the way back. */
-	if (!sandbox_find(rs->d, r->id) && r->state != SB_FAILED && r->state != SB_LOST) {
-		log_warn("sandbox %s: this node's row (%s) is unknown to it: reconciling it as at start", r->id,
-			 sb_state_name(r->state));
-		if (sandbox_reconcile_row(rs->d, r, &err) < 0)
-			log_error("sandbox %s: %s", r->id, err.msg);
-	}
+	c = &vw->v[vw->n++];
+	*c = *r;
+	c->env = json_deep_copy(r->env);
+	c->metadata = json_deep_copy(r->metadata);
+	c->network = json_deep_copy(r->network);
 	return 0;
 }
 
-static const struct row *row_find(const struct rows *rs, const char *id)
+static const struct sandbox_rec *row_find(const struct view *vw, const char *id)
 {
-	for (size_t i = 0; i < rs->n; i++)
-		if (strcmp(rs->v[i].id, id) == 0)
-			return &rs->v[i];
+	for (size_t i = 0; i < vw->n; i++)
+		if (strcmp(vw->v[i].id, id) == 0)
+			return &vw->v[i];
 	return NULL;
 }
 
-/* Every RECONCILE_EVERY_MS, the periodic backstop: rows of this node it does not run are
- * reconciled (row_seen), and a VM it runs whose row is no longer its own, or was marked lost
- * (its lease lapsed while it was cut off), is stopped: the cluster has given up on it, and its
- * writes are fenced off already. */
-static void reconcile_rows(struct spaced *d)
+/* A row of ours we never heard of: a claim whose answer was lost on the way back. Not one
+ * the loop let go of since the read was queued (its deletion may have been written after). */
+static void adopt_unknown(struct spaced *d, const struct view *vw)
 {
-	struct rows rs = { .d = d };
 	space_err err = { 0 };
 
-	if (store_sandbox_each(d->store, 0, row_seen, &rs, &err) < 0 || rs.oom) {
-		log_warn("node %s: reconciling: %s", d->cfg.node_id, rs.oom ? "out of memory" : err.msg);
-		free(rs.v);
-		return;
-	}
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-		const struct row *r;
+	for (size_t i = 0; i < vw->n; i++) {
+		const struct sandbox_rec *r = &vw->v[i];
 
-		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED)
+		if (sandbox_find(d, r->id) || r->state == SB_FAILED || r->state == SB_LOST ||
+		    sandbox_reaped_since(d, r->id, vw->asked_ms))
 			continue;
-		r = row_find(&rs, sb->rec.id);
+		log_warn("sandbox %s: this node's row (%s) is unknown to it: reconciling it as at start", r->id,
+			 sb_state_name(r->state));
+		if (sandbox_reconcile_row(d, r, &err) < 0)
+			log_error("sandbox %s: %s", r->id, err.msg);
+		err_clear(&err);
+	}
+}
+
+/* A VM it runs whose row is no longer its own, or was marked lost (its lease lapsed while it
+ * was cut off), is stopped: the cluster has given up on it, and its writes are fenced off
+ * already. Not one made since the read was queued (its first write may have come after). */
+static void stop_fenced(struct spaced *d, const struct view *vw)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		const struct sandbox_rec *r;
+
+		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED ||
+		    sb->rec.created_ms >= vw->asked_ms - FRESH_MS)
+			continue;
+		r = row_find(vw, sb->rec.id);
 		if (r && r->state != SB_LOST)
 			continue;
 		log_error("sandbox %s: %s: stopping its VM (fenced)", sb->rec.id,
 			  r ? "the cluster marked it lost" : "its row is no longer this node's");
 		vm_kill(sb->vm);
 	}
-	free(rs.v);
 }
 
 /* Secrets are written by api processes, whose gateways are elsewhere: a node sees each change
@@ -119,23 +128,11 @@ static void changed_in(struct spaced *d, const char *sig, const char *other)
 	}
 }
 
-static void reconcile_secrets(struct spaced *d)
+static void apply_secrets(struct spaced *d, struct view *vw)
 {
-	struct evbuffer *b = evbuffer_new();
-	space_err err = { 0 };
 	char *sig;
 
-	if (!b)
-		return;
-	if (evbuffer_add(b, "\n", 1) < 0 || store_secret_each(d->store, add_secret, b, &err) < 0 ||
-	    evbuffer_add(b, "", 1) < 0) {
-		log_warn("node %s: reading secrets: %s", d->cfg.node_id, err.msg);
-		evbuffer_free(b);
-		return;
-	}
-	sig = strdup((const char *)evbuffer_pullup(b, -1));
-	evbuffer_free(b);
-	if (!sig)
+	if (evbuffer_add(vw->sig, "", 1) < 0 || !(sig = strdup((const char *)evbuffer_pullup(vw->sig, -1))))
 		return;
 	if (d->secrets_sig && strcmp(sig, d->secrets_sig) != 0) {
 		changed_in(d, sig, d->secrets_sig);
@@ -145,8 +142,62 @@ static void reconcile_secrets(struct spaced *d)
 	d->secrets_sig = sig;
 }
 
+/* On the store's thread, after every write the loop queued before: no round trip on the loop. */
+static void read_view(struct store *conn, void *arg)
+{
+	struct view *vw = arg;
+
+	if (store_sandbox_each(conn, 0, row_keep, vw, &vw->err) < 0 || vw->failed) {
+		vw->failed = true;
+		return;
+	}
+	if (evbuffer_add(vw->sig, "\n", 1) < 0 || store_secret_each(conn, add_secret, vw->sig, &vw->err) < 0)
+		vw->failed = true;
+}
+
+static void view_free(struct view *vw)
+{
+	for (size_t i = 0; i < vw->n; i++)
+		sandbox_rec_clear(&vw->v[i]);
+	free(vw->v);
+	evbuffer_free(vw->sig);
+	free(vw);
+}
+
+static void view_done(void *arg, bool ran)
+{
+	struct view *vw = arg;
+	struct spaced *d = vw->d;
+
+	d->reconciling = false;
+	if (ran && vw->failed)
+		log_warn("node %s: reconciling: %s", d->cfg.node_id, vw->err.msg);
+	if (ran && !vw->failed) {
+		adopt_unknown(d, vw);
+		stop_fenced(d, vw);
+		apply_secrets(d, vw);
+	}
+	view_free(vw);
+}
+
 void cluster_reconcile(struct spaced *d)
 {
-	reconcile_rows(d);
-	reconcile_secrets(d);
+	struct view *vw;
+	space_err err = { 0 };
+
+	if (d->reconciling)
+		return; /* the last read has not come back yet (the database is slow or away) */
+	if (!(vw = calloc(1, sizeof(*vw))) || !(vw->sig = evbuffer_new())) {
+		free(vw);
+		log_error("node %s: reconciling: out of memory", d->cfg.node_id);
+		return;
+	}
+	vw->d = d;
+	vw->asked_ms = now_ms();
+	d->reconciling = true;
+	if (store_async(d->store, read_view, view_done, vw, &err) < 0) {
+		d->reconciling = false;
+		log_error("node %s: reconciling: %s", d->cfg.node_id, err.msg);
+		view_free(vw);
+	}
 }

@@ -85,7 +85,10 @@ enum wait_kind { W_CREATE, W_CONNECT, W_KILL, W_PAUSE, W_FORK, W_SNAPSHOT };
  * (the waiter cancelled; the operation itself goes on, as E2B's would). */
 struct e2b_wait {
 	struct http_hold hold; /* first: on_gone gets &hold */
-	struct op_waiter *waiter;
+	struct spaced *d;
+	struct op_waiter *waiter; /* NULL once the operation is done */
+	bool gone;            /* the client went away while the reply waited for the store */
+	struct op_rec op;     /* the operation as it ended (no result) */
 	enum wait_kind kind;
 	char sb_id[ID_LEN];
 	int status;
@@ -158,11 +161,19 @@ static void reply_snapshot(struct spaced *d, struct evhttp_request *req, struct 
 	snapshot_rec_clear(&s);
 }
 
-static void wait_done(struct spaced *d, const struct op_rec *op, void *arg)
+/* The operation is done, and the store has what it wrote (wait_done): the reply. */
+static void wait_stored(void *arg, bool ran)
 {
 	struct e2b_wait *w = arg;
+	struct spaced *d = w->d;
 	struct evhttp_request *req = w->hold.req;
+	const struct op_rec *op = &w->op;
 
+	(void)ran; /* stopping: answered from memory all the same */
+	if (w->gone) {
+		wait_free(w);
+		return;
+	}
 	http_hold_end(&w->hold);
 	if (!op_state_done(op->state)) {
 		e2b_reply_error(req, 504, "operation %s (%s) still %s after %d s", op->id, op_kind_name(op->kind),
@@ -190,10 +201,35 @@ static void wait_done(struct spaced *d, const struct op_rec *op, void *arg)
 	wait_free(w);
 }
 
+static void wait_barrier(struct store *conn, void *arg)
+{
+	(void)conn;
+	(void)arg;
+}
+
+/* Before answering, the rows the operation changed must be in the store: the SDK's next call
+ * may go through another process (an api process reads the store). The reply waits for the
+ * writes queued so far on the store's thread (store_async), not on the loop. */
+static void wait_done(struct spaced *d, const struct op_rec *op, void *arg)
+{
+	struct e2b_wait *w = arg;
+	space_err err = { 0 };
+
+	w->waiter = NULL;
+	w->op = *op;
+	w->op.result = NULL;
+	if (store_async(d->store, wait_barrier, wait_stored, w, &err) < 0)
+		wait_stored(w, true);
+}
+
 static void wait_gone(struct http_hold *h)
 {
 	struct e2b_wait *w = (struct e2b_wait *)h;
 
+	if (!w->waiter) {
+		w->gone = true; /* wait_stored frees it */
+		return;
+	}
 	op_wait_cancel(w->waiter);
 	wait_free(w);
 }
@@ -207,6 +243,7 @@ static void hold_op(struct http_req *r, const struct op_rec *op, struct e2b_wait
 		e2b_reply_error(r->req, 500, "out of memory");
 		return;
 	}
+	w->d = r->d;
 	/* op_wait never calls back from inside itself, so the hold may begin after it. */
 	if (op_wait(r->d, op->id, E2B_WAIT_S, wait_done, w, &w->waiter, &err) < 0) {
 		e2b_reply_err(r->req, &err);

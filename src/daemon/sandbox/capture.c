@@ -248,6 +248,7 @@ int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, boo
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return err_set(err, ENOMEM, "out of memory");
+	sb->d->captures_begun++;
 	if (snapshot_begin(sb->d, sb, kind, name, &c->snap, err) < 0) {
 		free(c);
 		return -1;

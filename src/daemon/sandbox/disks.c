@@ -211,33 +211,90 @@ static void mark_chain(struct marks *m, const char *path)
 	}
 }
 
-static int mark_snapshot(const struct snapshot_rec *s, void *arg)
+static void mark_snapshot(struct marks *m, const char *disk, const char *dir)
 {
 	char seed[PATH_MAX];
 
-	mark_chain(arg, s->disk);
-	snprintf(seed, sizeof(seed), "%s/seed.qcow2", s->dir);
-	mark_chain(arg, seed);
-	return 0;
+	mark_chain(m, disk);
+	snprintf(seed, sizeof(seed), "%s/seed.qcow2", dir);
+	mark_chain(m, seed);
 }
 
-void disks_gc(struct spaced *d)
+/* The snapshots' disks and directories, read on the store's thread (gc_read). */
+struct gc_view {
+	struct spaced *d;
+	unsigned captures;         /* d->captures_begun when the read was queued */
+	char **disks, **dirs;
+	size_t n, cap;
+	bool failed;
+	space_err err;
+};
+
+static bool gc_reading;
+
+static int gc_keep(const struct snapshot_rec *s, void *arg)
+{
+	struct gc_view *v = arg;
+
+	if (v->n == v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 32;
+		char **disks = realloc(v->disks, cap * sizeof(*disks)), **dirs;
+
+		if (disks)
+			v->disks = disks;
+		if (!disks || !(dirs = realloc(v->dirs, cap * sizeof(*dirs))))
+			goto oom;
+		v->dirs = dirs;
+		v->cap = cap;
+	}
+	v->disks[v->n] = strdup(s->disk);
+	v->dirs[v->n] = strdup(s->dir);
+	if (!v->disks[v->n] || !v->dirs[v->n]) {
+		free(v->disks[v->n]);
+		free(v->dirs[v->n]);
+		goto oom;
+	}
+	v->n++;
+	return 0;
+oom:
+	v->failed = true;
+	err_set(&v->err, ENOMEM, "out of memory");
+	return 1;
+}
+
+static void gc_read(struct store *conn, void *arg)
+{
+	struct gc_view *v = arg;
+
+	if (store_snapshot_each(conn, 0, gc_keep, v, &v->err) < 0)
+		v->failed = true;
+}
+
+static void gc_view_free(struct gc_view *v)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		free(v->disks[i]);
+		free(v->dirs[i]);
+	}
+	free(v->disks);
+	free(v->dirs);
+	free(v);
+}
+
+/* Every layer in the disks dir that no sandbox and no snapshot reaches goes. */
+static void gc_sweep(struct spaced *d, const struct gc_view *v)
 {
 	_cleanup_closedir_ DIR *dd = NULL;
 	struct marks m = { 0 };
 	char dir[PATH_MAX], path[PATH_MAX];
-	space_err err = { 0 };
 	struct dirent *de;
 	int removed = 0;
 
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
 		if (sb->rec.state != SB_DELETED && sb->rec.disk[0])
 			mark_chain(&m, sb->rec.disk);
-	if (store_snapshot_each(d->store, 0, mark_snapshot, &m, &err) < 0) {
-		/* Without the full picture nothing may go. */
-		log_warn("disk gc skipped: %s", err.msg);
-		goto out;
-	}
+	for (size_t i = 0; i < v->n; i++)
+		mark_snapshot(&m, v->disks[i], v->dirs[i]);
 	if (m.incomplete) {
 		log_warn("disk gc skipped: a backing chain could not be followed");
 		goto out;
@@ -267,4 +324,38 @@ out:
 	for (size_t i = 0; i < m.n; i++)
 		free(m.paths[i]);
 	free(m.paths);
+}
+
+/* Without the full picture nothing may go: not when the read failed, and not when a capture
+ * began since it was queued (its snapshot's new layer may be missing from what was read) or an
+ * action is under way. */
+static void gc_done(void *arg, bool ran)
+{
+	struct gc_view *v = arg;
+	struct spaced *d = v->d;
+
+	gc_reading = false;
+	if (ran && v->failed)
+		log_warn("disk gc skipped: %s", v->err.msg);
+	else if (ran && v->captures == d->captures_begun && !sandbox_busy(d))
+		gc_sweep(d, v);
+	gc_view_free(v);
+}
+
+/* The snapshots are read on the store's thread (store_async); the sweep runs on the loop. */
+void disks_gc(struct spaced *d)
+{
+	struct gc_view *v;
+	space_err err = { 0 };
+
+	if (gc_reading || !(v = calloc(1, sizeof(*v))))
+		return;
+	v->d = d;
+	v->captures = d->captures_begun;
+	gc_reading = true;
+	if (store_async(d->store, gc_read, gc_done, v, &err) < 0) {
+		gc_reading = false;
+		log_warn("disk gc skipped: %s", err.msg);
+		gc_view_free(v);
+	}
 }

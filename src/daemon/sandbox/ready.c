@@ -48,11 +48,6 @@ void ready_builder_up(struct sandbox *sb)
 	}
 }
 
-struct scan {
-	struct spaced *d;
-	bool started;
-};
-
 /* Is a build under way? A builder that runs with nothing left to do (no
  * bring-up, warm-up or capture: a daemon restart interrupted its build
  * after it booted, and the callbacks that would have taken its snapshot
@@ -72,67 +67,189 @@ static bool building(struct spaced *d)
 	return busy;
 }
 
-static int consider(const struct template_rec *t, void *arg)
-{
-	struct scan *s = arg;
-	struct snapshot_rec snap;
-	struct create_req req = { 0 };
-	struct sandbox *sb;
-	space_err err = { 0 };
-	int vcpus = t->vcpus > 0 ? t->vcpus : 1, mem = t->memory_mib > 0 ? t->memory_mib : 256;
+/* What ready_tick acts on, read on the store's thread (read_view): the ready snapshots, each
+ * with whether a name still points at its template, and every template with a name. */
+struct view {
+	struct spaced *d;
+	struct store *conn;        /* while reading: the store's own connection */
+	struct snapshot_rec *snaps;
+	bool *tagged;              /* per snapshot: its template still has a name */
+	size_t ns, cs, ctag;
+	struct template_rec *tmpls;
+	size_t nt, ct;
+	bool failed;
+	space_err err;
+};
 
-	if (snapshot_ready_for(s->d, t->digest, vcpus, mem, &snap) == 0) {
-		snapshot_rec_clear(&snap);
-		return 0;
-	}
-	if (capacity_admit(s->d, vcpus, mem, 1, &err) < 0)
-		return 0;
-	snprintf(req.template_ref, sizeof(req.template_ref), "%s", t->digest);
-	req.timeout_set = true;
-	log_info("template %s: booting a VM for its ready snapshot", t->name);
-	if (sandbox_create_role(s->d, &req, ROLE_BUILDER, &sb, &err) < 0) {
-		last_failure_ms = now_ms();
-		log_warn("template %s: ready snapshot: %s", t->name, err.msg);
-	}
-	create_req_free(&req);
-	s->started = true;
-	return 1; /* one build at a time */
+static bool reading; /* a view is being read: ticks wait for it */
+
+static bool grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	size_t cap2 = *cap ? *cap * 2 : 8;
+	void *nv;
+
+	if (n < *cap)
+		return true;
+	if (!(nv = realloc(*v, cap2 * size)))
+		return false;
+	*v = nv;
+	*cap = cap2;
+	return true;
 }
 
-/* Ready snapshots of templates no name points at any more. Clones made from
- * them keep their memory mapped; only the files go. */
-static int drop_stale(const struct snapshot_rec *snap, void *arg)
+static int view_oom(struct view *v)
 {
-	struct spaced *d = arg;
+	v->failed = true;
+	err_set(&v->err, ENOMEM, "out of memory");
+	return 1;
+}
+
+static int keep_snap(const struct snapshot_rec *snap, void *arg)
+{
+	struct view *v = arg;
 	struct template_rec t = { 0 };
 	space_err err = { 0 };
 
-	if (snap->net != egress_enabled(d)) {
-		log_info("ready snapshot %s: made %s the network device; rebuilding it", snap->id,
-			 snap->net ? "with" : "without");
-		snapshot_remove(d, snap);
-		return 0;
-	}
-	if (store_template_resolve(d->store, snap->template_digest, &t, &err) == 0 && json_array_size(t.tags)) {
-		template_rec_clear(&t);
-		return 0;
-	}
+	if (!grow((void **)&v->snaps, &v->cs, v->ns, sizeof(*v->snaps)) ||
+	    !grow((void **)&v->tagged, &v->ctag, v->ns, sizeof(*v->tagged)))
+		return view_oom(v);
+	v->snaps[v->ns] = *snap;
+	v->snaps[v->ns].env = json_deep_copy(snap->env);
+	v->tagged[v->ns] = store_template_resolve(v->conn, snap->template_digest, &t, &err) == 0 &&
+			   json_array_size(t.tags) > 0;
 	template_rec_clear(&t);
-	log_info("ready snapshot %s: its template %s was replaced; removing it", snap->id, snap->template_digest);
-	snapshot_remove(d, snap);
+	v->ns++;
 	return 0;
 }
 
+static int keep_template(const struct template_rec *t, void *arg)
+{
+	struct view *v = arg;
+	struct template_rec *c;
+
+	if (!grow((void **)&v->tmpls, &v->ct, v->nt, sizeof(*v->tmpls)))
+		return view_oom(v);
+	c = &v->tmpls[v->nt++];
+	*c = *t;
+	c->tags = json_deep_copy(t->tags);
+	c->env = json_deep_copy(t->env);
+	c->network = json_deep_copy(t->network);
+	return 0;
+}
+
+static void read_view(struct store *conn, void *arg)
+{
+	struct view *v = arg;
+
+	v->conn = conn;
+	if (store_snapshot_each(conn, 1u << SNAP_READY, keep_snap, v, &v->err) < 0 ||
+	    (!v->failed && store_template_each(conn, keep_template, v, &v->err) < 0))
+		v->failed = true;
+	v->conn = NULL;
+}
+
+static void view_free(struct view *v)
+{
+	for (size_t i = 0; i < v->ns; i++)
+		snapshot_rec_clear(&v->snaps[i]);
+	for (size_t i = 0; i < v->nt; i++)
+		template_rec_clear(&v->tmpls[i]);
+	free(v->snaps);
+	free(v->tagged);
+	free(v->tmpls);
+	free(v);
+}
+
+/* Ready snapshots of templates no name points at any more, or made with the network device
+ * when VMs now get none (or the other way round), go. Clones made from them keep their
+ * memory mapped; only the files go. Marks each one removed (tagged = false). */
+static void drop_stale(struct spaced *d, struct view *v)
+{
+	for (size_t i = 0; i < v->ns; i++) {
+		const struct snapshot_rec *snap = &v->snaps[i];
+
+		if (snap->net != egress_enabled(d)) {
+			log_info("ready snapshot %s: made %s the network device; rebuilding it", snap->id,
+				 snap->net ? "with" : "without");
+		} else if (!v->tagged[i]) {
+			log_info("ready snapshot %s: its template %s was replaced; removing it", snap->id,
+				 snap->template_digest);
+		} else {
+			continue;
+		}
+		v->tagged[i] = false;
+		snapshot_remove(d, snap);
+	}
+}
+
+static bool has_ready(struct spaced *d, const struct view *v, const char *digest, int vcpus, int mem)
+{
+	for (size_t i = 0; i < v->ns; i++)
+		if (v->tagged[i] && snapshot_ready_match(&v->snaps[i], digest, vcpus, mem, egress_enabled(d)))
+			return true;
+	return false;
+}
+
+/* The first template without a ready snapshot gets a builder, room permitting: one build at
+ * a time. */
+static void build_one(struct spaced *d, const struct view *v)
+{
+	for (size_t i = 0; i < v->nt; i++) {
+		const struct template_rec *t = &v->tmpls[i];
+		struct create_req req = { 0 };
+		struct sandbox *sb;
+		space_err err = { 0 };
+		int vcpus = t->vcpus > 0 ? t->vcpus : 1, mem = t->memory_mib > 0 ? t->memory_mib : 256;
+
+		if (has_ready(d, v, t->digest, vcpus, mem))
+			continue;
+		if (capacity_admit(d, vcpus, mem, 1, &err) < 0)
+			continue;
+		snprintf(req.template_ref, sizeof(req.template_ref), "%s", t->digest);
+		req.timeout_set = true;
+		log_info("template %s: booting a VM for its ready snapshot", t->name);
+		if (sandbox_create_role(d, &req, ROLE_BUILDER, &sb, &err) < 0) {
+			last_failure_ms = now_ms();
+			log_warn("template %s: ready snapshot: %s", t->name, err.msg);
+		}
+		create_req_free(&req);
+		return;
+	}
+}
+
+static void view_done(void *arg, bool ran)
+{
+	struct view *v = arg;
+	struct spaced *d = v->d;
+
+	reading = false;
+	if (ran && v->failed)
+		log_warn("ready snapshots: %s", v->err.msg);
+	/* (a build may have begun while the view was read: the next tick looks again) */
+	if (ran && !v->failed && !building(d)) {
+		drop_stale(d, v);
+		build_one(d, v);
+	}
+	view_free(v);
+}
+
+/* Each tick: the store is read on its own thread (store_async), and acted on here. */
 void ready_tick(struct spaced *d)
 {
-	struct scan s = { .d = d };
+	struct view *v;
 	space_err err = { 0 };
 
-	if (!d->cfg.ready_snapshots || building(d))
+	if (!d->cfg.ready_snapshots || reading || building(d))
 		return;
 	if (last_failure_ms && now_ms() - last_failure_ms < RETRY_AFTER_MS)
 		return;
-	store_snapshot_each(d->store, 1u << SNAP_READY, drop_stale, d, &err);
-	if (store_template_each(d->store, consider, &s, &err) < 0)
+	if (!(v = calloc(1, sizeof(*v))))
+		return;
+	v->d = d;
+	reading = true;
+	if (store_async(d->store, read_view, view_done, v, &err) < 0) {
+		reading = false;
 		log_warn("ready snapshots: %s", err.msg);
+		view_free(v);
+	}
 }

@@ -282,6 +282,8 @@ int disk_share(struct spaced *d, struct sandbox_rec *r, space_err *err);
 int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err);
 /* Deletes layers no sandbox or snapshot reaches through its backing chain. */
 void disks_gc(struct spaced *d);
+/* Is an action (an operation, a capture) under way on any sandbox? */
+bool sandbox_busy(struct spaced *d);
 
 /* create.c */
 /* sandbox_create for a pool VM or a ready-snapshot builder as well. */

@@ -381,6 +381,10 @@ static void reap_deleted(struct spaced *d)
 		/* (not while its deletion, or a session's end, is still to be written) */
 		if (sb->rec.state == SB_DELETED && !sb->vm && !any_unsaved(sb) &&
 		    (!sb->op.id[0] || op_state_done(sb->op.state))) {
+			struct reaped *r = &d->reaped[d->reaped_next++ % (sizeof(d->reaped) / sizeof(d->reaped[0]))];
+
+			snprintf(r->id, sizeof(r->id), "%s", sb->rec.id);
+			r->ms = now_ms();
 			*pp = sb->next;
 			sandbox_free(sb);
 			continue;
@@ -389,7 +393,15 @@ static void reap_deleted(struct spaced *d)
 	}
 }
 
-static bool any_action_in_flight(struct spaced *d)
+bool sandbox_reaped_since(const struct spaced *d, const char *id, int64_t since_ms)
+{
+	for (size_t i = 0; i < sizeof(d->reaped) / sizeof(d->reaped[0]); i++)
+		if (d->reaped[i].ms >= since_ms && strcmp(d->reaped[i].id, id) == 0)
+			return true;
+	return false;
+}
+
+bool sandbox_busy(struct spaced *d)
 {
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
 		if ((sb->op.id[0] && !op_state_done(sb->op.state)) || sb->capture)
@@ -411,7 +423,7 @@ void sandbox_tick(struct spaced *d)
 	egress_tick(d);
 	/* Unused disk layers go when nothing is half-made: a layer a capture
 	 * just created is referenced only once the capture records it. */
-	if (now - last_gc > 30000 && !any_action_in_flight(d)) {
+	if (now - last_gc > 30000 && !sandbox_busy(d)) {
 		last_gc = now;
 		disks_gc(d);
 	}

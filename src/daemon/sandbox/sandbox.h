@@ -31,6 +31,9 @@ int sandbox_load(struct spaced *d, const struct sandbox_rec *rec);
  * its open operations attached and reconciled exactly as at start (its QEMU adopted if one
  * runs, else its interrupted action decides). */
 int sandbox_reconcile_row(struct spaced *d, const struct sandbox_rec *rec, space_err *err);
+/* Was sandbox id let go of (deleted, then dropped from the runtime) at since_ms or after?
+ * (The last 256 only: enough for what a read queued behind the writes can miss.) */
+bool sandbox_reaped_since(const struct spaced *d, const char *id, int64_t since_ms);
 /* A restore a node claimed: a suspended sandbox (rec, as the claim read it) that another node
  * left, restored here from the shared directory under operation op_id. */
 int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err);
@@ -84,6 +87,10 @@ void sandbox_shutdown(struct spaced *d);
  * visible by name; ready, fork and suspend ones by id. */
 int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err);
 int snapshot_delete(struct spaced *d, const char *id, space_err *err);
+/* Is s a ready snapshot that a sandbox of this template and size may be cloned from (net:
+ * whether this daemon gives VMs the network device)? Pure. */
+bool snapshot_ready_match(const struct snapshot_rec *s, const char *digest, int vcpus, int memory_mib,
+			  bool net);
 /* The ready snapshot of a template digest with this size, if one is ready
  * (0; clear *out), else -1. */
 int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,

@@ -92,17 +92,21 @@ struct ready_find {
 	bool net;
 };
 
+bool snapshot_ready_match(const struct snapshot_rec *s, const char *digest, int vcpus, int memory_mib,
+			  bool net)
+{
+	/* A clone gets the device its snapshot's VM had; every new sandbox must have the
+	 * network device when this daemon gives VMs one, so one made without it (before
+	 * schema v4) is never cloned: ready_tick replaces it. */
+	return s->state == SNAPS_READY && strcmp(s->template_digest, digest) == 0 && s->vcpus == vcpus &&
+	       s->memory_mib == memory_mib && s->net == net;
+}
+
 static int ready_one(const struct snapshot_rec *s, void *arg)
 {
 	struct ready_find *f = arg;
 
-	if (s->state != SNAPS_READY || strcmp(s->template_digest, f->digest) != 0 || s->vcpus != f->vcpus ||
-	    s->memory_mib != f->memory_mib)
-		return 0;
-	/* A clone gets the device its snapshot's VM had; every new sandbox must have the
-	 * network device when this daemon gives VMs one, so one made without it (before
-	 * schema v4) is never cloned: ready_tick replaces it. */
-	if (s->net != f->net)
+	if (!snapshot_ready_match(s, f->digest, f->vcpus, f->memory_mib, f->net))
 		return 0;
 	*f->out = *s;
 	f->out->env = json_incref(s->env);

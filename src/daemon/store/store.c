@@ -5,6 +5,10 @@
 #include <string.h>
 
 #include "store_backend.h"
+#include "writer.h"
+
+#define DRAIN_MS 10000
+#define FLUSH_MS 30000
 
 int store_open(struct store **out, const char *path, space_err *err)
 {
@@ -27,8 +31,10 @@ int store_open_url(struct store **out, const char *url, space_err *err)
 
 void store_close(struct store *st)
 {
-	if (st)
-		st->ops->close(st);
+	if (!st)
+		return;
+	writer_stop(st->writer, DRAIN_MS);
+	st->ops->close(st);
 }
 
 const char *store_backend(const struct store *st)
@@ -44,6 +50,154 @@ int store_ping(struct store *st, space_err *err)
 void store_set_node(struct store *st, const char *node_id)
 {
 	snprintf(st->node, sizeof(st->node), "%s", node_id ? node_id : "");
+	if (st->writer)
+		writer_set_node(st->writer, st->node);
+}
+
+/* ---- write-behind (writer.c does the work) ---- */
+
+int store_write_behind(struct store *st, const char *url, space_err *err)
+{
+	struct store *conn;
+
+	if (st->writer)
+		return err_set(err, EEXIST, "store: write-behind is on already");
+	if (store_open_url(&conn, url, err) < 0)
+		return err_wrap(err, "store: the writer's connection");
+	store_set_node(conn, st->node);
+	store_set_images(conn, st->images);
+	return writer_start(&st->writer, conn, err);
+}
+
+int store_async(struct store *st, void (*fn)(struct store *conn, void *arg),
+		void (*done)(void *arg, bool ran), void *arg, space_err *err)
+{
+	if (st->writer)
+		return writer_job(st->writer, fn, done, arg, err);
+	fn(st, arg);
+	done(arg, true);
+	return 0;
+}
+
+int store_async_fd(const struct store *st)
+{
+	return st->writer ? writer_fd(st->writer) : -1;
+}
+
+void store_async_poll(struct store *st)
+{
+	if (st->writer)
+		writer_poll(st->writer);
+}
+
+int store_flush(struct store *st, int timeout_ms)
+{
+	return st->writer ? writer_flush(st->writer, timeout_ms) : 0;
+}
+
+void store_write_stats(struct store *st, struct store_write_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (st->writer)
+		writer_stats(st->writer, out);
+}
+
+/* A list of rows from the database with the versions not yet written put in their place, and
+ * rows not yet written at all after them (the newest rows: creation order holds). */
+struct merge {
+	enum pend_kind kind;
+	union pend_rec *v;
+	size_t n;
+	bool *seen;
+	unsigned states;          /* sandboxes: as store_sandbox_each */
+	const char *sandbox_id;   /* sessions: NULL = all */
+	union {
+		int (*sb)(const struct sandbox_rec *, void *);
+		int (*op)(const struct op_rec *, void *);
+		int (*ss)(const struct session_rec *, void *);
+	} fn;
+	void *arg;
+	bool stopped;
+};
+
+static const char *pend_id(enum pend_kind kind, const union pend_rec *r)
+{
+	return kind == PEND_SANDBOX ? r->sb.id : kind == PEND_OP ? r->op.id : r->ss.id;
+}
+
+static bool merge_wants(const struct merge *m, const union pend_rec *r)
+{
+	switch (m->kind) {
+	case PEND_SANDBOX:
+		return m->states ? (m->states & (1u << r->sb.state)) != 0 : r->sb.state != SB_DELETED;
+	case PEND_OP:
+		return !op_state_done(r->op.state);
+	default:
+		return !m->sandbox_id || strcmp(m->sandbox_id, r->ss.sandbox_id) == 0;
+	}
+}
+
+/* rec: a struct sandbox_rec, op_rec or session_rec, as m->kind says */
+static int merge_call(struct merge *m, const void *rec)
+{
+	int rc = m->kind == PEND_SANDBOX ? m->fn.sb(rec, m->arg)
+		 : m->kind == PEND_OP    ? m->fn.op(rec, m->arg)
+					 : m->fn.ss(rec, m->arg);
+
+	m->stopped = rc != 0;
+	return rc;
+}
+
+/* A row from the database (as the list asked for it): its newer version instead if one
+ * waits, and nothing if that version is not one the list wants. */
+static int merge_row(struct merge *m, const char *id, const void *db)
+{
+	for (size_t i = 0; i < m->n; i++) {
+		if (!m->seen[i] && strcmp(pend_id(m->kind, &m->v[i]), id) == 0) {
+			m->seen[i] = true;
+			return merge_wants(m, &m->v[i]) ? merge_call(m, &m->v[i]) : 0;
+		}
+	}
+	return merge_call(m, db);
+}
+
+static int merge_sb(const struct sandbox_rec *r, void *arg)
+{
+	return merge_row(arg, r->id, r);
+}
+
+static int merge_op(const struct op_rec *r, void *arg)
+{
+	return merge_row(arg, r->id, r);
+}
+
+static int merge_ss(const struct session_rec *r, void *arg)
+{
+	return merge_row(arg, r->id, r);
+}
+
+/* After the database's rows: the waiting versions of rows it did not list (new rows, or rows
+ * whose waiting version now belongs in this list). */
+static int merge_run(struct merge *m, int rc_db)
+{
+	if (rc_db == 0 && !m->stopped)
+		for (size_t i = 0; i < m->n && !m->stopped; i++)
+			if (!m->seen[i] && merge_wants(m, &m->v[i]))
+				merge_call(m, &m->v[i]);
+	writer_list_free(m->kind, m->v, m->n);
+	free(m->seen);
+	return rc_db;
+}
+
+static int merge_begin(struct store *st, struct merge *m, space_err *err)
+{
+	m->v = writer_list(st->writer, m->kind, &m->n);
+	m->seen = calloc(m->n ? m->n : 1, sizeof(*m->seen));
+	if (!m->seen) {
+		writer_list_free(m->kind, m->v, m->n);
+		return err_set(err, ENOMEM, "store: list: out of memory");
+	}
+	return 0;
 }
 
 static const char *const node_state_names[NODE__COUNT] = { "up", "lost" };
@@ -119,58 +273,92 @@ int store_template_each(struct store *st, int (*fn)(const struct template_rec *,
 	return st->ops->template_each(st, st->images[0] ? each_local : fn, st->images[0] ? (void *)&l : arg, err);
 }
 
+/* ---- the rows write-behind holds: queued puts, gets and lists that see them ---- */
+
 int store_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err)
 {
+	if (st->writer)
+		return writer_put(st->writer, PEND_SANDBOX, s, err);
 	return st->ops->sandbox_put(st, s, err);
 }
 
+/* The generation the caller read may be one a queued write is about to bump: wait for them. */
 int store_sandbox_put_if(struct store *st, const struct sandbox_rec *s, int64_t generation,
 			 int64_t *new_generation, space_err *err)
 {
+	store_flush(st, FLUSH_MS);
 	return st->ops->sandbox_put_if(st, s, generation, new_generation, err);
 }
 
 int store_sandbox_get(struct store *st, const char *id, struct sandbox_rec *out, space_err *err)
 {
+	if (st->writer && writer_get(st->writer, PEND_SANDBOX, id, out))
+		return 0;
 	return st->ops->sandbox_get(st, id, out, err);
 }
 
 int store_sandbox_each(struct store *st, unsigned states, int (*fn)(const struct sandbox_rec *, void *),
 		       void *arg, space_err *err)
 {
-	return st->ops->sandbox_each(st, states, fn, arg, err);
+	struct merge m = { .kind = PEND_SANDBOX, .states = states, .fn.sb = fn, .arg = arg };
+
+	if (!st->writer)
+		return st->ops->sandbox_each(st, states, fn, arg, err);
+	if (merge_begin(st, &m, err) < 0)
+		return -1;
+	return merge_run(&m, st->ops->sandbox_each(st, states, merge_sb, &m, err));
 }
 
 int store_op_put(struct store *st, const struct op_rec *op, space_err *err)
 {
+	if (st->writer)
+		return writer_put(st->writer, PEND_OP, op, err);
 	return st->ops->op_put(st, op, err);
 }
 
 int store_op_get(struct store *st, const char *id, struct op_rec *out, space_err *err)
 {
+	if (st->writer && writer_get(st->writer, PEND_OP, id, out))
+		return 0;
 	return st->ops->op_get(st, id, out, err);
 }
 
 int store_op_each_open(struct store *st, int (*fn)(const struct op_rec *, void *), void *arg,
 		       space_err *err)
 {
-	return st->ops->op_each_open(st, fn, arg, err);
+	struct merge m = { .kind = PEND_OP, .fn.op = fn, .arg = arg };
+
+	if (!st->writer)
+		return st->ops->op_each_open(st, fn, arg, err);
+	if (merge_begin(st, &m, err) < 0)
+		return -1;
+	return merge_run(&m, st->ops->op_each_open(st, merge_op, &m, err));
 }
 
 int store_session_put(struct store *st, const struct session_rec *s, space_err *err)
 {
+	if (st->writer)
+		return writer_put(st->writer, PEND_SESSION, s, err);
 	return st->ops->session_put(st, s, err);
 }
 
 int store_session_get(struct store *st, const char *id, struct session_rec *out, space_err *err)
 {
+	if (st->writer && writer_get(st->writer, PEND_SESSION, id, out))
+		return 0;
 	return st->ops->session_get(st, id, out, err);
 }
 
 int store_session_each(struct store *st, const char *sandbox_id,
 		       int (*fn)(const struct session_rec *, void *), void *arg, space_err *err)
 {
-	return st->ops->session_each(st, sandbox_id, fn, arg, err);
+	struct merge m = { .kind = PEND_SESSION, .sandbox_id = sandbox_id, .fn.ss = fn, .arg = arg };
+
+	if (!st->writer)
+		return st->ops->session_each(st, sandbox_id, fn, arg, err);
+	if (merge_begin(st, &m, err) < 0)
+		return -1;
+	return merge_run(&m, st->ops->session_each(st, sandbox_id, merge_ss, &m, err));
 }
 
 int store_snapshot_put(struct store *st, const struct snapshot_rec *s, space_err *err)
@@ -243,12 +431,14 @@ int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, voi
 int store_intent_put(struct store *st, const struct sandbox_rec *s, const struct op_rec *op,
 		     const json_t *intent, space_err *err)
 {
+	store_flush(st, FLUSH_MS);
 	return st->ops->intent_put(st, s, op, intent, err);
 }
 
 int store_intent_restore(struct store *st, const char *sandbox_id, const struct op_rec *op,
 			 space_err *err)
 {
+	store_flush(st, FLUSH_MS);
 	return st->ops->intent_restore(st, sandbox_id, op, err);
 }
 

@@ -37,6 +37,41 @@ void store_set_node(struct store *st, const char *node_id);
  * the rows are shared by digest). "" (the default) leaves dir as stored. */
 void store_set_images(struct store *st, const char *images);
 
+/* Off the caller's thread (docs/design/store.md, "Write-behind"). A daemon's loop must never
+ * wait on the database for the writes it makes on every change, so once write-behind is on:
+ *  - store_sandbox_put, store_op_put and store_session_put copy the record, queue it and
+ *    return 0 at once; a thread with a connection of its own (to url) writes rows in the order
+ *    they were first put, a newer put of a row replacing the version still waiting;
+ *  - gets of those rows answer with the newest version put (its generation is the one the
+ *    caller gave), lists merge the versions not yet written into what the database returns;
+ *  - a write that fails is tried again (newest version first, backing off to every 2 s) until
+ *    the database takes it, except for its final answers: the fence (ESTALE), a record it
+ *    refuses (EINVAL), a conflict (EEXIST), which are logged and the row's write dropped;
+ *  - the conditional and cluster writes (store_sandbox_put_if, store_intent_*) wait for the
+ *    queue first; store_close drains it (trying failed rows again for up to 10 s).
+ * Without it (the default) every call is a round trip on the caller's thread. */
+int store_write_behind(struct store *st, const char *url, space_err *err);
+/* Reads (or anything) that must see every write queued before them, off the caller's thread:
+ * fn runs on the writer's thread with its connection (after the writes queued before it);
+ * then done(arg, true) is called by store_async_poll on the caller's thread, which polls when
+ * store_async_fd becomes readable. done(arg, false) when the store closes first. Without
+ * write-behind fn and done run at once. */
+int store_async(struct store *st, void (*fn)(struct store *conn, void *arg),
+		void (*done)(void *arg, bool ran), void *arg, space_err *err);
+int store_async_fd(const struct store *st); /* -1 without write-behind */
+void store_async_poll(struct store *st);
+/* Waits up to timeout_ms for the queued writes to be tried; returns how many rows still wait
+ * (0 without write-behind). */
+int store_flush(struct store *st, int timeout_ms);
+struct store_write_stats {
+	uint64_t pending;  /* rows put and not yet written */
+	uint64_t written;  /* writes the database took */
+	uint64_t retried;  /* tries that failed and will be made again */
+	uint64_t dropped;  /* writes given up (final answer, or exiting) */
+};
+/* All zero without write-behind. */
+void store_write_stats(struct store *st, struct store_write_stats *out);
+
 /* Every function below returns 0, or -1 with err set (ENOENT when a lookup
  * finds nothing; EINVAL for input the store refuses; EAGAIN when the database
  * stayed locked past the busy timeout; ENOSPC when the disk is full; EIO for

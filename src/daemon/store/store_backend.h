@@ -84,6 +84,7 @@ struct store {
 	const struct store_ops *ops;
 	char node[64]; /* the cluster scope, "" = none (store_set_node) */
 	char images[PATH_MAX]; /* where this node keeps template files, "" = as stored (store_set_images) */
+	struct store_writer *writer; /* write-behind (store_write_behind), NULL = none */
 };
 
 /* The back ends' openers (store.c picks one from the URL). */
