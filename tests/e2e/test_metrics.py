@@ -125,6 +125,9 @@ def test_every_family_and_series_is_there(mdaemon):
     assert val(m, "space_node_vms_max") == info["max_sandboxes"]
     val(m, "space_sessions_live")
     val(m, "space_sessions_started_total")
+    val(m, "space_store_writes_pending")
+    for result in ("written", "retried", "dropped"):
+        val(m, "space_store_writes_total", result=result)
     # No sandbox or session id anywhere: labels are bounded sets.
     for name, labels in m:
         for _, v in labels:
@@ -148,6 +151,10 @@ def test_a_sandbox_life_moves_the_right_series(mdaemon):
     assert delta(m0, m1, "space_node_memory_used_bytes") == (sb["memory_mib"] + VM_OVERHEAD_MIB) * MiB
     # The scrapes and the create's requests were answered 2xx on the control plane.
     assert delta(m0, m1, "space_http_requests_total", plane="api", **{"class": "2xx"}) >= 3
+    # Its rows went through write-behind: the sandbox's and the operation's states, each written
+    # (a newer version may replace one still waiting, so at least one each), none refused.
+    assert delta(m0, m1, "space_store_writes_total", result="written") >= 2
+    assert delta(m0, m1, "space_store_writes_total", result="dropped") == 0
 
     res = api.run(sb["id"], ["sh", "-c", "printf hello-metrics; printf oops >&2"])
     assert res.exit_code == 0 and bytes(res.stdout) == b"hello-metrics" and bytes(res.stderr) == b"oops", res

@@ -110,7 +110,7 @@ void api_sandboxes_fork(struct http_req *r)
 	    sandbox_fork(r->d, r->param[0], count, &sb, &op, &children, &err) < 0)
 		http_reply_err(r->req, &err);
 	else
-		http_reply_json(r->req, 202,
+		api_reply_stored(r, 202,
 				json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(r->d, &sb), "operation",
 					  op_to_json(&op), "children", children));
 	json_decref(body);
@@ -133,7 +133,7 @@ void api_sandboxes_snapshot(struct http_req *r)
 	    sandbox_snapshot(r->d, r->param[0], name, &sb, &op, &snap, &err) < 0)
 		http_reply_err(r->req, &err);
 	else
-		http_reply_json(r->req, 202,
+		api_reply_stored(r, 202,
 				json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(r->d, &sb), "operation",
 					  op_to_json(&op), "snapshot",
 					  snap.id[0] ? snapshot_to_json(&snap) : json_null()));

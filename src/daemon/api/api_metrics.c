@@ -149,6 +149,29 @@ static int write_cluster(struct mx_out *o, struct spaced *d, space_err *err)
 	return 0;
 }
 
+/* Write-behind (store.md, "Off the loop"): what waits to be written, and what became of tries. */
+static void write_store(struct mx_out *o, struct spaced *d)
+{
+	static const char *const result[] = { "written", "retried", "dropped" };
+	struct store_write_stats w;
+	double v[3];
+
+	store_write_stats(d->store, &w);
+	v[0] = (double)w.written;
+	v[1] = (double)w.retried;
+	v[2] = (double)w.dropped;
+	mx_family(o, "space_store_writes_pending", "gauge",
+		  "Sandbox, operation and session rows put and not yet written to the store.");
+	mx_sample(o, "space_store_writes_pending", NULL, (double)w.pending);
+	mx_family(o, "space_store_writes_total", "counter",
+		  "Write-behind's writes by result: written, retried (a try failed; made again), dropped.");
+	for (int i = 0; i < 3; i++) {
+		const char *l[] = { "result", result[i], NULL };
+
+		mx_sample(o, "space_store_writes_total", l, v[i]);
+	}
+}
+
 void api_metrics_get(struct http_req *r)
 {
 	struct evbuffer *buf = evbuffer_new();
@@ -175,6 +198,7 @@ void api_metrics_get(struct http_req *r)
 		http_reply_err(r->req, &err);
 		return;
 	}
+	write_store(&o, r->d);
 	metrics_write_counters(&o);
 	if (o.failed) {
 		evbuffer_free(buf);

@@ -10,15 +10,15 @@
 #include "log.h"
 #include "store/store.h"
 
-int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
-			space_err *err)
+static int sandbox_url_in(struct store *st, const char *sb_id, bool data, char *url, size_t len,
+			  space_err *err)
 {
 	struct sandbox_rec sb;
 	struct node_rec n;
 
 	if (!id_valid(sb_id, "sb-"))
 		return err_set(err, ENOENT, "no sandbox '%.64s'", sb_id);
-	if (store_sandbox_get(d->store, sb_id, &sb, err) < 0) {
+	if (store_sandbox_get(st, sb_id, &sb, err) < 0) {
 		if (err->code == ENOENT)
 			err_set(err, ENOENT, "no sandbox '%.64s'", sb_id);
 		return -1;
@@ -30,7 +30,7 @@ int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *ur
 		sandbox_rec_clear(&sb);
 		return -1;
 	}
-	if (store_node_get(d->store, sb.node_id, &n, err) < 0) {
+	if (store_node_get(st, sb.node_id, &n, err) < 0) {
 		err_wrap(err, "sandbox %s: its node %s", sb_id, sb.node_id);
 		err->code = EAGAIN;
 		sandbox_rec_clear(&sb);
@@ -43,48 +43,36 @@ int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *ur
 	return 0;
 }
 
-static void route_to(struct http_req *r, const char *sb_id, bool data)
+int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
+			space_err *err)
 {
+	return sandbox_url_in(d->store, sb_id, data, url, len, err);
+}
+
+/* ---- a relay's lookup, on the store's thread ----
+ * Which node a request goes to is read from the store by the store's thread (store_async),
+ * with the request held meanwhile: a slow or restarting database delays the requests that
+ * wait on it, never the streams this process relays. */
+
+enum hop_by { BY_SANDBOX, BY_SESSION, BY_ROOM };
+
+struct hop {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	bool gone;             /* the client went away: only free */
+	struct spaced *d;
+	enum evhttp_cmd_type method;
+	enum hop_by by;
+	bool data;             /* to the node's data plane */
+	bool e2b;              /* errors in E2B's shape */
+	char id[72];           /* the sandbox or session the client named */
+	int rc;
+	space_err err;
 	char url[256];
-	space_err err = { 0 };
+};
 
-	if (cluster_sandbox_url(r->d, sb_id, data, url, sizeof(url), &err) < 0 ||
-	    http_proxy(r, url, &err) < 0) {
-		if (e2b_api_path(r) || (data && envd_path(r)))
-			e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
-		else
-			http_reply_err(r->req, &err);
-	}
-}
-
-/* /v1/sandboxes/{id}/..., /sandboxes/{id}/... (E2B) on the control plane. */
-static void route_control(struct http_req *r)
+static void hop_gone(struct http_hold *h)
 {
-	route_to(r, r->param[0], false);
-}
-
-/* The sandbox a data-plane request is about: a session's, the path's, or E2B's header. */
-static void route_data(struct http_req *r)
-{
-	struct session_rec s;
-	space_err err = { 0 };
-	const char *sb;
-
-	if (envd_path(r)) {
-		sb = evhttp_find_header(evhttp_request_get_input_headers(r->req), "E2b-Sandbox-Id");
-		route_to(r, sb ? sb : "", true);
-		return;
-	}
-	if (r->nseg >= 2 && strcmp(r->seg[1], "sandboxes") == 0) {
-		route_to(r, r->param[0], true);
-		return;
-	}
-	if (!id_valid(r->param[0], "ss-") || store_session_get(r->d->store, r->param[0], &s, &err) < 0) {
-		http_reply_error(r->req, 404, "not_found", "no session '%.64s'", r->param[0]);
-		return;
-	}
-	route_to(r, s.sandbox_id, true);
-	session_rec_clear(&s);
+	((struct hop *)h)->gone = true;
 }
 
 /* E2B's create: no intent form yet; it goes to the node with the most free memory. */
@@ -98,17 +86,107 @@ static int roomiest(const struct node_rec *n, void *arg)
 	return 0;
 }
 
-static void route_e2b_create(struct http_req *r)
+static int lookup_room(struct store *conn, struct hop *h)
 {
 	struct node_rec best = { 0 };
-	space_err err = { 0 };
 
-	if (store_node_each(r->d->store, roomiest, &best, &err) < 0 || !best.id[0]) {
-		e2b_reply_error(r->req, 503, "%s", err.msg[0] ? err.msg : "no node is up");
+	if (store_node_each(conn, roomiest, &best, &h->err) < 0)
+		return -1;
+	if (!best.id[0])
+		return err_set(&h->err, EAGAIN, "no node is up");
+	snprintf(h->url, sizeof(h->url), "%s", best.api_url);
+	return 0;
+}
+
+static void hop_lookup(struct store *conn, void *arg)
+{
+	struct hop *h = arg;
+	struct session_rec s;
+	char sb_id[72];
+
+	if (h->by == BY_ROOM) {
+		h->rc = lookup_room(conn, h);
 		return;
 	}
-	if (http_proxy(r, best.api_url, &err) < 0)
-		e2b_reply_error(r->req, 502, "%s", err.msg);
+	snprintf(sb_id, sizeof(sb_id), "%s", h->id);
+	if (h->by == BY_SESSION) {
+		if (!id_valid(h->id, "ss-") || store_session_get(conn, h->id, &s, &h->err) < 0) {
+			h->rc = err_set(&h->err, ENOENT, "no session '%.64s'", h->id);
+			return;
+		}
+		snprintf(sb_id, sizeof(sb_id), "%s", s.sandbox_id);
+		session_rec_clear(&s);
+	}
+	h->rc = sandbox_url_in(conn, sb_id, h->data, h->url, sizeof(h->url), &h->err);
+}
+
+static void hop_done(void *arg, bool ran)
+{
+	struct hop *h = arg;
+	struct http_req r = { .d = h->d, .req = h->hold.req, .method = h->method };
+
+	if (h->gone) {
+		free(h);
+		return;
+	}
+	http_hold_end(&h->hold);
+	if (!ran)
+		h->rc = err_set(&h->err, EAGAIN, "this api process is stopping");
+	if (h->rc < 0 || http_proxy(&r, h->url, &h->err) < 0) {
+		if (h->e2b)
+			e2b_reply_error(r.req, err_http_status(h->err.code), "%s", h->err.msg);
+		else if (h->by == BY_SESSION && h->err.code == ENOENT)
+			http_reply_error(r.req, 404, "not_found", "%s", h->err.msg);
+		else
+			http_reply_err(r.req, &h->err);
+	}
+	free(h);
+}
+
+static void route_by(struct http_req *r, enum hop_by by, const char *id, bool data)
+{
+	struct hop *h = calloc(1, sizeof(*h));
+	space_err err = { 0 };
+
+	if (!h) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	h->d = r->d;
+	h->method = r->method;
+	h->by = by;
+	h->data = data;
+	h->e2b = e2b_api_path(r) || (data && envd_path(r));
+	snprintf(h->id, sizeof(h->id), "%s", id ? id : "");
+	http_hold_begin(&h->hold, r->req, hop_gone, r->d->conns);
+	if (store_async(r->d->store, hop_lookup, hop_done, h, &err) < 0) {
+		h->rc = -1;
+		h->err = err;
+		hop_done(h, true);
+	}
+}
+
+/* /v1/sandboxes/{id}/..., /sandboxes/{id}/... (E2B) on the control plane. */
+static void route_control(struct http_req *r)
+{
+	route_by(r, BY_SANDBOX, r->param[0], false);
+}
+
+/* The sandbox a data-plane request is about: a session's, the path's, or E2B's header. */
+static void route_data(struct http_req *r)
+{
+	if (envd_path(r))
+		route_by(r, BY_SANDBOX, evhttp_find_header(evhttp_request_get_input_headers(r->req), "E2b-Sandbox-Id"),
+			 true);
+	else if (r->nseg >= 2 && strcmp(r->seg[1], "sandboxes") == 0)
+		route_by(r, BY_SANDBOX, r->param[0], true);
+	else
+		route_by(r, BY_SESSION, r->param[0], true);
+}
+
+static void route_e2b_create(struct http_req *r)
+{
+	route_by(r, BY_ROOM, NULL, false);
 }
 
 /* DELETE /v1/snapshots/{id}: to the node of the sandbox it was taken from (its files are

@@ -142,8 +142,12 @@ static void wake_waiters(struct spaced *d, const struct op_rec *op)
 
 	for (; w; w = next) {
 		next = w->next;
-		if (strcmp(w->id, op->id) == 0)
+		if (strcmp(w->id, op->id) == 0) {
+			/* Firing may free the next waiter too (a callback that cancels another):
+			 * start over from the head after each. */
 			waiter_fire(w, op);
+			next = d->op_waiters;
+		}
 	}
 }
 
@@ -233,24 +237,69 @@ void op_wait_cancel(struct op_waiter *w)
 	free(w);
 }
 
-void ops_poll(struct spaced *d)
+/* An api process's long-polls: the operations they wait for are read on the store's thread
+ * (store_async), and the waiters of those done are woken here. One read at a time. */
+struct op_poll_read {
+	struct spaced *d;
+	size_t n;
+	char (*ids)[ID_LEN];
+	struct op_rec *ops;    /* ops[i].id[0] == '\0': not read */
+};
+
+static bool polling;
+
+static void poll_read(struct store *conn, void *arg)
 {
-	struct op_waiter *w = d->op_waiters, *next;
-	struct op_rec op;
+	struct op_poll_read *p = arg;
 	space_err err = { 0 };
 
-	for (; w; w = next) {
-		next = w->next;
-		if (store_op_get(d->store, w->id, &op, &err) < 0) {
-			err_clear(&err);
-			continue;
-		}
-		if (op_state_done(op.state)) {
-			/* Firing may free the next waiter too (a callback that cancels another):
-			 * start over from the head after each. */
-			waiter_fire(w, &op);
-			next = d->op_waiters;
-		}
-		op_rec_clear(&op);
+	for (size_t i = 0; i < p->n; i++) {
+		if (store_op_get(conn, p->ids[i], &p->ops[i], &err) < 0)
+			memset(&p->ops[i], 0, sizeof(p->ops[i]));
+		err_clear(&err);
+	}
+}
+
+static void poll_done(void *arg, bool ran)
+{
+	struct op_poll_read *p = arg;
+
+	polling = false;
+	for (size_t i = 0; i < p->n; i++) {
+		/* (waiters cancelled meanwhile are simply not found) */
+		if (ran && p->ops[i].id[0] && op_state_done(p->ops[i].state))
+			wake_waiters(p->d, &p->ops[i]);
+		op_rec_clear(&p->ops[i]);
+	}
+	free(p->ids);
+	free(p->ops);
+	free(p);
+}
+
+void ops_poll(struct spaced *d)
+{
+	struct op_poll_read *p;
+	space_err err = { 0 };
+	size_t n = 0;
+
+	for (struct op_waiter *w = d->op_waiters; w; w = w->next)
+		n++;
+	if (polling || !n || !(p = calloc(1, sizeof(*p))))
+		return;
+	p->d = d;
+	p->ids = calloc(n, sizeof(*p->ids));
+	p->ops = calloc(n, sizeof(*p->ops));
+	if (!p->ids || !p->ops) {
+		free(p->ids);
+		free(p->ops);
+		free(p);
+		return;
+	}
+	for (struct op_waiter *w = d->op_waiters; w; w = w->next)
+		memcpy(p->ids[p->n++], w->id, ID_LEN);
+	polling = true;
+	if (store_async(d->store, poll_read, poll_done, p, &err) < 0) {
+		log_warn("operations: %s", err.msg);
+		poll_done(p, false);
 	}
 }
