@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fork_guard.h"
 #include "log.h"
 #include "store_backend.h"
 
@@ -38,6 +39,8 @@ struct store_writer {
 	bool running;
 	pthread_mutex_t mu;
 	pthread_cond_t more, idle;
+	struct fork_guard guard;       /* a fork waits for the thread to be between writes */
+	bool guarded;
 	int wake[2];                   /* thread -> caller: jobs are done */
 	/* under mu */
 	struct pend *hash[BUCKETS];
@@ -304,12 +307,14 @@ static void *run(void *arg)
 			wait_more(w, next);
 			continue;
 		}
+		fork_guard_step(&w->guard);
 		w->busy = true;
 		if (p->kind == PEND_JOB)
 			run_job(w, p);
 		else
 			run_row(w, p);
 		w->busy = false;
+		fork_guard_rest(&w->guard);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -336,6 +341,11 @@ int writer_start(struct store_writer **out, struct store *conn, space_err *err)
 		err_sys(err, errno, "store writer: pipe");
 		goto fail;
 	}
+	if ((errno = fork_guard_add(&w->guard, &w->mu)) != 0) {
+		err_sys(err, errno, "store writer: fork guard");
+		goto fail;
+	}
+	w->guarded = true;
 	if ((errno = pthread_create(&w->thr, NULL, run, w)) != 0) {
 		err_sys(err, errno, "store writer: starting its thread");
 		goto fail;
@@ -381,6 +391,8 @@ void writer_stop(struct store_writer *w, int drain_ms)
 		pthread_mutex_unlock(&w->mu);
 		pthread_join(w->thr, NULL);
 	}
+	if (w->guarded)
+		fork_guard_remove(&w->guard);
 	leftovers_free(w);
 	if (w->wake[0] >= 0)
 		close(w->wake[0]);

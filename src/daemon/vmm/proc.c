@@ -261,8 +261,9 @@ static void confine(const struct spawn_opts *o, int errfd)
 	}
 }
 
-/* Runs in the forked child; never returns. The daemon is single-threaded, so
- * after fork() any libc call is safe here. */
+/* Runs in the forked child; never returns. The daemon's other threads (the store's writer,
+ * the cluster worker) are held between steps while fork() runs (common/fork_guard.h), so no
+ * lock they take is held in the child: libc calls (malloc too) are safe here. */
 static int close_in_children = -1;
 
 void proc_close_in_children(int fd)
