@@ -137,7 +137,9 @@ def test_daemon_killed_while_booting_readopts_the_creating_sandbox(own_daemon):
         time.sleep(0.005)
     own_daemon.kill()
     kill_delay = time.monotonic() - t_kill
-    assert kill_delay < 0.5, f"SIGKILL came {kill_delay * 1000:.0f} ms after the 202"
+    # (the daemon may be bringing up a ready-snapshot builder at the same moment: the bound is
+    # loose; what matters is checked next, that the guest had not answered yet)
+    assert kill_delay < 2.0, f"SIGKILL came {kill_delay * 1000:.0f} ms after the 202"
     assert op["state"] in ("pending", "running"), op
     # The kill came before the guest agent answered: the daemon never saw the sandbox run.
     assert f"sandbox {sb['id']}: creating -> running" not in own_daemon.log_text(), \
@@ -198,19 +200,38 @@ def test_a_create_whose_vm_is_gone_after_a_restart_is_carried_out(own_daemon):
     api.remove_sandbox(sb["id"])
 
 
+def forget_recorded_pid(daemon, sb_id):
+    """What a daemon that died before writing the pid down leaves: the row without it, in
+    whichever store the daemon uses (SQLite by default; PostgreSQL under make test-postgres).
+    Returns how many rows changed."""
+    assert re.fullmatch(r"sb-[0-9a-f]{16}", sb_id), sb_id  # (a literal below: our own id)
+    args = daemon.extra_args
+    store = args[args.index("--store") + 1] if "--store" in args else ""
+    if store.startswith(("postgres://", "postgresql://")):
+        import sys
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pg"))
+        from pgserver import pg_bindir
+        sql = (f"WITH u AS (UPDATE sandboxes SET pid = 0, pid_start = 0 WHERE id = '{sb_id}' "
+               "RETURNING 1) SELECT count(*) FROM u")
+        out = subprocess.run([f"{pg_bindir()}/psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-d", store,
+                              "-c", sql], check=True, stdout=subprocess.PIPE, text=True).stdout
+        return int(out.strip())
+    import sqlite3
+    db = sqlite3.connect(os.path.join(daemon.state_dir, "space.db"))
+    with db:
+        n = db.execute("UPDATE sandboxes SET pid = 0, pid_start = 0 WHERE id = ?", (sb_id,)).rowcount
+    db.close()
+    return n
+
+
 def test_qemu_whose_pid_was_never_recorded_is_found_by_id(own_daemon):
     """The daemon can die between starting QEMU and writing its pid down; the next start must
     find that QEMU by the sandbox id on its command line instead of leaving it orphaned."""
-    import sqlite3
     api = own_daemon.api
     sb = api.new_sandbox("minimal", timeout_s=120)
     pid = space.qemu_pid(sb["id"])
     own_daemon.kill()
-    db = sqlite3.connect(os.path.join(own_daemon.state_dir, "space.db"))
-    with db:
-        n = db.execute("UPDATE sandboxes SET pid = 0, pid_start = 0 WHERE id = ?", (sb["id"],)).rowcount
-    db.close()
-    assert n == 1
+    assert forget_recorded_pid(own_daemon, sb["id"]) == 1
     own_daemon.start()
     rec = api.sandbox(sb["id"])
     assert rec["state"] == "running" and rec["error"] is None, rec
