@@ -148,12 +148,19 @@ def redirect():
     return readers
 
 
-_executing = False
+_executing = False  # the user's code runs: SIGINT raises KeyboardInterrupt in it
+_armed = False  # number_of_executions is out, the code is not running yet
+_pending = False  # a SIGINT came while armed: raised as the code starts
 
 
 def on_sigint(signum, frame):
+    global _pending
     if _executing:
         raise KeyboardInterrupt
+    if _armed:
+        # The daemon saw number_of_executions and interrupted this execution before its code
+        # started: keep it, or the code would run on as if never interrupted.
+        _pending = True
     # Between executions there is nothing to interrupt.
 
 
@@ -260,7 +267,7 @@ class Context:
 
     def run(self, code, env_vars):
         """Run one cell; returns (result dict or None, error dict or None)."""
-        global _executing
+        global _executing, _armed, _pending
         filename = "<cell %d>" % self.count
         saved = {}
         for k, v in env_vars.items():
@@ -272,6 +279,8 @@ class Context:
         try:
             _executing = True
             try:
+                if _pending:
+                    raise KeyboardInterrupt
                 tree = ast.parse(code, filename, "exec")
                 last = None
                 if tree.body and isinstance(tree.body[-1], ast.Expr) \
@@ -291,6 +300,7 @@ class Context:
             _executing = False
             error = format_error(e)
         finally:
+            _armed = _pending = False
             for k, v in saved.items():
                 if v is None:
                     os.environ.pop(k, None)
@@ -300,6 +310,7 @@ class Context:
 
 
 def serve(infile, cwd=None):
+    global _armed, _pending
     readers = redirect()
     if cwd:
         try:
@@ -331,6 +342,7 @@ def serve(infile, cwd=None):
             emit({"type": "end_of_execution"})
             continue
         ctx.count += 1
+        _armed, _pending = True, False
         emit({"type": "number_of_executions", "execution_count": ctx.count})
         result, error = ctx.run(req["code"], env)
         try:
