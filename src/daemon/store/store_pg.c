@@ -140,13 +140,18 @@ static PGconn *connect_once(const char *conninfo)
 /* Is the server away for now? A server that answers but refuses us (a wrong password, no
  * such database) is not worth waiting for. Opening waits only for a server that is starting
  * (or stopping): one that does not answer at all fails the open at once, and the daemon's
- * supervisor starts it again; a store already open waits for it too (a restart). */
+ * supervisor starts it again; a store already open waits for it too (a restart). A store
+ * already open whose server answers the ping though the connection failed tries again: the
+ * server came back while we waited (a connection that timed out against a stalled server,
+ * which answers by the time of the ping), not a refusal of a store that was working. */
 static bool server_away(const struct pg_store *ps)
 {
 	const char *vals[] = { CONN_DEFAULTS, ps->conninfo, NULL };
 	PGPing p = PQpingParams(conn_keys, vals, 1);
 
-	return p == PQPING_REJECT || (p == PQPING_NO_RESPONSE && !ps->opening);
+	if (ps->opening)
+		return p == PQPING_REJECT;
+	return p == PQPING_REJECT || p == PQPING_NO_RESPONSE || p == PQPING_OK;
 }
 
 /* Makes ps->conn usable: 0; 1 when the server is away for now (err set, worth waiting);
