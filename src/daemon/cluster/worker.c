@@ -9,7 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fork_guard.h"
 #include "log.h"
 
 #define LOOK_EVERY_MS 250
@@ -25,8 +24,6 @@ struct cluster_worker {
 	struct event *wake;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct fork_guard guard;       /* a fork waits for the thread to be between rounds */
-	bool guarded;
 	/* under mu */
 	bool stop;
 	bool node;                     /* self holds a node's record */
@@ -168,7 +165,6 @@ static void *run(void *arg)
 		space_err err = { 0 };
 		int nodes = 0, sandboxes = 0;
 
-		fork_guard_step(&w->guard);
 		self = w->self;
 		node = w->node;
 		claims = w->claims;
@@ -196,7 +192,6 @@ static void *run(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&w->mu);
-		fork_guard_rest(&w->guard);
 		if (!w->stop)
 			pthread_cond_timedwait(&w->cv, &w->mu, &until);
 	}
@@ -242,11 +237,6 @@ int worker_start(struct spaced *d, const char *url, void (*ready)(struct spaced 
 		err_set(err, ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((errno = fork_guard_add(&w->guard, &w->mu)) != 0) {
-		err_sys(err, errno, "cluster worker: fork guard");
-		goto fail;
-	}
-	w->guarded = true;
 	if ((errno = pthread_create(&w->thr, NULL, run, w)) != 0) {
 		err_sys(err, errno, "cluster worker: starting its thread");
 		goto fail;
@@ -294,8 +284,6 @@ void worker_stop(struct cluster_worker *w)
 		pthread_mutex_unlock(&w->mu);
 		pthread_join(w->thr, NULL);
 	}
-	if (w->guarded)
-		fork_guard_remove(&w->guard);
 	if (w->wake)
 		event_free(w->wake);
 	if (w->pipe[0] >= 0)

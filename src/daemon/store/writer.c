@@ -9,7 +9,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fork_guard.h"
 #include "log.h"
 #include "store_backend.h"
 
@@ -39,8 +38,6 @@ struct store_writer {
 	bool running;
 	pthread_mutex_t mu;
 	pthread_cond_t more, idle;
-	struct fork_guard guard;       /* a fork waits for the thread to be between writes */
-	bool guarded;
 	int wake[2];                   /* thread -> caller: jobs are done */
 	/* under mu */
 	struct pend *hash[BUCKETS];
@@ -307,14 +304,12 @@ static void *run(void *arg)
 			wait_more(w, next);
 			continue;
 		}
-		fork_guard_step(&w->guard);
 		w->busy = true;
 		if (p->kind == PEND_JOB)
 			run_job(w, p);
 		else
 			run_row(w, p);
 		w->busy = false;
-		fork_guard_rest(&w->guard);
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
@@ -341,11 +336,6 @@ int writer_start(struct store_writer **out, struct store *conn, space_err *err)
 		err_sys(err, errno, "store writer: pipe");
 		goto fail;
 	}
-	if ((errno = fork_guard_add(&w->guard, &w->mu)) != 0) {
-		err_sys(err, errno, "store writer: fork guard");
-		goto fail;
-	}
-	w->guarded = true;
 	if ((errno = pthread_create(&w->thr, NULL, run, w)) != 0) {
 		err_sys(err, errno, "store writer: starting its thread");
 		goto fail;
@@ -391,8 +381,6 @@ void writer_stop(struct store_writer *w, int drain_ms)
 		pthread_mutex_unlock(&w->mu);
 		pthread_join(w->thr, NULL);
 	}
-	if (w->guarded)
-		fork_guard_remove(&w->guard);
 	leftovers_free(w);
 	if (w->wake[0] >= 0)
 		close(w->wake[0]);

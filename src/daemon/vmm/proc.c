@@ -255,15 +255,17 @@ static void confine(const struct spawn_opts *o, int errfd)
 	if (o->uid != 0 && jail_drop_privileges(o->uid, o->gid, &step) < 0)
 		child_fail(errfd, errno, step);
 	if (o->seccomp) {
-		int rc = jail_seccomp_install();
+		int rc = jail_seccomp_apply(); /* compiled before fork (spawn) */
 		if (rc < 0)
 			child_fail(errfd, -rc, "seccomp filter");
 	}
 }
 
-/* Runs in the forked child; never returns. The daemon's other threads (the store's writer,
- * the cluster worker) are held between steps while fork() runs (common/fork_guard.h), so no
- * lock they take is held in the child: libc calls (malloc too) are safe here. */
+/* Runs in the forked child; never returns. The daemon has other threads (the store's writer,
+ * the cluster worker) that may hold a lock at the instant of fork (an allocator's, a
+ * library's), which stays held in the child: so the child makes system calls and nothing
+ * that allocates or locks. What needs memory is made before fork (spawn): the environment
+ * (envp), the seccomp program (jail_seccomp_prepare). */
 static int close_in_children = -1;
 
 void proc_close_in_children(int fd)
@@ -277,7 +279,7 @@ void proc_child_started(void)
 		close(close_in_children);
 }
 
-static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int errfd)
+static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, char *const *envp, int errfd)
 {
 	sigset_t all;
 
@@ -341,10 +343,6 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 			child_fail(errfd, errno, "pass a descriptor");
 	}
 
-	for (char *const *e = o->env_add; e && *e; e++)
-		if (putenv(*e) < 0)
-			child_fail(errfd, errno, "putenv");
-
 	/* Namespaces need privileges, so before dropping them. The TAP is
 	 * opened inside the sandbox's netns (a TAP belongs to the netns it
 	 * was attached in); then we leave it for an empty one of our own, so
@@ -364,16 +362,41 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, int
 	}
 
 	confine(o, errfd);
-	if (xfd >= 0) {
-		char *const empty[] = { NULL };
-		syscall(SYS_execveat, xfd, "", o->argv, o->clear_env ? empty : environ, AT_EMPTY_PATH);
-	} else if (o->clear_env) {
-		char *const empty[] = { NULL };
-		execve(o->argv[0], o->argv, empty);
-	} else {
-		execvp(o->argv[0], o->argv);
-	}
+	if (xfd >= 0)
+		syscall(SYS_execveat, xfd, "", o->argv, envp, AT_EMPTY_PATH);
+	else if (o->clear_env)
+		execve(o->argv[0], o->argv, envp);
+	else
+		execvpe(o->argv[0], o->argv, envp);
 	child_fail(errfd, errno, "exec");
+}
+
+/* The child's environment, made before fork: empty (clear_env), or the daemon's with each
+ * of env_add in place of a variable of its name. The strings are borrowed; free the array. */
+static char **child_env(const struct spawn_opts *o)
+{
+	size_t n = 0, k = 0, add = 0;
+	char **envp;
+
+	for (char *const *e = o->env_add; !o->clear_env && e && *e; e++)
+		add++;
+	for (char **e = environ; !o->clear_env && e && *e; e++)
+		n++;
+	if (!(envp = calloc(n + add + 1, sizeof(*envp))))
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		const char *eq = strchr(environ[i], '=');
+		size_t len = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
+		bool replaced = false;
+
+		for (size_t j = 0; j < add && !replaced; j++)
+			replaced = strncmp(o->env_add[j], environ[i], len) == 0;
+		if (!replaced)
+			envp[k++] = environ[i];
+	}
+	for (size_t j = 0; j < add; j++)
+		envp[k++] = o->env_add[j];
+	return envp;
 }
 
 /* fork, then the child sets itself up and execs; rfd gets the status pipe's
@@ -382,6 +405,13 @@ static int spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, int *rfd,
 {
 	int pipefd[2];
 
+	int rc;
+
+	if (o->seccomp && (rc = jail_seccomp_prepare()) < 0)
+		return err_sys(err, -rc, "compiling the seccomp filter");
+	_cleanup_free_ char **envp = child_env(o);
+	if (!envp)
+		return err_set(err, ENOMEM, "out of memory");
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return err_sys(err, errno, "pipe");
 	pid_t pid = fork();
@@ -393,7 +423,7 @@ static int spawn(const struct spawn_opts *o, pid_t *pidp, int *pidfdp, int *rfd,
 	}
 	if (pid == 0) {
 		close(pipefd[0]);
-		child_exec(o, pipefd[1]);
+		child_exec(o, envp, pipefd[1]);
 	}
 	close(pipefd[1]);
 	_cleanup_close_ int r = pipefd[0];

@@ -10,9 +10,17 @@
 #include "seccomp.h"
 
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <seccomp.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 const char *const jail_denied_syscalls[] = {
 	/* mounts and namespaces */
@@ -76,19 +84,73 @@ static int add_rules(scmp_filter_ctx ctx)
 	return 0;
 }
 
-int jail_seccomp_install(void)
+/* The filter as the kernel takes it, compiled once by libseccomp (which allocates, so never
+ * in a forked child) and exported as BPF. Read only after. */
+static struct sock_fprog prog;
+static bool prepared;
+
+static int export_bpf(scmp_filter_ctx ctx)
+{
+	int fd = memfd_create("space-seccomp", MFD_CLOEXEC), rc;
+	struct stat st;
+	void *buf = NULL;
+
+	if (fd < 0)
+		return -errno;
+	rc = seccomp_export_bpf(ctx, fd);
+	if (rc == 0 && fstat(fd, &st) < 0)
+		rc = -errno;
+	if (rc == 0 && (st.st_size <= 0 || st.st_size % (off_t)sizeof(struct sock_filter) != 0 ||
+			st.st_size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS))
+		rc = -EINVAL;
+	if (rc == 0 && !(buf = malloc((size_t)st.st_size)))
+		rc = -ENOMEM;
+	if (rc == 0 && pread(fd, buf, (size_t)st.st_size, 0) != st.st_size)
+		rc = -EIO;
+	close(fd);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	prog.len = (unsigned short)(st.st_size / (off_t)sizeof(struct sock_filter));
+	prog.filter = buf;
+	return 0;
+}
+
+int jail_seccomp_prepare(void)
 {
 	scmp_filter_ctx ctx;
 	int rc;
 
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
+	if (prepared)
+		return 0;
 	ctx = seccomp_init(SCMP_ACT_ALLOW);
 	if (!ctx)
 		return -ENOMEM;
 	rc = add_rules(ctx);
 	if (rc == 0)
-		rc = seccomp_load(ctx);
+		rc = export_bpf(ctx);
 	seccomp_release(ctx);
+	prepared = rc == 0;
 	return rc;
+}
+
+int jail_seccomp_apply(void)
+{
+	if (!prepared)
+		return -EINVAL;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -errno;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0 ? -errno : 0;
+}
+
+int jail_seccomp_install(void)
+{
+	int rc = jail_seccomp_prepare();
+
+	return rc < 0 ? rc : jail_seccomp_apply();
 }

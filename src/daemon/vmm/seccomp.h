@@ -12,12 +12,16 @@ extern const char *const jail_denied_syscalls[];
  * (the others are skipped by the filter). For tests and the log. */
 size_t jail_seccomp_known(void);
 
-/* Installs the filter on the calling thread: the denylist fails with EPERM,
- * clone3 with ENOSYS (its flags cannot be inspected; libc falls back to
- * clone), clone with any namespace flag with EPERM, everything else is
- * allowed. Sets no_new_privs. Returns 0 or a negative errno. For a forked
- * child right before exec: it allocates, so never after a fork of a
- * multi-threaded process. */
+/* The filter: the denylist fails with EPERM, clone3 with ENOSYS (its flags
+ * cannot be inspected; libc falls back to clone), clone with any namespace
+ * flag with EPERM, everything else is allowed.
+ * jail_seccomp_prepare compiles it (libseccomp, once; it allocates) in the
+ * daemon, before fork; jail_seccomp_apply installs it on the calling thread
+ * with two system calls (no_new_privs, then seccomp), nothing else: safe in
+ * a child forked from the daemon's threads, right before exec.
+ * jail_seccomp_install does both. Each returns 0 or a negative errno. */
+int jail_seccomp_prepare(void);
+int jail_seccomp_apply(void);
 int jail_seccomp_install(void);
 
 #endif
