@@ -105,6 +105,7 @@ struct spaced {
 	struct event *tick;        /* periodic: expiry, pools, ready snapshots, disk GC */
 	struct op_waiter *op_waiters; /* long-polls on operations (ops.c) */
 	struct op_unsaved *op_unsaved; /* operations whose last write failed: retried (ops.c) */
+	struct token_mem_table *tokens; /* data-plane tokens known to this process (tokens.c) */
 	struct pool *pools;        /* warm pools by template name (pool.c) */
 	struct http_conns *conns;  /* every client connection (http/conn.c) */
 	struct sse *streams;       /* attached output streams (dp_attach.c) */

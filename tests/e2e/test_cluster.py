@@ -280,6 +280,23 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
         started["session"] = s
         started["result"] = s.collect(timeout=60)
 
+    # Before the stall: an operation (the api process reads it from the store) and what the
+    # lists should hold.
+    later = {}
+    api0, napi = cluster.apis[0].api, node.api
+    reads = [(napi, "/v1/sandboxes"), (napi, "/v1/templates"), (napi, "/v1/snapshots"),
+             (napi, "/v1/secrets"), (napi, "/v1/nodes"), (api0, "/v1/sandboxes"),
+             (api0, f"/v1/sandboxes/{sb_id}"), (api0, "/v1/templates"), (api0, "/v1/nodes")]
+
+    def read_later(api, path, k, out):
+        began = time.monotonic()
+        out[k] = (api.raw("GET", path, timeout=60), time.monotonic() - began)
+
+    def create_later(out):
+        # An api process's create: its template read and its intent wait for the database.
+        began = time.monotonic()
+        out["create"] = (api0.create_sandbox("minimal", metadata={"batch": "stall"}), time.monotonic() - began)
+
     t = threading.Thread(target=follow)
     t.start()
     while not arrivals:
@@ -291,11 +308,19 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
     try:
         runner = threading.Thread(target=run_one)
         runner.start()
+        # Reads that must go to the database (lists, rows not in memory), on the node and on an
+        # api process: they wait for it, on the store's thread; the loops serve on meanwhile.
+        waiting = [threading.Thread(target=read_later, args=(api, path, k, later))
+                   for k, (api, path) in enumerate(reads)]
+        waiting.append(threading.Thread(target=create_later, args=(later,)))
+        for w in waiting:
+            w.start()
         time.sleep(0.5)
         quick = []
         for _ in range(3):
             began = time.monotonic()
             assert space.http_request(node.url, "GET", "/v1/healthz", None, {}).status == 200
+            assert space.http_request(cluster.apis[0].url, "GET", "/v1/healthz", None, {}).status == 200
             assert node.api.sandbox(sb_id)["state"] == "running"
             # one with no write waiting either: the node answers from memory
             assert node.api.sandbox(cluster.spread["n1"][1])["state"] == "running"
@@ -309,7 +334,24 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
     resumed_at = time.monotonic()
     t.join(timeout=60)
     runner.join(timeout=60)
+    for w in waiting:
+        w.join(timeout=60)
     assert still_stopped and max(quick) < 1.0, f"reads took {quick} while PostgreSQL was stopped"
+    # Every read waited for the database and was then answered in full.
+    (made, op), took = later.pop("create")
+    assert took >= STALL_S - 1.5, f"the create was answered in {took:.1f}s while PostgreSQL was stopped"
+    assert api0.wait_op(op["id"], timeout=space.CREATE_TIMEOUT)["state"] == "succeeded"
+    api0.wait_op(api0.delete_sandbox(made["id"])[1]["id"], timeout=60)
+    assert sorted(later) == list(range(len(reads))), later
+    for k, (api, path) in enumerate(reads):
+        resp, took = later[k]
+        assert resp.status == 200, (path, resp.status, resp.body)
+        assert took >= STALL_S - 1.5, f"{path} answered in {took:.1f}s while PostgreSQL was stopped"
+    ids = {sb["id"] for sb in later[0][0].json["sandboxes"]}
+    assert set(cluster.spread["n1"]) <= ids, ids
+    assert later[6][0].json["id"] == sb_id and later[6][0].json["node"] == "n1"
+    assert any(t["name"] == "minimal" for t in later[1][0].json["templates"])
+    assert len(later[4][0].json["nodes"]) == 3 and len(later[8][0].json["nodes"]) == 3
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:]) if stopped_at <= b <= resumed_at + 0.5]
     assert len(gaps) >= 10 and max(gaps) < STALL_S / 2, f"output stalled: {len(gaps)} events, gaps {max(gaps, default=0):.1f}s"
     r = started["result"]

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api/api.h"
 #include "api/files.h"
 #include "api/render.h"
 #include "daemon.h"
@@ -485,9 +486,10 @@ void api_tokens_create(struct http_req *r)
 	}
 	json_t *exp = data_plane_to_json("", "", expires);
 
-	http_reply_json(r->req, 201,
-			json_pack("{s:s,s:s,s:s,s:s,s:o}", "token", token, "scope", "files", "sandbox_id", r->param[0],
-				  "url", r->d->cfg.data_url, "expires_at", json_incref(json_object_get(exp, "expires_at"))));
+	/* once the token's row is in the store (token_issue queued it) */
+	api_reply_stored(r, 201,
+			 json_pack("{s:s,s:s,s:s,s:s,s:o}", "token", token, "scope", "files", "sandbox_id", r->param[0],
+				   "url", r->d->cfg.data_url, "expires_at", json_incref(json_object_get(exp, "expires_at"))));
 	json_decref(exp);
 	explicit_bzero(token, sizeof(token));
 }

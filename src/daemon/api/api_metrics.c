@@ -3,6 +3,7 @@
  * and histograms come from the registry code paths feed (metrics/metrics.c). */
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <stdlib.h>
 
 #include "api.h"
 #include "daemon.h"
@@ -35,12 +36,8 @@ static int count_state(const struct sandbox_rec *sb, void *arg)
 
 /* Every state but deleted (a record of the past, kept without bound: reading them all on each
  * scrape would grow with the daemon's age; space_operations_total{kind="delete"} counts them). */
-static int write_sandboxes(struct mx_out *o, struct spaced *d, space_err *err)
+static void write_sandboxes(struct mx_out *o, const unsigned n[SB__COUNT])
 {
-	unsigned n[SB__COUNT] = { 0 };
-
-	if (store_sandbox_each(d->store, 0, count_state, n, err) < 0)
-		return err_wrap(err, "counting sandboxes");
 	mx_family(o, "space_sandboxes", "gauge", "Sandboxes (users', not warm-pool VMs) by state; deleted ones are not counted.");
 	for (int s = 0; s < SB__COUNT; s++) {
 		const char *l[] = { "state", sb_state_name((enum sb_state)s), NULL };
@@ -48,7 +45,6 @@ static int write_sandboxes(struct mx_out *o, struct spaced *d, space_err *err)
 		if (s != SB_DELETED)
 			mx_sample(o, "space_sandboxes", l, n[s]);
 	}
-	return 0;
 }
 
 struct pools_out {
@@ -105,48 +101,70 @@ static const char *const node_fam[] = { NULL, "space_cluster_node_memory_bytes",
 					 "space_cluster_node_memory_used_bytes", "space_cluster_node_sandboxes",
 					 "space_cluster_node_up" };
 
-struct node_rows {
-	struct mx_out *o;
-	int up, lost;
-	int pass; /* 0: count, 1..4: one family each */
+/* What a scrape reads from the store, on the store's thread (api_read): sandboxes by state
+ * and, in a cluster, the nodes' rows. The loop renders. */
+struct scrape {
+	unsigned n[SB__COUNT];
+	bool cluster;
+	struct node_rec *nodes;
+	size_t nn, cap;
 };
 
-static int node_row(const struct node_rec *n, void *arg)
+static int node_copy(const struct node_rec *n, void *arg)
 {
-	struct node_rows *w = arg;
-	const char *l[] = { "node", n->id, NULL };
-	double v[] = { 0, (double)n->memory_mib * 1048576.0, (double)n->used_memory_mib * 1048576.0, n->sandboxes,
-		       n->state == NODE_UP };
+	struct scrape *q = arg;
 
-	if (w->pass == 0) {
-		w->up += n->state == NODE_UP;
-		w->lost += n->state == NODE_LOST;
-	} else {
-		mx_sample(w->o, node_fam[w->pass], l, v[w->pass]);
+	if (q->nn == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 16;
+		struct node_rec *v = realloc(q->nodes, cap * sizeof(*v));
+
+		if (!v)
+			return -1;
+		q->nodes = v;
+		q->cap = cap;
 	}
+	q->nodes[q->nn++] = *n;
 	return 0;
 }
 
-static int write_cluster(struct mx_out *o, struct spaced *d, space_err *err)
+static int scrape_read(struct store *conn, void *arg, space_err *err)
+{
+	struct scrape *q = arg;
+
+	if (store_sandbox_each(conn, 0, count_state, q->n, err) < 0)
+		return err_wrap(err, "counting sandboxes");
+	if (q->cluster && store_node_each(conn, node_copy, q, err) < 0)
+		return err->code ? -1 : err_set(err, ENOMEM, "out of memory reading nodes");
+	return 0;
+}
+
+static void write_cluster(struct mx_out *o, const struct scrape *q)
 {
 	static const char *const help[] = { NULL, "Memory for sandboxes on each node.",
 					    "Memory its VMs take, as of its last renewal.",
 					    "VMs on each node, as of its last renewal.",
 					    "1 while the node holds its lease, 0 once it is lost." };
-	struct node_rows w = { .o = o };
 	const char *up[] = { "state", "up", NULL }, *lost[] = { "state", "lost", NULL };
+	int nup = 0, nlost = 0;
 
-	if (store_node_each(d->store, node_row, &w, err) < 0)
-		return -1;
-	mx_family(o, "space_cluster_nodes", "gauge", "Nodes of the cluster by state.");
-	mx_sample(o, "space_cluster_nodes", up, w.up);
-	mx_sample(o, "space_cluster_nodes", lost, w.lost);
-	for (w.pass = 1; w.pass <= 4; w.pass++) {
-		mx_family(o, node_fam[w.pass], "gauge", help[w.pass]);
-		if (store_node_each(d->store, node_row, &w, err) < 0)
-			return -1;
+	for (size_t i = 0; i < q->nn; i++) {
+		nup += q->nodes[i].state == NODE_UP;
+		nlost += q->nodes[i].state == NODE_LOST;
 	}
-	return 0;
+	mx_family(o, "space_cluster_nodes", "gauge", "Nodes of the cluster by state.");
+	mx_sample(o, "space_cluster_nodes", up, nup);
+	mx_sample(o, "space_cluster_nodes", lost, nlost);
+	for (int f = 1; f <= 4; f++) {
+		mx_family(o, node_fam[f], "gauge", help[f]);
+		for (size_t i = 0; i < q->nn; i++) {
+			const struct node_rec *n = &q->nodes[i];
+			const char *l[] = { "node", n->id, NULL };
+			double v[] = { 0, (double)n->memory_mib * 1048576.0, (double)n->used_memory_mib * 1048576.0,
+				       n->sandboxes, n->state == NODE_UP };
+
+			mx_sample(o, node_fam[f], l, v[f]);
+		}
+	}
 }
 
 /* Write-behind (store.md, "Off the loop"): what waits to be written, and what became of tries. */
@@ -172,41 +190,58 @@ static void write_store(struct mx_out *o, struct spaced *d)
 	}
 }
 
-void api_metrics_get(struct http_req *r)
+static void scrape_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
-	struct evbuffer *buf = evbuffer_new();
-	struct mx_out o = { .buf = buf };
-	space_err err = { 0 };
+	struct scrape *q = arg;
+	struct evbuffer *buf;
+	struct mx_out o = { 0 };
 
-	if (!buf) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
+	if (rc < 0) {
+		log_warn("metrics: %s", err->msg);
+		http_reply_err(req, err);
 		return;
 	}
-	write_info(&o, r->d);
-	if (write_sandboxes(&o, r->d, &err) < 0) {
-		log_warn("metrics: %s", err.msg);
-		evbuffer_free(buf);
-		http_reply_err(r->req, &err);
+	if (!(buf = evbuffer_new())) {
+		http_reply_error(req, 500, "internal", "out of memory");
 		return;
 	}
+	o.buf = buf;
+	write_info(&o, d);
+	write_sandboxes(&o, q->n);
 	/* Only a process that runs VMs has a node's capacity, pools and sessions. */
-	if (r->d->cfg.role != DROLE_API)
-		write_node(&o, r->d);
-	if (r->d->cfg.role != DROLE_ALL && write_cluster(&o, r->d, &err) < 0) {
-		log_warn("metrics: %s", err.msg);
-		evbuffer_free(buf);
-		http_reply_err(r->req, &err);
-		return;
-	}
-	write_store(&o, r->d);
+	if (d->cfg.role != DROLE_API)
+		write_node(&o, d);
+	if (q->cluster)
+		write_cluster(&o, q);
+	write_store(&o, d);
 	metrics_write_counters(&o);
 	if (o.failed) {
 		evbuffer_free(buf);
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", CONTENT_TYPE);
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control", "no-store");
+	evhttp_send_reply(req, 200, "OK", buf);
+	evbuffer_free(buf);
+}
+
+static void scrape_free(void *arg)
+{
+	struct scrape *q = arg;
+
+	free(q->nodes);
+	free(q);
+}
+
+void api_metrics_get(struct http_req *r)
+{
+	struct scrape *q = calloc(1, sizeof(*q));
+
+	if (!q) {
 		http_reply_error(r->req, 500, "internal", "out of memory");
 		return;
 	}
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Type", CONTENT_TYPE);
-	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Cache-Control", "no-store");
-	evhttp_send_reply(r->req, 200, "OK", buf);
-	evbuffer_free(buf);
+	q->cluster = r->d->cfg.role != DROLE_ALL;
+	api_read(r, scrape_read, scrape_reply, scrape_free, q);
 }

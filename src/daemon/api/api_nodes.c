@@ -16,19 +16,22 @@ static int add_node(const struct node_rec *n, void *arg)
 	return j ? json_array_append_new(arg, j) : -1;
 }
 
-void api_nodes_list(struct http_req *r)
+static json_t *nodes_read(struct store *conn, void *arg, space_err *err)
 {
 	json_t *list = json_array();
-	space_err err = { 0 };
 
-	if (!list) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
-		return;
-	}
-	if (store_node_each(r->d->store, add_node, list, &err) < 0) {
+	(void)arg;
+	if (!list)
+		return NULL;
+	if (store_node_each(conn, add_node, list, err) < 0) {
 		json_decref(list);
-		http_reply_err(r->req, &err);
-		return;
+		return NULL;
 	}
-	http_reply_json(r->req, 200, json_pack("{s:o}", "nodes", list));
+	return json_pack("{s:o}", "nodes", list);
+}
+
+/* Read and rendered on the store's thread. */
+void api_nodes_list(struct http_req *r)
+{
+	api_read_json(r, nodes_read, NULL, NULL);
 }

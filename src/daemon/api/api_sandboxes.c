@@ -28,50 +28,85 @@ int api_sandbox_param(struct http_req *r, int i, struct sandbox_rec *out)
 	return 0;
 }
 
-json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb)
+/* What a suspended sandbox's saved state takes (-1: not suspended, or not known). */
+static int64_t saved_bytes(struct store *st, const struct sandbox_rec *sb)
 {
+	struct snapshot_rec snap;
+	space_err err = { 0 };
 	int64_t saved = -1;
 
-	if (sb->state == SB_SUSPENDED && sb->snapshot_id[0]) {
-		struct snapshot_rec snap;
-		space_err err = { 0 };
-
-		if (store_snapshot_get(d->store, sb->snapshot_id, &snap, &err) == 0) {
-			saved = snap.bytes;
-			snapshot_rec_clear(&snap);
-		}
+	if (sb->state == SB_SUSPENDED && sb->snapshot_id[0] &&
+	    store_snapshot_get(st, sb->snapshot_id, &snap, &err) == 0) {
+		saved = snap.bytes;
+		snapshot_rec_clear(&snap);
 	}
-	return sandbox_to_json(sb, saved);
+	return saved;
+}
+
+json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb)
+{
+	return sandbox_to_json(sb, saved_bytes(d->store, sb));
+}
+
+/* A record another thread read, kept past the read: its JSON members are shared. */
+static void rec_keep(struct sandbox_rec *dst, const struct sandbox_rec *src)
+{
+	*dst = *src;
+	dst->env = json_incref(src->env);
+	dst->metadata = json_incref(src->metadata);
+	dst->network = json_incref(src->network);
+}
+
+void api_reply_accepted_to(struct spaced *d, struct evhttp_request *req, const struct sandbox_rec *sb,
+			   const struct op_rec *op)
+{
+	api_reply_stored_to(d, req, 202, json_pack("{s:o,s:o}", "sandbox", api_sandbox_json(d, sb), "operation",
+						   op_to_json(op)));
 }
 
 void api_reply_accepted(struct http_req *r, const struct sandbox_rec *sb, const struct op_rec *op)
 {
-	api_reply_stored(r, 202, json_pack("{s:o,s:o}", "sandbox", api_sandbox_json(r->d, sb), "operation",
-					   op_to_json(op)));
+	api_reply_accepted_to(r->d, r->req, sb, op);
+}
+
+/* POST /v1/sandboxes: what the create reads (template, snapshots) is read on the store's
+ * thread (create_job_read); the sandbox is made on the loop with it. */
+
+static void create_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct create_job *j = arg;
+	struct sandbox_rec sb = { 0 };
+	struct op_rec op = { 0 };
+	space_err e2 = { 0 };
+
+	/* A failed read is answered as the create would answer it (it fails the same way). */
+	if (rc < 0)
+		http_reply_err(req, err);
+	else if (sandbox_create_read(d, &j->req, &j->pre, &sb, &op, &e2) < 0)
+		http_reply_err(req, &e2);
+	else
+		api_reply_accepted_to(d, req, &sb, &op);
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
 }
 
 void api_sandboxes_create(struct http_req *r)
 {
-	struct sandbox_rec sb = { 0 };
-	struct op_rec op = { 0 };
-	struct create_req req;
+	struct create_job *j;
 	space_err err = { 0 };
 	json_t *body = http_body_json(r);
 
 	if (!body)
 		return;
-	if (req_create(body, &req, &err) < 0) {
+	if (!(j = create_job_new(r->d))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+	} else if (req_create(body, &j->req, &err) < 0) {
 		http_reply_err(r->req, &err);
+		free(j);
 	} else {
-		if (sandbox_create(r->d, &req, &sb, &op, &err) < 0)
-			http_reply_err(r->req, &err);
-		else
-			api_reply_accepted(r, &sb, &op);
-		create_req_free(&req);
+		api_read(r, create_job_read, create_reply, create_job_free, j);
 	}
 	json_decref(body);
-	sandbox_rec_clear(&sb);
-	op_rec_clear(&op);
 }
 
 int api_parse_states(const char *list, unsigned *mask, space_err *err)
@@ -95,13 +130,6 @@ int api_parse_states(const char *list, unsigned *mask, space_err *err)
 	return 0;
 }
 
-struct list_ctx {
-	struct spaced *d;
-	json_t *arr;
-	struct evkeyvalq *query;
-	bool oom;
-};
-
 static bool metadata_matches(const struct sandbox_rec *sb, struct evkeyvalq *query)
 {
 	struct evkeyval *kv;
@@ -117,22 +145,105 @@ static bool metadata_matches(const struct sandbox_rec *sb, struct evkeyvalq *que
 	return true;
 }
 
-static int add_sandbox(const struct sandbox_rec *sb, void *arg)
-{
-	struct list_ctx *c = arg;
-	json_t *j;
 
-	if (!sandbox_visible(sb) || !metadata_matches(sb, c->query))
+/* GET /v1/sandboxes: the rows (and what each suspended one's state takes) are read on the
+ * store's thread; filtered by metadata and rendered on the loop. */
+struct sb_list {
+	unsigned mask;
+	struct sandbox_rec *v;
+	int64_t *saved;
+	size_t n, cap;
+	bool oom;
+};
+
+static int list_one(const struct sandbox_rec *sb, void *arg)
+{
+	struct sb_list *l = arg;
+
+	if (!sandbox_visible(sb))
 		return 0;
-	j = api_sandbox_json(c->d, sb);
-	if (!j || json_array_append_new(c->arr, j) < 0)
-		c->oom = true;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct sandbox_rec *v = realloc(l->v, cap * sizeof(*v));
+		int64_t *saved;
+
+		if (v)
+			l->v = v;
+		saved = v ? realloc(l->saved, cap * sizeof(*saved)) : NULL;
+		if (!saved) {
+			l->oom = true;
+			return -1;
+		}
+		l->saved = saved;
+		l->cap = cap;
+	}
+	rec_keep(&l->v[l->n++], sb);
 	return 0;
+}
+
+static int list_read(struct store *conn, void *arg, space_err *err)
+{
+	struct sb_list *l = arg;
+
+	if (store_sandbox_each(conn, l->mask, list_one, l, err) < 0 && !l->oom)
+		return -1;
+	if (l->oom)
+		return err_set(err, ENOMEM, "out of memory listing sandboxes");
+	for (size_t i = 0; i < l->n; i++)
+		l->saved[i] = saved_bytes(conn, &l->v[i]);
+	return 0;
+}
+
+struct sb_list_req {
+	struct sb_list l;
+	struct evkeyvalq query; /* the request's ?metadata.k=v filters, copied */
+};
+
+static void list_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct sb_list_req *q = arg;
+	json_t *arr;
+
+	(void)d;
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	if (!(arr = json_array())) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < q->l.n; i++) {
+		json_t *j;
+
+		if (!metadata_matches(&q->l.v[i], &q->query))
+			continue;
+		j = sandbox_to_json(&q->l.v[i], q->l.saved[i]);
+		if (!j || json_array_append_new(arr, j) < 0) {
+			json_decref(arr);
+			http_reply_error(req, 500, "internal", "out of memory listing sandboxes");
+			return;
+		}
+	}
+	http_reply_json(req, 200, json_pack("{s:o}", "sandboxes", arr));
+}
+
+static void list_release(void *arg)
+{
+	struct sb_list_req *q = arg;
+
+	for (size_t i = 0; i < q->l.n; i++)
+		sandbox_rec_clear(&q->l.v[i]);
+	free(q->l.v);
+	free(q->l.saved);
+	evhttp_clear_headers(&q->query);
+	free(q);
 }
 
 void api_sandboxes_list(struct http_req *r)
 {
-	struct list_ctx c = { .d = r->d, .query = &r->query };
+	struct sb_list_req *q;
+	struct evkeyval *kv;
 	space_err err = { 0 };
 	unsigned mask;
 
@@ -140,32 +251,110 @@ void api_sandboxes_list(struct http_req *r)
 		http_reply_err(r->req, &err);
 		return;
 	}
-	c.arr = json_array();
-	if (!c.arr) {
+	if (!(q = calloc(1, sizeof(*q)))) {
 		http_reply_error(r->req, 500, "internal", "out of memory");
 		return;
 	}
-	if (store_sandbox_each(r->d->store, mask, add_sandbox, &c, &err) < 0) {
-		json_decref(c.arr);
-		http_reply_err(r->req, &err);
-		return;
+	q->l.mask = mask;
+	TAILQ_INIT(&q->query);
+	TAILQ_FOREACH(kv, &r->query, next) {
+		if (strncmp(kv->key, METADATA_PREFIX, strlen(METADATA_PREFIX)) == 0 &&
+		    evhttp_add_header(&q->query, kv->key, kv->value) < 0) {
+			list_release(q);
+			http_reply_error(r->req, 500, "internal", "out of memory");
+			return;
+		}
 	}
-	if (c.oom) {
-		json_decref(c.arr);
-		http_reply_error(r->req, 500, "internal", "out of memory listing sandboxes");
-		return;
+	api_read(r, list_read, list_reply, list_release, q);
+}
+
+/* GET /v1/sandboxes/{id}: one this process runs is answered from memory unless suspended
+ * (what its saved state takes is a store read); others are read on the store's thread. */
+struct sb_get {
+	char id[ID_LEN];
+	bool loaded;
+	struct sandbox_rec rec;
+	int64_t saved;
+};
+
+static int get_read(struct store *conn, void *arg, space_err *err)
+{
+	struct sb_get *g = arg;
+
+	if (!g->loaded) {
+		if (store_sandbox_get(conn, g->id, &g->rec, err) < 0)
+			return -1;
+		g->loaded = true; /* rec is ours to clear */
+		if (!sandbox_visible(&g->rec))
+			return err_set(err, ENOENT, "no sandbox '%.64s'", g->id);
 	}
-	http_reply_json(r->req, 200, json_pack("{s:o}", "sandboxes", c.arr));
+	g->saved = saved_bytes(conn, &g->rec);
+	return 0;
+}
+
+static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct sb_get *g = arg;
+
+	(void)d;
+	if (rc < 0 && err->code == ENOENT)
+		http_reply_error(req, 404, "not_found", "no sandbox '%.64s'", g->id);
+	else if (rc < 0)
+		http_reply_err(req, err);
+	else
+		http_reply_json(req, 200, sandbox_to_json(&g->rec, g->saved));
+}
+
+static void get_release(void *arg)
+{
+	struct sb_get *g = arg;
+
+	if (g->loaded)
+		sandbox_rec_clear(&g->rec);
+	free(g);
 }
 
 void api_sandboxes_get(struct http_req *r)
 {
-	struct sandbox_rec sb = { 0 };
+	const char *id = r->param[0];
+	space_err err = { 0 };
+	struct sandbox *sb;
+	struct sb_get *g;
 
-	if (api_sandbox_param(r, 0, &sb) < 0)
+	if (!id_valid(id, "sb-")) {
+		http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", id);
 		return;
-	http_reply_json(r->req, 200, api_sandbox_json(r->d, &sb));
-	sandbox_rec_clear(&sb);
+	}
+	sb = sandbox_find(r->d, id);
+	if (sb && !sandbox_visible(sandbox_record(sb))) {
+		http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", id);
+		return;
+	}
+	if (sb && sandbox_record(sb)->state != SB_SUSPENDED) {
+		struct sandbox_rec rec;
+
+		if (sandbox_get(r->d, id, &rec, &err) < 0) { /* from memory */
+			http_reply_err(r->req, &err);
+			return;
+		}
+		http_reply_json(r->req, 200, sandbox_to_json(&rec, -1));
+		sandbox_rec_clear(&rec);
+		return;
+	}
+	if (!(g = calloc(1, sizeof(*g)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	snprintf(g->id, sizeof(g->id), "%s", id);
+	if (sb) {
+		if (sandbox_get(r->d, id, &g->rec, &err) < 0) {
+			free(g);
+			http_reply_err(r->req, &err);
+			return;
+		}
+		g->loaded = true;
+	}
+	api_read(r, get_read, get_reply, get_release, g);
 }
 
 /* The console log's last LOGS_MAX bytes (the file may still be growing;

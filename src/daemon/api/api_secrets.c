@@ -1,5 +1,7 @@
 /* api_secrets.c -- /v1/secrets: values the egress gateways inject into requests. A value goes
  * in and never comes out: no response and no log line carries one. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
@@ -32,28 +34,82 @@ static const char *name_param(struct http_req *r, bool for_put)
 	return NULL;
 }
 
+/* Every read and write of a secret is made on the store's thread (api_read): the loop goes on
+ * meanwhile. What changed is told to the running sandboxes' gateways from the loop. */
+struct secret_job {
+	char name[EGRESS_SECRET_NAME_MAX + 1];
+	char *value;        /* put: cleared before it is freed */
+	size_t len;
+	struct secret_rec rec;
+	bool created;
+};
+
+static void job_release(void *arg)
+{
+	struct secret_job *j = arg;
+
+	if (j->value) {
+		explicit_bzero(j->value, j->len);
+		free(j->value);
+	}
+	free(j);
+}
+
+static struct secret_job *job_new(struct http_req *r, const char *name)
+{
+	struct secret_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		http_reply_error(r->req, 500, "internal", "out of memory");
+	else
+		snprintf(j->name, sizeof(j->name), "%s", name);
+	return j;
+}
+
+static int put_write(struct store *conn, void *arg, space_err *err)
+{
+	struct secret_job *j = arg;
+
+	return store_secret_put(conn, j->name, j->value, &j->rec, &j->created, err);
+}
+
+static void put_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct secret_job *j = arg;
+
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	sandbox_secret_changed(d, j->name);
+	http_reply_json(req, j->created ? 201 : 200, secret_json(&j->rec));
+}
+
 void api_secrets_put(struct http_req *r)
 {
 	const char *name = name_param(r, true), *value;
-	struct secret_rec rec;
+	struct secret_job *j = NULL;
 	space_err err = { 0 };
-	bool created = false;
+	json_t *body, *v;
 	size_t len;
 
-	if (!name)
+	if (!name || !(body = http_body_json(r)))
 		return;
-	json_t *body = http_body_json(r);
-	if (!body)
-		return;
-	if (req_secret(body, &value, &len, &err) < 0 ||
-	    store_secret_put(r->d->store, name, value, &rec, &created, &err) < 0) {
+	if (req_secret(body, &value, &len, &err) < 0) {
 		http_reply_err(r->req, &err);
-	} else {
-		sandbox_secret_changed(r->d, name);
-		http_reply_json(r->req, created ? 201 : 200, secret_json(&rec));
+	} else if ((j = job_new(r, name))) {
+		j->value = malloc(len + 1);
+		if (!j->value) {
+			job_release(j);
+			http_reply_error(r->req, 500, "internal", "out of memory");
+		} else {
+			memcpy(j->value, value, len + 1);
+			j->len = len;
+			api_read(r, put_write, put_reply, job_release, j);
+		}
 	}
 	/* The body's copy of the value: cleared before it is freed. */
-	json_t *v = json_object_get(body, "value");
+	v = json_object_get(body, "value");
 	if (json_is_string(v))
 		explicit_bzero((char *)json_string_value(v), json_string_length(v));
 	json_decref(body);
@@ -64,48 +120,67 @@ static int add_secret(const struct secret_rec *s, void *arg)
 	return json_array_append_new(arg, secret_json(s)) < 0;
 }
 
-void api_secrets_list(struct http_req *r)
+static json_t *list_read(struct store *conn, void *arg, space_err *err)
 {
-	space_err err = { 0 };
 	json_t *arr = json_array();
 
-	if (!arr) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
-		return;
-	}
-	if (store_secret_each(r->d->store, add_secret, arr, &err) < 0) {
+	(void)arg;
+	if (!arr)
+		return NULL;
+	if (store_secret_each(conn, add_secret, arr, err) < 0) {
 		json_decref(arr);
-		http_reply_err(r->req, &err);
-		return;
+		return NULL;
 	}
-	http_reply_json(r->req, 200, json_pack("{s:o}", "secrets", arr));
+	return json_pack("{s:o}", "secrets", arr);
+}
+
+void api_secrets_list(struct http_req *r)
+{
+	api_read_json(r, list_read, NULL, NULL);
+}
+
+static json_t *get_read(struct store *conn, void *arg, space_err *err)
+{
+	struct secret_job *j = arg;
+
+	if (store_secret_get(conn, j->name, &j->rec, NULL, err) < 0)
+		return NULL;
+	return secret_json(&j->rec);
 }
 
 void api_secrets_get(struct http_req *r)
 {
 	const char *name = name_param(r, false);
-	struct secret_rec rec;
-	space_err err = { 0 };
+	struct secret_job *j;
 
-	if (!name)
+	if (name && (j = job_new(r, name)))
+		api_read_json(r, get_read, job_release, j);
+}
+
+static int delete_write(struct store *conn, void *arg, space_err *err)
+{
+	struct secret_job *j = arg;
+
+	return store_secret_delete(conn, j->name, err);
+}
+
+static void delete_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct secret_job *j = arg;
+
+	if (rc < 0) {
+		http_reply_err(req, err);
 		return;
-	if (store_secret_get(r->d->store, name, &rec, NULL, &err) < 0)
-		http_reply_err(r->req, &err);
-	else
-		http_reply_json(r->req, 200, secret_json(&rec));
+	}
+	sandbox_secret_changed(d, j->name);
+	http_reply_empty(req, 204);
 }
 
 void api_secrets_delete(struct http_req *r)
 {
 	const char *name = name_param(r, false);
-	space_err err = { 0 };
+	struct secret_job *j;
 
-	if (!name)
-		return;
-	if (store_secret_delete(r->d->store, name, &err) < 0) {
-		http_reply_err(r->req, &err);
-		return;
-	}
-	sandbox_secret_changed(r->d, name);
-	http_reply_empty(r->req, 204);
+	if (name && (j = job_new(r, name)))
+		api_read(r, delete_write, delete_reply, job_release, j);
 }

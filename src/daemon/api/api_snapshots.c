@@ -1,17 +1,15 @@
 /* api_snapshots.c -- GET /v1/snapshots, GET and DELETE /v1/snapshots/{id or name} */
+#include <stdlib.h>
+#include <string.h>
+
 #include "api.h"
 #include "render.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-struct list_ctx {
-	json_t *arr;
-	bool oom;
-};
-
+/* Lists and gets are read and rendered on the store's thread (api_read_json). */
 static int add_snapshot(const struct snapshot_rec *s, void *arg)
 {
-	struct list_ctx *c = arg;
 	json_t *j;
 
 	/* Fork and suspend snapshots are the daemon's own business; ready ones
@@ -19,42 +17,51 @@ static int add_snapshot(const struct snapshot_rec *s, void *arg)
 	if (s->kind != SNAP_NAMED && s->kind != SNAP_READY)
 		return 0;
 	j = snapshot_to_json(s);
-	if (!j || json_array_append_new(c->arr, j) < 0)
-		c->oom = true;
-	return 0;
+	return j ? json_array_append_new(arg, j) : -1;
+}
+
+static json_t *list_read(struct store *conn, void *arg, space_err *err)
+{
+	json_t *arr = json_array();
+
+	(void)arg;
+	if (!arr)
+		return NULL;
+	if (store_snapshot_each(conn, 0, add_snapshot, arr, err) < 0) {
+		json_decref(arr);
+		if (!err->code)
+			err_set(err, ENOMEM, "out of memory listing snapshots");
+		return NULL;
+	}
+	return json_pack("{s:o}", "snapshots", arr);
 }
 
 void api_snapshots_list(struct http_req *r)
 {
-	struct list_ctx c = { .arr = json_array() };
-	space_err err = { 0 };
+	api_read_json(r, list_read, NULL, NULL);
+}
 
-	if (!c.arr) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
-		return;
-	}
-	if (store_snapshot_each(r->d->store, 0, add_snapshot, &c, &err) < 0 || c.oom) {
-		json_decref(c.arr);
-		if (c.oom)
-			http_reply_error(r->req, 500, "internal", "out of memory listing snapshots");
-		else
-			http_reply_err(r->req, &err);
-		return;
-	}
-	http_reply_json(r->req, 200, json_pack("{s:o}", "snapshots", c.arr));
+static json_t *get_read(struct store *conn, void *arg, space_err *err)
+{
+	struct snapshot_rec snap;
+	json_t *j;
+
+	if (snapshot_lookup(conn, arg, &snap, err) < 0)
+		return NULL;
+	j = snapshot_to_json(&snap);
+	snapshot_rec_clear(&snap);
+	return j;
 }
 
 void api_snapshots_get(struct http_req *r)
 {
-	struct snapshot_rec snap;
-	space_err err = { 0 };
+	char *ref = strdup(r->param[0]);
 
-	if (snapshot_get(r->d, r->param[0], &snap, &err) < 0) {
-		http_reply_err(r->req, &err);
+	if (!ref) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
 		return;
 	}
-	http_reply_json(r->req, 200, snapshot_to_json(&snap));
-	snapshot_rec_clear(&snap);
+	api_read_json(r, get_read, free, ref);
 }
 
 void api_snapshots_delete(struct http_req *r)

@@ -1,26 +1,35 @@
 /* api_templates.c -- GET /v1/templates and /v1/templates/{ref} */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "api/req.h"
 #include "render.h"
+#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-/* A template with what the node keeps ready of it: its warm pool and the
- * snapshot creates clone. */
-static json_t *template_json(struct spaced *d, const struct template_rec *t)
+/* Templates are read (with the ready snapshot each would clone) on the store's thread; what
+ * the node keeps warm of each (its pool) is added on the loop. */
+struct tmpl_job {
+	char ref[256];
+	bool net;      /* egress_enabled: which ready snapshots this daemon clones */
+	int size;      /* PUT .../pool */
+	char digest[128];
+	json_t *out;   /* an array of templates, or one */
+};
+
+/* On the store's thread: the template and the ready snapshot creates clone. */
+static json_t *template_read_json(struct store *conn, bool net, const struct template_rec *t)
 {
 	json_t *j = template_to_json(t);
 	struct snapshot_rec snap;
-	int size, ready;
 
 	if (!j)
 		return NULL;
-	pool_counts(d, t->name, &size, &ready);
-	json_object_set_new(j, "pool", json_pack("{s:i,s:i}", "size", size, "ready", ready));
-	if (snapshot_ready_for(d, t->digest, t->vcpus > 0 ? t->vcpus : 1, t->memory_mib > 0 ? t->memory_mib : 256,
-			       &snap) == 0) {
+	if (snapshot_ready_in(conn, net, t->digest, t->vcpus > 0 ? t->vcpus : 1,
+			      t->memory_mib > 0 ? t->memory_mib : 256, &snap) == 0) {
 		json_object_set_new(j, "ready_snapshot", json_string(snap.id));
 		snapshot_rec_clear(&snap);
 	} else {
@@ -29,77 +38,172 @@ static json_t *template_json(struct spaced *d, const struct template_rec *t)
 	return j;
 }
 
-struct list_ctx {
-	struct spaced *d;
+/* On the loop: its warm pool. */
+static void add_pool(struct spaced *d, json_t *j)
+{
+	const char *name = json_string_value(json_object_get(j, "name"));
+	int size = 0, ready = 0;
+
+	if (name)
+		pool_counts(d, name, &size, &ready);
+	json_object_set_new(j, "pool", json_pack("{s:i,s:i}", "size", size, "ready", ready));
+}
+
+struct list_read {
+	struct store *conn;
+	bool net;
 	json_t *arr;
 };
 
 static int add_template(const struct template_rec *t, void *arg)
 {
-	struct list_ctx *c = arg;
-	json_t *j = template_json(c->d, t);
+	struct list_read *l = arg;
+	json_t *j = template_read_json(l->conn, l->net, t);
 
 	if (!j)
 		return -1;
-	return json_array_append_new(c->arr, j);
+	return json_array_append_new(l->arr, j);
+}
+
+static int list_read(struct store *conn, void *arg, space_err *err)
+{
+	struct tmpl_job *q = arg;
+	struct list_read l = { conn, q->net, json_array() };
+
+	if (!l.arr)
+		return err_set(err, ENOMEM, "out of memory");
+	if (store_template_each(conn, add_template, &l, err) < 0) {
+		json_decref(l.arr);
+		if (!err->code)
+			err_set(err, ENOMEM, "out of memory listing templates");
+		return -1;
+	}
+	q->out = l.arr;
+	return 0;
+}
+
+static void list_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct tmpl_job *q = arg;
+	size_t i;
+	json_t *j;
+
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	json_array_foreach(q->out, i, j)
+		add_pool(d, j);
+	http_reply_json(req, 200, json_pack("{s:O}", "templates", q->out));
+}
+
+static void job_release(void *arg)
+{
+	struct tmpl_job *q = arg;
+
+	json_decref(q->out);
+	free(q);
+}
+
+static struct tmpl_job *job_new(struct http_req *r, const char *ref)
+{
+	struct tmpl_job *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return NULL;
+	}
+	snprintf(q->ref, sizeof(q->ref), "%s", ref);
+	q->net = egress_enabled(r->d);
+	return q;
 }
 
 void api_templates_list(struct http_req *r)
 {
-	struct list_ctx c = { .d = r->d, .arr = json_array() };
-	space_err err = { 0 };
+	struct tmpl_job *q = job_new(r, "");
 
-	if (!c.arr) {
-		http_reply_error(r->req, 500, "internal", "out of memory");
+	if (q)
+		api_read(r, list_read, list_reply, job_release, q);
+}
+
+static int get_read(struct store *conn, void *arg, space_err *err)
+{
+	struct tmpl_job *q = arg;
+	struct template_rec t = { 0 };
+
+	if (store_template_resolve(conn, q->ref, &t, err) < 0) {
+		/* A malformed reference names no template either. */
+		if (err->code == ENOENT || err->code == EINVAL)
+			err_set(err, ENOENT, "no template '%.200s'", q->ref);
+		return -1;
+	}
+	snprintf(q->digest, sizeof(q->digest), "%s", t.digest);
+	q->out = template_read_json(conn, q->net, &t);
+	template_rec_clear(&t);
+	return q->out ? 0 : err_set(err, ENOMEM, "out of memory");
+}
+
+static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct tmpl_job *q = arg;
+
+	if (rc < 0) {
+		http_reply_err(req, err);
 		return;
 	}
-	if (store_template_each(r->d->store, add_template, &c, &err) < 0) {
-		json_decref(c.arr);
-		http_reply_err(r->req, &err);
-		return;
-	}
-	http_reply_json(r->req, 200, json_pack("{s:o}", "templates", c.arr));
+	add_pool(d, q->out);
+	http_reply_json(req, 200, json_incref(q->out));
 }
 
 void api_templates_get(struct http_req *r)
 {
-	struct template_rec t = { 0 };
-	space_err err = { 0 };
 	const char *ref = r->param[0];
+	struct tmpl_job *q;
 
-	if (!ref[0] || strlen(ref) >= 256) {
+	if (!ref[0] || strlen(ref) >= sizeof(q->ref)) {
 		http_reply_error(r->req, 404, "not_found", "no such template");
 		return;
 	}
-	if (store_template_resolve(r->d->store, ref, &t, &err) < 0) {
-		if (err.code == ENOENT || err.code == EINVAL)
-			http_reply_error(r->req, 404, "not_found", "no template '%s'", ref);
-		else
-			http_reply_err(r->req, &err);
-		return;
-	}
-	http_reply_json(r->req, 200, template_json(r->d, &t));
-	template_rec_clear(&t);
+	if ((q = job_new(r, ref)))
+		api_read(r, get_read, get_reply, job_release, q);
 }
 
-/* PUT /v1/templates/{ref}/pool {"size": N} */
+/* PUT /v1/templates/{ref}/pool {"size": N}: the template is resolved on the store's thread,
+ * the pool sized on the loop. */
+static void pool_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct tmpl_job *q = arg;
+	space_err e2 = { 0 };
+
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	if (pool_set_size(d, q->digest, q->size, &e2) < 0) {
+		http_reply_err(req, &e2);
+		return;
+	}
+	add_pool(d, q->out);
+	http_reply_json(req, 200, json_incref(q->out));
+}
+
 void api_templates_pool(struct http_req *r)
 {
-	struct template_rec t = { 0 };
-	space_err err = { 0 };
+	const char *ref = r->param[0];
 	json_t *body = http_body_json(r);
+	struct tmpl_job *q = NULL;
+	space_err err = { 0 };
 	int size;
 
 	if (!body)
 		return;
-	if (store_template_resolve(r->d->store, r->param[0], &t, &err) < 0) {
-		/* A malformed reference names no template either. */
-		http_reply_error(r->req, 404, "not_found", "no template '%.200s'", r->param[0]);
-	} else if (req_pool(body, &size, &err) < 0 || pool_set_size(r->d, t.digest, size, &err) < 0) {
+	if (!ref[0] || strlen(ref) >= 256)
+		http_reply_error(r->req, 404, "not_found", "no template '%.200s'", ref);
+	else if (req_pool(body, &size, &err) < 0)
 		http_reply_err(r->req, &err);
-	} else {
-		http_reply_json(r->req, 200, template_json(r->d, &t));
+	else if ((q = job_new(r, ref))) {
+		q->size = size;
+		api_read(r, get_read, pool_reply, job_release, q);
 	}
-	template_rec_clear(&t);
 	json_decref(body);
 }

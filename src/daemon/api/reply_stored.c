@@ -44,22 +44,27 @@ static void stored_done(void *arg, bool ran)
 	free(s);
 }
 
-void api_reply_stored(struct http_req *r, int status, json_t *body)
+void api_reply_stored_to(struct spaced *d, struct evhttp_request *req, int status, json_t *body)
 {
 	struct stored *s = body ? calloc(1, sizeof(*s)) : NULL;
 	space_err err = { 0 };
 
 	if (!s) {
 		json_decref(body);
-		http_reply_error(r->req, 500, "internal", "out of memory");
+		http_reply_error(req, 500, "internal", "out of memory");
 		return;
 	}
 	s->status = status;
 	s->body = body;
-	http_hold_begin(&s->hold, r->req, stored_gone, r->d->conns);
-	if (store_async(r->d->store, stored_barrier, stored_done, s, &err) < 0) {
+	http_hold_begin(&s->hold, req, stored_gone, d->conns);
+	if (store_async(d->store, stored_barrier, stored_done, s, &err) < 0) {
 		http_hold_end(&s->hold);
-		http_reply_json(r->req, status, body);
+		http_reply_json(req, status, body);
 		free(s);
 	}
+}
+
+void api_reply_stored(struct http_req *r, int status, json_t *body)
+{
+	api_reply_stored_to(r->d, r->req, status, body);
 }

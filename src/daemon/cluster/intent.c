@@ -27,85 +27,123 @@ static int fits_some_node(const struct node_rec *n, void *arg)
 	return f->fits;
 }
 
-/* The record a node will make of the request (the same create_prepare runs on the node with
- * the same ids), written with its operation and the request itself as intent. */
-static int write_create(struct spaced *d, json_t *body, const struct create_req *req, struct sandbox_rec *out,
-			struct op_rec *op, space_err *err)
-{
-	struct sandbox *sb = calloc(1, sizeof(*sb));
-	struct snapshot_rec from = { 0 };
-	struct fit f = { 0 };
-	json_t *intent = NULL;
-	int rc = -1;
+/* POST /v1/sandboxes on an api process, in three steps, the database's two on the store's
+ * thread: (1) what the create reads (the template, a named snapshot: create_read); (2) on the
+ * loop, the record a node will make of the request (the same create_prepare runs on the node
+ * with the same ids) and its operation; (3) whether an up node could ever hold it, and the
+ * intent written (the record, its operation and the request itself, one transaction); then
+ * the 202. The loop never waits on the database. */
+struct intent_job {
+	json_t *body;
+	struct create_job c;   /* the request and what create_read read */
+	struct sandbox_rec rec;
+	struct op_rec op;
+	json_t *intent;
+};
 
-	if (!sb)
-		return err_set(err, ENOMEM, "out of memory");
+static void create_free(void *arg)
+{
+	struct intent_job *j = arg;
+
+	json_decref(j->body);
+	json_decref(j->intent);
+	create_req_free(&j->c.req);
+	create_reads_clear(&j->c.pre);
+	sandbox_rec_clear(&j->rec);
+	free(j);
+}
+
+static int create_write(struct store *conn, void *arg, space_err *err)
+{
+	struct intent_job *j = arg;
+	struct fit f = { .memory_mib = j->rec.memory_mib };
+
+	if (store_node_each(conn, fits_some_node, &f, err) < 0)
+		return -1;
+	if (!f.fits)
+		return err_set(err, EDQUOT, "no node that is up has room for a %d MiB sandbox", j->rec.memory_mib);
+	return store_intent_put(conn, &j->rec, &j->op, j->intent, err);
+}
+
+static void create_written(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct intent_job *j = arg;
+
+	if (rc < 0)
+		http_reply_err(req, err);
+	else
+		api_reply_accepted_to(d, req, &j->rec, &j->op);
+}
+
+static int create_reads(struct store *conn, void *arg, space_err *err)
+{
+	struct intent_job *j = arg;
+
+	return create_job_read(conn, &j->c, err);
+}
+
+/* Step 2; step 3 takes the job over (moved into a new one: this one is freed after). */
+static void create_prepared(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct intent_job *j = arg, *next;
+	struct snapshot_rec from = { 0 };
+	struct op_rec *op = &j->op;
+	struct sandbox *sb;
+	space_err e2 = { 0 };
+
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	if (!(sb = calloc(1, sizeof(*sb)))) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
 	sb->d = d;
-	if (create_prepare(d, req, sb, &from, err) < 0)
-		goto out;
-	f.memory_mib = sb->rec.memory_mib;
-	if (store_node_each(d->store, fits_some_node, &f, err) < 0)
-		goto out;
-	if (!f.fits) {
-		err_set(err, EDQUOT, "no node that is up has room for a %d MiB sandbox", sb->rec.memory_mib);
+	if (create_prepare(d, &j->c.req, sb, &from, &j->c.pre, &e2) < 0) {
+		http_reply_err(req, &e2);
 		goto out;
 	}
-	memset(op, 0, sizeof(*op));
 	id_new(op->id, "op-");
 	op->kind = OPK_CREATE;
 	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb->rec.id);
 	op->state = OP_PENDING;
 	op->created_ms = op->updated_ms = now_ms();
-	intent = json_pack("{s:s,s:s,s:O}", "kind", "create", "op", op->id, "request", body);
-	if (!intent) {
-		err_set(err, ENOMEM, "out of memory");
+	j->intent = json_pack("{s:s,s:s,s:O}", "kind", "create", "op", op->id, "request", j->body);
+	sandbox_copy_out(sb, &j->rec, NULL);
+	if (!j->intent || !(next = calloc(1, sizeof(*next)))) {
+		http_reply_error(req, 500, "internal", "out of memory");
 		goto out;
 	}
-	if (store_intent_put(d->store, &sb->rec, op, intent, err) < 0)
-		goto out;
-	sandbox_copy_out(sb, out, NULL);
-	rc = 0;
+	*next = *j;
+	memset(j, 0, sizeof(*j));
+	api_read_to(d, req, create_write, create_written, create_free, next);
 out:
-	json_decref(intent);
 	snapshot_rec_clear(&from);
 	sandbox_free(sb);
-	return rc;
 }
 
 void cluster_create(struct http_req *r)
 {
-	struct sandbox_rec sb = { 0 };
-	struct op_rec op = { 0 };
-	struct create_req req;
+	struct intent_job *j;
 	space_err err = { 0 };
 	json_t *body = http_body_json(r);
 
 	if (!body)
 		return;
-	if (req_create(body, &req, &err) < 0) {
-		http_reply_err(r->req, &err);
-	} else {
-		if (write_create(r->d, body, &req, &sb, &op, &err) < 0)
-			http_reply_err(r->req, &err);
-		else
-			api_reply_accepted(r, &sb, &op);
-		create_req_free(&req);
+	if (!(j = calloc(1, sizeof(*j)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		json_decref(body);
+		return;
 	}
-	json_decref(body);
-	sandbox_rec_clear(&sb);
-}
-
-/* A suspended sandbox no node owns (its node was lost): any node may restore it from the
- * shared directory. */
-static int write_restore(struct spaced *d, const char *id, struct op_rec *op, space_err *err)
-{
-	memset(op, 0, sizeof(*op));
-	id_new(op->id, "op-");
-	op->kind = OPK_RESTORE;
-	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", id);
-	op->state = OP_PENDING;
-	op->created_ms = op->updated_ms = now_ms();
-	return store_intent_restore(d->store, id, op, err);
+	j->body = body;
+	if (req_create(body, &j->c.req, &err) < 0) {
+		http_reply_err(r->req, &err);
+		json_decref(body);
+		free(j);
+		return;
+	}
+	api_read(r, create_reads, create_prepared, create_free, j);
 }
 
 /* E2B's connect/resume answer once the sandbox runs: the request waits for the restore to
@@ -140,73 +178,47 @@ static void e2b_wait_gone(struct http_hold *h)
 	free(w);
 }
 
-static void e2b_hold(struct http_req *r, const struct op_rec *op)
+static void e2b_hold(struct spaced *d, struct evhttp_request *req, enum evhttp_cmd_type method,
+		     const struct op_rec *op)
 {
 	struct e2b_wait *w = calloc(1, sizeof(*w));
 	space_err err = { 0 };
 
 	if (!w) {
-		e2b_reply_error(r->req, 500, "out of memory");
+		e2b_reply_error(req, 500, "out of memory");
 		return;
 	}
-	w->method = r->method;
+	w->method = method;
 	snprintf(w->sb_id, sizeof(w->sb_id), "%s", op->sandbox_id);
-	if (op_wait(r->d, op->id, 60, e2b_wait_done, w, &w->waiter, &err) < 0) {
+	if (op_wait(d, op->id, 60, e2b_wait_done, w, &w->waiter, &err) < 0) {
 		free(w);
-		e2b_reply_error(r->req, 500, "%s", err.msg);
+		e2b_reply_error(req, 500, "%s", err.msg);
 		return;
 	}
-	http_hold_begin(&w->hold, r->req, e2b_wait_gone, r->d->conns);
+	http_hold_begin(&w->hold, req, e2b_wait_gone, d->conns);
 }
 
-void cluster_restore(struct http_req *r)
-{
-	struct sandbox_rec sb = { 0 };
-	struct op_rec op = { 0 };
-	space_err err = { 0 };
+/* ---- restore and delete on an api process: the store's work on its thread ----
+ * Which node owns the sandbox (and its URL), a restore's intent, a deletion made in the store
+ * alone: all read and written on the store's thread (api_read_to); the relay, or the reply, on
+ * the loop. */
+enum cl_kind { CL_RESTORE, CL_DELETE };
+enum cl_then { CL_RELAY, CL_ANSWER };
+
+struct cl_job {
+	enum cl_kind kind;
+	bool e2b;
+	enum evhttp_cmd_type method;
+	char id[ID_LEN];
+	enum cl_then then;
+	struct sandbox_rec sb;
+	struct op_rec op;
 	char url[256];
-	bool e2b = e2b_api_path(r);
-
-	if (!id_valid(r->param[0], "sb-") || store_sandbox_get(r->d->store, r->param[0], &sb, &err) < 0) {
-		if (e2b)
-			e2b_reply_error(r->req, 404, "sandbox %.64s not found", r->param[0]);
-		else
-			http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
-		return;
-	}
-	if (sb.node_id[0]) {
-		/* Its node does it, as a single daemon would. */
-		if (cluster_sandbox_url(r->d, sb.id, false, url, sizeof(url), &err) < 0 || http_proxy(r, url, &err) < 0) {
-			if (e2b)
-				e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
-			else
-				http_reply_err(r->req, &err);
-		}
-	} else if (sb.state != SB_SUSPENDED) {
-		err_set(&err, EBUSY, "sandbox %s is %s and on no node: nothing to restore", sb.id,
-			sb_state_name(sb.state));
-		if (e2b)
-			e2b_reply_error(r->req, 409, "%s", err.msg);
-		else
-			http_reply_err(r->req, &err);
-	} else if (write_restore(r->d, sb.id, &op, &err) < 0) {
-		if (e2b)
-			e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
-		else
-			http_reply_err(r->req, &err);
-	} else if (e2b) {
-		e2b_hold(r, &op);
-	} else {
-		sb.state = SB_RESTORING;
-		api_reply_accepted(r, &sb, &op);
-	}
-	sandbox_rec_clear(&sb);
-	op_rec_clear(&op);
-}
+};
 
 /* Operations still open on a sandbox closed here fail with why (a create no node claimed). */
 struct close_ops {
-	struct spaced *d;
+	struct store *st;
 	const char *sb_id;
 	const char *why;
 };
@@ -223,7 +235,7 @@ static int close_op(const struct op_rec *op, void *arg)
 	o.state = OP_FAILED;
 	snprintf(o.error, sizeof(o.error), "%s", c->why);
 	o.updated_ms = now_ms();
-	if (store_op_put(c->d->store, &o, &err) < 0)
+	if (store_op_put(c->st, &o, &err) < 0)
 		log_error("operation %s: %s", o.id, err.msg);
 	op_rec_clear(&o);
 	return 0;
@@ -231,12 +243,12 @@ static int close_op(const struct op_rec *op, void *arg)
 
 /* A sandbox no live node owns (lost with its node, or a create not claimed yet) is deleted in
  * the store alone: there is no VM here to stop, and none left where it was. */
-static int delete_here(struct spaced *d, struct sandbox_rec *sb, struct op_rec *op, space_err *err)
+static int delete_here(struct store *st, struct sandbox_rec *sb, struct op_rec *op, space_err *err)
 {
-	struct close_ops c = { d, sb->id, "the sandbox was deleted before a node started it" };
+	struct close_ops c = { st, sb->id, "the sandbox was deleted before a node started it" };
 	int64_t gen = sb->generation;
 
-	if (store_op_each_open(d->store, close_op, &c, err) < 0)
+	if (store_op_each_open(st, close_op, &c, err) < 0)
 		return -1;
 	memset(op, 0, sizeof(*op));
 	id_new(op->id, "op-");
@@ -247,57 +259,133 @@ static int delete_here(struct spaced *d, struct sandbox_rec *sb, struct op_rec *
 	sb->state = SB_DELETED;
 	sb->updated_ms = op->updated_ms;
 	/* Conditional: a node that claimed it meanwhile wins (409, try again). */
-	if (store_sandbox_put_if(d->store, sb, gen, NULL, err) < 0) {
+	if (store_sandbox_put_if(st, sb, gen, NULL, err) < 0) {
 		if (err->code == ESTALE)
 			err_set(err, EBUSY, "sandbox %s changed while it was being deleted: try again", sb->id);
 		return -1;
 	}
-	return store_op_put(d->store, op, err);
+	return store_op_put(st, op, err);
 }
 
-static bool node_alive(struct spaced *d, const char *node_id)
+static bool node_alive(struct store *st, const char *node_id)
 {
 	struct node_rec n;
 	space_err err = { 0 };
 
-	return node_id[0] && store_node_get(d->store, node_id, &n, &err) == 0 && n.state == NODE_UP;
+	return node_id[0] && store_node_get(st, node_id, &n, &err) == 0 && n.state == NODE_UP;
 }
 
-void cluster_delete(struct http_req *r)
+/* A suspended sandbox no node owns (its node was lost): any node may restore it from the
+ * shared directory. */
+static int write_restore(struct store *st, const char *id, struct op_rec *op, space_err *err)
 {
-	struct sandbox_rec sb = { 0 };
-	struct op_rec op = { 0 };
-	space_err err = { 0 };
-	char url[256];
-	bool e2b = e2b_api_path(r);
+	memset(op, 0, sizeof(*op));
+	id_new(op->id, "op-");
+	op->kind = OPK_RESTORE;
+	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", id);
+	op->state = OP_PENDING;
+	op->created_ms = op->updated_ms = now_ms();
+	return store_intent_restore(st, id, op, err);
+}
 
-	if (!id_valid(r->param[0], "sb-") || store_sandbox_get(r->d->store, r->param[0], &sb, &err) < 0 ||
-	    sb.state == SB_DELETED || sb.role != ROLE_USER) {
-		sandbox_rec_clear(&sb);
+static int cl_read(struct store *conn, void *arg, space_err *err)
+{
+	struct cl_job *j = arg;
+	struct sandbox_rec *sb = &j->sb;
+
+	if (store_sandbox_get(conn, j->id, sb, err) < 0 ||
+	    (j->kind == CL_DELETE && (sb->state == SB_DELETED || sb->role != ROLE_USER)))
+		return err_set(err, ENOENT, "no sandbox '%.64s'", j->id);
+	j->then = CL_RELAY;
+	if (j->kind == CL_DELETE) {
+		if (node_alive(conn, sb->node_id))
+			return cluster_sandbox_url_on(conn, sb->id, false, j->url, sizeof(j->url), err);
+		j->then = CL_ANSWER;
+		return delete_here(conn, sb, &j->op, err);
+	}
+	if (sb->node_id[0]) /* its node does it, as a single daemon would */
+		return cluster_sandbox_url_on(conn, sb->id, false, j->url, sizeof(j->url), err);
+	if (sb->state != SB_SUSPENDED)
+		return err_set(err, EBUSY, "sandbox %s is %s and on no node: nothing to restore", sb->id,
+			       sb_state_name(sb->state));
+	j->then = CL_ANSWER;
+	return write_restore(conn, sb->id, &j->op, err);
+}
+
+static void cl_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct cl_job *j = arg;
+	struct http_req r = { .d = d, .req = req, .method = j->method };
+	space_err e2 = { 0 };
+
+	if (rc == 0 && j->then == CL_RELAY && http_proxy(&r, j->url, &e2) < 0) {
+		rc = -1;
+		err = &e2;
+	}
+	if (rc < 0) {
+		if (err->code == ENOENT && j->e2b)
+			e2b_reply_error(req, 404, "sandbox %.64s not found", j->id);
+		else if (err->code == ENOENT)
+			http_reply_error(req, 404, "not_found", "no sandbox '%.64s'", j->id);
+		else if (err->code == EBUSY && j->e2b && j->kind == CL_RESTORE)
+			e2b_reply_error(req, 409, "%s", err->msg);
+		else if (j->e2b)
+			e2b_reply_error(req, err_http_status(err->code), "%s", err->msg);
+		else
+			http_reply_err(req, err);
+		return;
+	}
+	if (j->then == CL_RELAY)
+		return;
+	if (j->kind == CL_DELETE && j->e2b) {
+		http_reply_empty(req, 204);
+	} else if (j->kind == CL_RESTORE && j->e2b) {
+		e2b_hold(d, req, j->method, &j->op);
+	} else {
+		if (j->kind == CL_RESTORE)
+			j->sb.state = SB_RESTORING;
+		api_reply_accepted_to(d, req, &j->sb, &j->op);
+	}
+}
+
+static void cl_free(void *arg)
+{
+	struct cl_job *j = arg;
+
+	sandbox_rec_clear(&j->sb);
+	op_rec_clear(&j->op);
+	free(j);
+}
+
+static void cl_begin(struct http_req *r, enum cl_kind kind)
+{
+	bool e2b = e2b_api_path(r);
+	struct cl_job *j;
+
+	if (!id_valid(r->param[0], "sb-")) {
 		if (e2b)
 			e2b_reply_error(r->req, 404, "sandbox %.64s not found", r->param[0]);
 		else
 			http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
 		return;
 	}
-	if (node_alive(r->d, sb.node_id)) {
-		if (cluster_sandbox_url(r->d, sb.id, false, url, sizeof(url), &err) < 0 || http_proxy(r, url, &err) < 0)
-			goto fail;
-	} else if (delete_here(r->d, &sb, &op, &err) < 0) {
-		goto fail;
-	} else if (e2b) {
-		http_reply_empty(r->req, 204);
-	} else {
-		api_reply_accepted(r, &sb, &op);
+	if (!(j = calloc(1, sizeof(*j)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
 	}
-	sandbox_rec_clear(&sb);
-	op_rec_clear(&op);
-	return;
-fail:
-	if (e2b)
-		e2b_reply_error(r->req, err_http_status(err.code), "%s", err.msg);
-	else
-		http_reply_err(r->req, &err);
-	sandbox_rec_clear(&sb);
-	op_rec_clear(&op);
+	j->kind = kind;
+	j->e2b = e2b;
+	j->method = r->method;
+	snprintf(j->id, sizeof(j->id), "%s", r->param[0]);
+	api_read(r, cl_read, cl_reply, cl_free, j);
+}
+
+void cluster_restore(struct http_req *r)
+{
+	cl_begin(r, CL_RESTORE);
+}
+
+void cluster_delete(struct http_req *r)
+{
+	cl_begin(r, CL_DELETE);
 }

@@ -104,20 +104,18 @@ static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const 
 	}
 }
 
-static void claim_create(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, json_t *body)
+static void claim_create(struct spaced *d, struct claimed *c)
 {
-	struct create_req req;
 	space_err err = { 0 };
 
-	if (!json_is_object(body) || req_create(body, &req, &err) < 0) {
-		claim_failed(d, rec, op_id, err.msg[0] ? err.msg : "its intent holds no create request");
+	if (c->pre_rc < 0) {
+		claim_failed(d, &c->rec, c->op_id, c->why);
 		return;
 	}
-	if (sandbox_create_claimed(d, &req, rec->id, op_id, &err) < 0)
-		claim_failed(d, rec, op_id, err.msg);
+	if (sandbox_create_claimed(d, &c->req, &c->pre, c->rec.id, c->op_id, &err) < 0)
+		claim_failed(d, &c->rec, c->op_id, err.msg);
 	else
-		log_info("sandbox %s: claimed by node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
-	create_req_free(&req);
+		log_info("sandbox %s: claimed by node %s (operation %s)", c->rec.id, d->cfg.node_id, c->op_id);
 }
 
 static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const char *op_id)
@@ -130,48 +128,17 @@ static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const
 		log_info("sandbox %s: restoring here, on node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
 }
 
-/* A restore intent names no operation: it is the sandbox's open restore (the claim moved it
- * to this node with the sandbox). */
-struct open_restore {
-	const char *sb_id;
-	char op_id[ID_LEN];
-};
-
-static int find_restore(const struct op_rec *op, void *arg)
+/* The worker read what acting on it needs (worker.h, struct claimed). */
+static void on_claim(struct spaced *d, struct claimed *c)
 {
-	struct open_restore *f = arg;
-
-	if (op->kind != OPK_RESTORE || strcmp(op->sandbox_id, f->sb_id) != 0)
-		return 0;
-	snprintf(f->op_id, sizeof(f->op_id), "%s", op->id);
-	return 1;
-}
-
-static int on_claim(const struct sandbox_rec *rec, const json_t *intent, void *arg)
-{
-	struct spaced *d = arg;
-	const char *kind = json_string_value(json_object_get(intent, "kind"));
-	const char *op_id = json_string_value(json_object_get(intent, "op"));
-	struct open_restore f = { .sb_id = rec->id };
-	space_err err = { 0 };
-
-	if (kind && !op_id && strcmp(kind, "restore") == 0) {
-		if (store_op_each_open(d->store, find_restore, &f, &err) < 0)
-			log_warn("sandbox %s: finding its restore operation: %s", rec->id, err.msg);
-		op_id = f.op_id[0] ? f.op_id : NULL;
+	if (!c->kind || !c->op_id[0]) {
+		claim_failed(d, &c->rec, c->op_id, "its intent is malformed");
+		return;
 	}
-
-	if (!kind || !op_id || !id_valid(op_id, "op-")) {
-		claim_failed(d, rec, op_id && id_valid(op_id, "op-") ? op_id : "", "its intent is malformed");
-		return 0;
-	}
-	if (strcmp(kind, "create") == 0)
-		claim_create(d, rec, op_id, json_object_get(intent, "request"));
-	else if (strcmp(kind, "restore") == 0)
-		claim_restore(d, rec, op_id);
+	if (strcmp(c->kind, "create") == 0)
+		claim_create(d, c);
 	else
-		claim_failed(d, rec, op_id, "its intent is of an unknown kind");
-	return 0;
+		claim_restore(d, &c->rec, c->op_id);
 }
 
 /* Sandboxes of this node being brought up (created or restored) now. */
@@ -232,7 +199,7 @@ static void on_claims(struct spaced *d)
 	struct claimed *c = worker_take(d->worker, &n);
 
 	for (size_t i = 0; i < n; i++)
-		on_claim(&c[i].rec, c[i].intent, d);
+		on_claim(d, &c[i]);
 	claimed_free(c, n);
 	publish(d);
 }

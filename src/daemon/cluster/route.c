@@ -10,7 +10,7 @@
 #include "log.h"
 #include "store/store.h"
 
-static int sandbox_url_in(struct store *st, const char *sb_id, bool data, char *url, size_t len,
+int cluster_sandbox_url_on(struct store *st, const char *sb_id, bool data, char *url, size_t len,
 			  space_err *err)
 {
 	struct sandbox_rec sb;
@@ -46,7 +46,7 @@ static int sandbox_url_in(struct store *st, const char *sb_id, bool data, char *
 int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
 			space_err *err)
 {
-	return sandbox_url_in(d->store, sb_id, data, url, len, err);
+	return cluster_sandbox_url_on(d->store, sb_id, data, url, len, err);
 }
 
 /* ---- a relay's lookup, on the store's thread ----
@@ -117,7 +117,7 @@ static void hop_lookup(struct store *conn, void *arg)
 		snprintf(sb_id, sizeof(sb_id), "%s", s.sandbox_id);
 		session_rec_clear(&s);
 	}
-	h->rc = sandbox_url_in(conn, sb_id, h->data, h->url, sizeof(h->url), &h->err);
+	h->rc = cluster_sandbox_url_on(conn, sb_id, h->data, h->url, sizeof(h->url), &h->err);
 }
 
 static void hop_done(void *arg, bool ran)

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/req.h"
 #include "log.h"
 
 #define LOOK_EVERY_MS 250
@@ -17,6 +18,8 @@
 struct cluster_worker {
 	struct spaced *d;
 	struct store *st;              /* the thread's own connection */
+	bool net;                      /* the node gives VMs a network device (which ready
+					* snapshots its creates clone) */
 	void (*ready)(struct spaced *d);
 	pthread_t thr;
 	bool running;
@@ -46,6 +49,9 @@ static void claimed_clear(struct claimed *c, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		sandbox_rec_clear(&c[i].rec);
 		json_decref(c[i].intent);
+		if (c[i].req_ok)
+			create_req_free(&c[i].req);
+		create_reads_clear(&c[i].pre);
 	}
 }
 
@@ -81,6 +87,7 @@ static int collect(const struct sandbox_rec *rec, const json_t *intent, void *ar
 		t->cap = cap;
 	}
 	c = &t->v[t->n++];
+	memset(c, 0, sizeof(*c));
 	c->rec = *rec;
 	c->rec.env = json_deep_copy(rec->env);
 	c->rec.metadata = json_deep_copy(rec->metadata);
@@ -111,6 +118,54 @@ static void renew(struct cluster_worker *w, struct node_rec *self)
 			  self->id);
 }
 
+/* A restore intent names no operation: it is the sandbox's open restore (the claim moved it
+ * to this node with the sandbox). */
+struct open_restore {
+	const char *sb_id;
+	char *op_id;
+};
+
+static int find_restore(const struct op_rec *op, void *arg)
+{
+	struct open_restore *f = arg;
+
+	if (op->kind != OPK_RESTORE || strcmp(op->sandbox_id, f->sb_id) != 0)
+		return 0;
+	snprintf(f->op_id, ID_LEN, "%s", op->id);
+	return 1;
+}
+
+/* What the loop needs to act on a claim, read here (after the claim's transaction). */
+static void claim_read(struct cluster_worker *w, struct claimed *c)
+{
+	const char *op = json_string_value(json_object_get(c->intent, "op"));
+	json_t *body = json_object_get(c->intent, "request");
+	space_err err = { 0 };
+
+	c->kind = json_string_value(json_object_get(c->intent, "kind"));
+	if (c->kind && strcmp(c->kind, "create") != 0 && strcmp(c->kind, "restore") != 0)
+		c->kind = NULL;
+	if (op && id_valid(op, "op-"))
+		snprintf(c->op_id, sizeof(c->op_id), "%s", op);
+	if (c->kind && !op && strcmp(c->kind, "restore") == 0) {
+		struct open_restore f = { c->rec.id, c->op_id };
+
+		if (store_op_each_open(w->st, find_restore, &f, &err) < 0)
+			log_warn("sandbox %s: finding its restore operation: %s", c->rec.id, err.msg);
+	}
+	if (!c->kind || strcmp(c->kind, "create") != 0)
+		return;
+	err_clear(&err);
+	if (!json_is_object(body) || req_create(body, &c->req, &err) < 0) {
+		c->pre_rc = -1;
+		snprintf(c->why, sizeof(c->why), "%s", err.msg[0] ? err.msg : "its intent holds no create request");
+		return;
+	}
+	c->req_ok = true;
+	if ((c->pre_rc = create_read(w->st, w->net, &c->req, &c->pre, &err)) < 0)
+		snprintf(c->why, sizeof(c->why), "%s", err.msg);
+}
+
 static void claim(struct cluster_worker *w, const char *node, int claims, int room)
 {
 	struct take t = { 0 };
@@ -125,6 +180,8 @@ static void claim(struct cluster_worker *w, const char *node, int claims, int ro
 		free(t.v);
 		return;
 	}
+	for (size_t i = 0; i < t.n; i++)
+		claim_read(w, &t.v[i]);
 	pthread_mutex_lock(&w->mu);
 	for (size_t i = 0; i < t.n; i++) {
 		if (w->qn == w->qcap) {
@@ -226,8 +283,11 @@ int worker_start(struct spaced *d, const char *url, void (*ready)(struct spaced 
 	pthread_cond_init(&w->cv, NULL);
 	if (store_open_url(&w->st, url, err) < 0)
 		goto fail;
-	if (d->cfg.role == DROLE_NODE)
+	if (d->cfg.role == DROLE_NODE) {
 		store_set_node(w->st, d->cfg.node_id);
+		store_set_images(w->st, store_images(d->store)); /* its creates read templates */
+	}
+	w->net = sandbox_net(d);
 	if (pipe2(w->pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		err_sys(err, errno, "cluster worker: pipe");
 		goto fail;

@@ -9,14 +9,25 @@
 #define SPACE_CLUSTER_WORKER_H
 
 #include "daemon.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 struct cluster_worker;
 
-/* One intent the thread claimed, now the loop's: rec and intent are owned. */
+/* One intent the thread claimed, now the loop's: rec and intent are owned. What acting on it
+ * reads from the store was read by the thread too (the loop makes no round trip for it): the
+ * operation (a restore intent names none: the sandbox's open restore), and for a create its
+ * request and what create_read reads (pre_rc < 0: why it cannot be made, in why). */
 struct claimed {
 	struct sandbox_rec rec;
 	json_t *intent;
+	const char *kind;            /* "create", "restore", or NULL (malformed); in intent */
+	char op_id[ID_LEN];          /* "" none, or malformed */
+	bool req_ok;                 /* create: req holds the request */
+	struct create_req req;
+	struct create_reads pre;
+	int pre_rc;
+	char why[256];
 };
 
 /* Opens the thread's own store (url) and starts it; ready() runs on the loop whenever claims

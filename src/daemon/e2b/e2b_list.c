@@ -2,11 +2,13 @@
  * GET /sandboxes/{id}, its metrics, GET /snapshots and GET /templates */
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/api.h"
 #include "cleanup.h"
 #include "e2b.h"
 #include "e2b_ctl.h"
@@ -14,13 +16,13 @@
 #include "store/store.h"
 
 /* The template image's size in MiB (0 if the template is gone). */
-static int64_t disk_mb(struct spaced *d, const char *digest)
+static int64_t disk_mb(struct store *st, const char *digest)
 {
 	struct template_rec t = { 0 };
 	space_err err = { 0 };
 	int64_t mb = 0;
 
-	if (digest[0] && store_template_get(d->store, digest, &t, &err) == 0)
+	if (digest[0] && store_template_get(st, digest, &t, &err) == 0)
 		mb = (t.image_bytes + (1 << 20) - 1) >> 20;
 	template_rec_clear(&t);
 	return mb;
@@ -28,10 +30,11 @@ static int64_t disk_mb(struct spaced *d, const char *digest)
 
 /* A page: items after the one named by the token (an id, in the store's creation order,
  * which deleted rows keep, so a token stays valid), at most limit of them; next names the
- * last one returned when more match. */
+ * last one returned when more match. Filled on the store's thread (e2b_read: the strings
+ * are the page's own copies), answered on the loop. */
 struct page {
-	struct spaced *d;
-	const char *after;
+	struct store *st;
+	char *after;
 	bool passed;
 	int limit, count;
 	char last[ID_LEN], next[ID_LEN];
@@ -41,7 +44,8 @@ struct page {
 	unsigned states;
 	struct strmap filter;
 	/* snapshots */
-	const char *sandbox_id, *name;
+	char *sandbox_id, *name;
+	int (*read)(struct store *conn, struct page *p, space_err *err);
 };
 
 /* Skips up to the token; false when the item is still before it. */
@@ -71,20 +75,55 @@ static int page_add(struct page *p, const char *id, json_t *j)
 	return 0;
 }
 
-static int page_reply(struct http_req *r, struct page *p)
+static void page_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
+	struct page *p = arg;
+
+	(void)d;
+	if (rc < 0) {
+		e2b_reply_err(req, err);
+		return;
+	}
 	if (p->oom) {
-		e2b_reply_error(r->req, 500, "out of memory listing");
-		return -1;
+		e2b_reply_error(req, 500, "out of memory listing");
+		return;
 	}
 	if (p->after && !p->passed) {
-		e2b_reply_error(r->req, 400, "nextToken is not one this server gave");
-		return -1;
+		e2b_reply_error(req, 400, "nextToken is not one this server gave");
+		return;
 	}
 	if (p->next[0])
-		evhttp_add_header(evhttp_request_get_output_headers(r->req), "X-Next-Token", p->next);
-	http_reply_json(r->req, 200, json_incref(p->arr));
-	return 0;
+		evhttp_add_header(evhttp_request_get_output_headers(req), "X-Next-Token", p->next);
+	http_reply_json(req, 200, json_incref(p->arr));
+}
+
+static int page_read(struct store *conn, void *arg, space_err *err)
+{
+	struct page *p = arg;
+
+	p->st = conn;
+	return p->read(conn, p, err);
+}
+
+static void page_free(void *arg)
+{
+	struct page *p = arg;
+
+	strmap_free(&p->filter);
+	json_decref(p->arr);
+	free(p->after);
+	free(p->sandbox_id);
+	free(p->name);
+	free(p);
+}
+
+/* A copy of query parameter key (NULL when absent); false when out of memory. */
+static bool query_dup(struct http_req *r, const char *key, char **out)
+{
+	const char *v = http_query(r, key);
+
+	*out = v ? strdup(v) : NULL;
+	return !v || *out;
 }
 
 static bool meta_matches(const struct sandbox_rec *sb, const struct strmap *f)
@@ -108,60 +147,107 @@ static int add_sandbox(const struct sandbox_rec *sb, void *arg)
 	st = e2b_state_of(sb->state);
 	if (!sandbox_visible(sb) || st == E2B_NONE || !(p->states & (1u << st)) || !meta_matches(sb, &p->filter))
 		return 0;
-	return page_add(p, sb->id, e2b_sandbox_json(sb, disk_mb(p->d, sb->template_digest)));
+	return page_add(p, sb->id, e2b_sandbox_json(sb, disk_mb(p->st, sb->template_digest)));
 }
 
-static int page_init(struct http_req *r, struct page *p, space_err *err)
+static struct page *page_new(struct http_req *r, space_err *err)
 {
-	memset(p, 0, sizeof(*p));
-	p->d = r->d;
-	p->after = http_query(r, "nextToken");
+	struct page *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (!query_dup(r, "nextToken", &p->after) || !(p->arr = json_array())) {
+		page_free(p);
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
 	p->passed = !p->after || !p->after[0];
-	if (e2b_req_limit(http_query(r, "limit"), &p->limit, err) < 0)
-		return -1;
-	p->arr = json_array();
-	return p->arr ? 0 : err_set(err, ENOMEM, "out of memory");
+	if (e2b_req_limit(http_query(r, "limit"), &p->limit, err) < 0) {
+		page_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+static int sandboxes_read(struct store *conn, struct page *p, space_err *err)
+{
+	/* Every state, deleted ones too: the token may name one deleted since. */
+	return store_sandbox_each(conn, (1u << SB__COUNT) - 1, add_sandbox, p, err);
 }
 
 void e2b_list(struct http_req *r)
 {
 	struct evkeyval *kv;
 	space_err err = { 0 };
-	struct page p;
+	struct page *p = page_new(r, &err);
 
-	if (page_init(r, &p, &err) < 0) {
-		e2b_reply_err(r->req, &err);
-		return;
-	}
+	if (!p)
+		goto fail;
 	/* state=running&state=paused (the SDK's array) or state=running,paused. */
 	TAILQ_FOREACH(kv, &r->query, next)
-		if (strcmp(kv->key, "state") == 0 && e2b_req_states(kv->value, &p.states, &err) < 0)
+		if (strcmp(kv->key, "state") == 0 && e2b_req_states(kv->value, &p->states, &err) < 0)
 			goto fail;
-	if (!p.states)
-		p.states = E2B_STATE_RUNNING | E2B_STATE_PAUSED;
-	if (e2b_req_metadata_filter(http_query(r, "metadata"), &p.filter, &err) < 0)
+	if (!p->states)
+		p->states = E2B_STATE_RUNNING | E2B_STATE_PAUSED;
+	if (e2b_req_metadata_filter(http_query(r, "metadata"), &p->filter, &err) < 0)
 		goto fail;
-	/* Every state, deleted ones too: the token may name one deleted since. */
-	if (store_sandbox_each(r->d->store, (1u << SB__COUNT) - 1, add_sandbox, &p, &err) < 0)
-		goto fail;
-	page_reply(r, &p);
-	strmap_free(&p.filter);
-	json_decref(p.arr);
+	p->read = sandboxes_read;
+	api_read(r, page_read, page_reply, page_free, p);
 	return;
 fail:
 	e2b_reply_err(r->req, &err);
-	strmap_free(&p.filter);
-	json_decref(p.arr);
+	if (p)
+		page_free(p);
+}
+
+/* GET /sandboxes/{id}: the template's size is read on the store's thread. */
+struct get_job {
+	struct sandbox_rec sb;
+	int64_t mb;
+};
+
+static int get_read(struct store *conn, void *arg, space_err *err)
+{
+	struct get_job *g = arg;
+
+	(void)err;
+	g->mb = disk_mb(conn, g->sb.template_digest);
+	return 0;
+}
+
+static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct get_job *g = arg;
+
+	(void)d;
+	(void)rc;
+	(void)err;
+	http_reply_json(req, 200, e2b_sandbox_json(&g->sb, g->mb));
+}
+
+static void get_free(void *arg)
+{
+	struct get_job *g = arg;
+
+	sandbox_rec_clear(&g->sb);
+	free(g);
 }
 
 void e2b_get(struct http_req *r)
 {
-	struct sandbox_rec sb = { 0 };
+	struct get_job *g = calloc(1, sizeof(*g));
 
-	if (e2b_sandbox_param(r, &sb) < 0)
+	if (!g) {
+		e2b_reply_error(r->req, 500, "out of memory");
 		return;
-	http_reply_json(r->req, 200, e2b_sandbox_json(&sb, disk_mb(r->d, sb.template_digest)));
-	sandbox_rec_clear(&sb);
+	}
+	if (e2b_sandbox_param(r, &g->sb) < 0) {
+		free(g);
+		return;
+	}
+	api_read(r, get_read, get_reply, get_free, g);
 }
 
 /* Reads a small /proc file whole into buf (NUL-terminated); -1 if it cannot. */
@@ -225,22 +311,26 @@ static int add_snapshot(const struct snapshot_rec *s, void *arg)
 	return page_add(p, s->id, e2b_snapshot_json(s));
 }
 
+static int snapshots_read(struct store *conn, struct page *p, space_err *err)
+{
+	return store_snapshot_each(conn, 1u << SNAP_NAMED, add_snapshot, p, err);
+}
+
 void e2b_snapshots_list(struct http_req *r)
 {
 	space_err err = { 0 };
-	struct page p;
+	struct page *p = page_new(r, &err);
 
-	if (page_init(r, &p, &err) < 0) {
+	if (!p || !query_dup(r, "sandboxID", &p->sandbox_id) || !query_dup(r, "name", &p->name)) {
+		if (p) {
+			page_free(p);
+			err_set(&err, ENOMEM, "out of memory");
+		}
 		e2b_reply_err(r->req, &err);
 		return;
 	}
-	p.sandbox_id = http_query(r, "sandboxID");
-	p.name = http_query(r, "name");
-	if (store_snapshot_each(r->d->store, 1u << SNAP_NAMED, add_snapshot, &p, &err) < 0)
-		e2b_reply_err(r->req, &err);
-	else
-		page_reply(r, &p);
-	json_decref(p.arr);
+	p->read = snapshots_read;
+	api_read(r, page_read, page_reply, page_free, p);
 }
 
 static int add_template(const struct template_rec *t, void *arg)
@@ -252,19 +342,21 @@ static int add_template(const struct template_rec *t, void *arg)
 	return 0;
 }
 
+static int templates_read(struct store *conn, struct page *p, space_err *err)
+{
+	return store_template_each(conn, add_template, p->arr, err);
+}
+
 void e2b_templates_list(struct http_req *r)
 {
-	space_err err = { 0 };
-	json_t *arr = json_array();
+	struct page *p = calloc(1, sizeof(*p));
 
-	if (!arr) {
+	if (!p || !(p->arr = json_array())) {
+		free(p);
 		e2b_reply_error(r->req, 500, "out of memory");
 		return;
 	}
-	if (store_template_each(r->d->store, add_template, arr, &err) < 0) {
-		e2b_reply_err(r->req, &err);
-		json_decref(arr);
-		return;
-	}
-	http_reply_json(r->req, 200, arr);
+	p->passed = true;
+	p->read = templates_read;
+	api_read(r, page_read, page_reply, page_free, p);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api.h"
 #include "e2b.h"
 #include "e2b_ctl.h"
 #include "sandbox/sandbox.h"
@@ -71,7 +72,8 @@ static void reply_running(struct spaced *d, struct evhttp_request *req, const ch
 	    token_issue(d, id, TOKEN_SCOPE_ENVD, E2B_TOKEN_TTL_S, token, &exp, &err) < 0) {
 		e2b_reply_err(req, &err);
 	} else {
-		http_reply_json(req, status, e2b_created_json(&sb, token));
+		/* once the token's row is in the store (token_issue queued it) */
+		api_reply_stored_to(d, req, status, e2b_created_json(&sb, token));
 		explicit_bzero(token, sizeof(token));
 	}
 	sandbox_rec_clear(&sb);
@@ -96,6 +98,9 @@ struct e2b_wait {
 	struct timeout_req t;
 	json_t *children;     /* W_FORK: the children's ids */
 	char name[SPEC_NAME_MAX + 1]; /* W_SNAPSHOT */
+	struct snapshot_rec snap;     /* W_SNAPSHOT: read on the store's thread */
+	int snap_rc;
+	space_err snap_err;
 };
 
 static struct e2b_wait *wait_new(enum wait_kind kind, const char *sb_id, int status)
@@ -113,6 +118,7 @@ static struct e2b_wait *wait_new(enum wait_kind kind, const char *sb_id, int sta
 static void wait_free(struct e2b_wait *w)
 {
 	json_decref(w->children);
+	snapshot_rec_clear(&w->snap);
 	free(w);
 }
 
@@ -145,20 +151,17 @@ static void reply_forked(struct spaced *d, struct evhttp_request *req, struct e2
 		if (one)
 			json_array_append_new(out, one);
 	}
-	http_reply_json(req, w->status, out);
+	api_reply_stored_to(d, req, w->status, out); /* once the tokens' rows are in the store */
 }
 
-static void reply_snapshot(struct spaced *d, struct evhttp_request *req, struct e2b_wait *w)
+/* The snapshot was read behind the operation's writes (wait_barrier). */
+static void reply_snapshot(struct evhttp_request *req, struct e2b_wait *w)
 {
-	struct snapshot_rec s = { 0 };
-	space_err err = { 0 };
-
-	if (store_snapshot_get_by_name(d->store, w->name, &s, &err) < 0) {
-		e2b_reply_err(req, &err);
+	if (w->snap_rc < 0) {
+		e2b_reply_err(req, &w->snap_err);
 		return;
 	}
-	http_reply_json(req, w->status, e2b_snapshot_json(&s));
-	snapshot_rec_clear(&s);
+	http_reply_json(req, w->status, e2b_snapshot_json(&w->snap));
 }
 
 /* The operation is done, and the store has what it wrote (wait_done): the reply. */
@@ -194,7 +197,7 @@ static void wait_stored(void *arg, bool ran)
 			reply_forked(d, req, w);
 			break;
 		case W_SNAPSHOT:
-			reply_snapshot(d, req, w);
+			reply_snapshot(req, w);
 			break;
 		}
 	}
@@ -203,8 +206,10 @@ static void wait_stored(void *arg, bool ran)
 
 static void wait_barrier(struct store *conn, void *arg)
 {
-	(void)conn;
-	(void)arg;
+	struct e2b_wait *w = arg;
+
+	if (w->kind == W_SNAPSHOT && w->op.state == OP_SUCCEEDED)
+		w->snap_rc = store_snapshot_get_by_name(conn, w->name, &w->snap, &w->snap_err);
 }
 
 /* Before answering, the rows the operation changed must be in the store: the SDK's next call
@@ -234,38 +239,45 @@ static void wait_gone(struct http_hold *h)
 	wait_free(w);
 }
 
-/* Holds r until op is done; takes w. */
-static void hold_op(struct http_req *r, const struct op_rec *op, struct e2b_wait *w)
+/* Holds req until op is done; takes w. */
+static void hold_op_to(struct spaced *d, struct evhttp_request *req, const struct op_rec *op, struct e2b_wait *w)
 {
 	space_err err = { 0 };
 
 	if (!w) {
-		e2b_reply_error(r->req, 500, "out of memory");
+		e2b_reply_error(req, 500, "out of memory");
 		return;
 	}
-	w->d = r->d;
+	w->d = d;
 	/* op_wait never calls back from inside itself, so the hold may begin after it. */
-	if (op_wait(r->d, op->id, E2B_WAIT_S, wait_done, w, &w->waiter, &err) < 0) {
-		e2b_reply_err(r->req, &err);
+	if (op_wait(d, op->id, E2B_WAIT_S, wait_done, w, &w->waiter, &err) < 0) {
+		e2b_reply_err(req, &err);
 		wait_free(w);
 		return;
 	}
-	http_hold_begin(&w->hold, r->req, wait_gone, r->d->conns);
+	http_hold_begin(&w->hold, req, wait_gone, d->conns);
+}
+
+static void hold_op(struct http_req *r, const struct op_rec *op, struct e2b_wait *w)
+{
+	hold_op_to(r->d, r->req, op, w);
 }
 
 /* ---- handlers ---- */
 
 /* E2B passes a snapshot to create as its templateID: our snapshot id, or a named snapshot's
- * name when no template has that name. */
-static void template_or_snapshot(struct spaced *d, struct create_req *req)
+ * name when no template has that name. On the store's thread, with the create's other reads
+ * (create_job_read); the sandbox is made on the loop with them. */
+
+static void template_or_snapshot(struct store *conn, struct create_req *req)
 {
 	struct template_rec t = { 0 };
 	struct snapshot_rec s = { 0 };
 	space_err err = { 0 };
 	bool snap = id_valid(req->template_ref, "sn-");
 
-	if (!snap && store_template_resolve(d->store, req->template_ref, &t, &err) < 0 && err.code == ENOENT &&
-	    snapshot_get(d, req->template_ref, &s, &err) == 0)
+	if (!snap && store_template_resolve(conn, req->template_ref, &t, &err) < 0 && err.code == ENOENT &&
+	    snapshot_lookup(conn, req->template_ref, &s, &err) == 0)
 		snap = true;
 	template_rec_clear(&t);
 	snapshot_rec_clear(&s);
@@ -275,29 +287,49 @@ static void template_or_snapshot(struct spaced *d, struct create_req *req)
 	}
 }
 
-void e2b_create(struct http_req *r)
+static int create_reads(struct store *conn, void *arg, space_err *err)
 {
+	struct create_job *j = arg;
+
+	template_or_snapshot(conn, &j->req);
+	return create_job_read(conn, j, err);
+}
+
+static void create_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct create_job *j = arg;
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
-	struct create_req req;
+	space_err e2 = { 0 };
+
+	/* A failed read is answered as the create would answer it (it fails the same way). */
+	if (rc < 0)
+		e2b_reply_err(req, err);
+	else if (sandbox_create_read(d, &j->req, &j->pre, &sb, &op, &e2) < 0)
+		e2b_reply_err(req, &e2);
+	else
+		hold_op_to(d, req, &op, wait_new(W_CREATE, sb.id, 201));
+	sandbox_rec_clear(&sb);
+	op_rec_clear(&op);
+}
+
+void e2b_create(struct http_req *r)
+{
+	struct create_job *j;
 	space_err err = { 0 };
 	json_t *body = e2b_body(r);
 
 	if (!body)
 		return;
-	if (e2b_req_create(body, &req, &err) < 0) {
+	if (!(j = create_job_new(r->d))) {
+		e2b_reply_error(r->req, 500, "out of memory");
+	} else if (e2b_req_create(body, &j->req, &err) < 0) {
 		e2b_reply_err(r->req, &err);
+		free(j);
 	} else {
-		template_or_snapshot(r->d, &req);
-		if (sandbox_create(r->d, &req, &sb, &op, &err) < 0)
-			e2b_reply_err(r->req, &err);
-		else
-			hold_op(r, &op, wait_new(W_CREATE, sb.id, 201));
-		create_req_free(&req);
+		api_read(r, create_reads, create_reply, create_job_free, j);
 	}
 	json_decref(body);
-	sandbox_rec_clear(&sb);
-	op_rec_clear(&op);
 }
 
 /* connect (resume: older SDKs, 409 when it runs already). */
@@ -516,7 +548,12 @@ void e2b_snapshot(struct http_req *r)
 		if (op.id[0]) {
 			hold_op(r, &op, w);
 		} else {
-			reply_snapshot(r->d, r->req, w);
+			/* (no operation: the record as sandbox_snapshot read it, else the store's) */
+			if (!snap.id[0])
+				w->snap_rc = store_snapshot_get_by_name(r->d->store, name, &w->snap, &w->snap_err);
+			else
+				w->snap_rc = 0, w->snap = snap, snap.env = NULL;
+			reply_snapshot(r->req, w);
 			wait_free(w);
 		}
 	} else {

@@ -7,26 +7,101 @@
 #include "runtime.h"
 #include "store/store.h"
 
-/* The sandbox record a request asks for; template (or snapshot) resolved. */
+/* The store reads a create makes: the named snapshot asked for (it must be ready) and the
+ * template (the snapshot's own when one is asked for). On any store: the loop's, or the
+ * store's thread's (create_read). */
+static int prepare_reads(struct store *st, const struct create_req *req, struct snapshot_rec *from,
+			 struct template_rec *tmpl, space_err *err)
+{
+	const char *ref = req->template_ref;
+
+	if (req->snapshot[0]) {
+		if (snapshot_lookup(st, req->snapshot, from, err) < 0)
+			return -1;
+		if (from->kind != SNAP_NAMED || from->state != SNAPS_READY)
+			return err_set(err, EBUSY, "snapshot %.100s is not a ready named snapshot", req->snapshot);
+		ref = from->template_digest;
+	}
+	if (store_template_resolve(st, ref, tmpl, err) < 0)
+		return err_wrap(err, "template '%.100s'", ref);
+	return 0;
+}
+
+int create_read(struct store *conn, bool net, const struct create_req *req, struct create_reads *out,
+		space_err *err)
+{
+	const struct template_rec *t = &out->tmpl;
+	int vcpus, mem;
+
+	memset(out, 0, sizeof(*out));
+	if (prepare_reads(conn, req, &out->from, &out->tmpl, err) < 0)
+		return -1;
+	out->done = true;
+	/* The ready snapshot the create would clone (a named snapshot is cloned itself). */
+	vcpus = req->vcpus ? req->vcpus : (t->vcpus > 0 ? t->vcpus : 1);
+	mem = req->memory_mib ? req->memory_mib : (t->memory_mib > 0 ? t->memory_mib : 256);
+	if (!req->snapshot[0]) {
+		if (snapshot_ready_in(conn, net, t->digest, vcpus, mem, &out->ready) < 0)
+			memset(&out->ready, 0, sizeof(out->ready));
+		out->ready_read = true;
+	}
+	return 0;
+}
+
+struct create_job *create_job_new(struct spaced *d)
+{
+	struct create_job *j = calloc(1, sizeof(*j));
+
+	if (j)
+		j->net = egress_enabled(d);
+	return j;
+}
+
+int create_job_read(struct store *conn, void *arg, space_err *err)
+{
+	struct create_job *j = arg;
+
+	return create_read(conn, j->net, &j->req, &j->pre, err);
+}
+
+void create_job_free(void *arg)
+{
+	struct create_job *j = arg;
+
+	create_req_free(&j->req);
+	create_reads_clear(&j->pre);
+	free(j);
+}
+
+void create_reads_clear(struct create_reads *c)
+{
+	snapshot_rec_clear(&c->from);
+	snapshot_rec_clear(&c->ready);
+	template_rec_clear(&c->tmpl);
+	memset(c, 0, sizeof(*c));
+}
+
+/* The sandbox record a request asks for; template (or snapshot) resolved: read here, or
+ * taken from pre (what create_read read; moved out of it). */
 int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
-		   struct snapshot_rec *from, space_err *err)
+		   struct snapshot_rec *from, struct create_reads *pre, space_err *err)
 {
 	struct sandbox_rec *r = &sb->rec;
 	const char *ref = req->template_ref;
 	int dvcpus, dmem;
 
 	memset(from, 0, sizeof(*from));
-	if (req->snapshot[0]) {
-		if (snapshot_get(d, req->snapshot, from, err) < 0)
-			return -1;
-		if (from->kind != SNAP_NAMED || from->state != SNAPS_READY) {
-			snapshot_rec_clear(from);
-			return err_set(err, EBUSY, "snapshot %.100s is not a ready named snapshot", req->snapshot);
-		}
-		ref = from->template_digest;
+	if (pre && pre->done) {
+		*from = pre->from;
+		sb->tmpl = pre->tmpl;
+		memset(&pre->from, 0, sizeof(pre->from));
+		memset(&pre->tmpl, 0, sizeof(pre->tmpl));
+		pre->done = false;
+	} else if (prepare_reads(d->store, req, from, &sb->tmpl, err) < 0) {
+		return -1;
 	}
-	if (store_template_resolve(d->store, ref, &sb->tmpl, err) < 0)
-		return err_wrap(err, "template '%.100s'", ref);
+	if (from->id[0])
+		ref = from->template_digest;
 	dvcpus = from->id[0] ? from->vcpus : (sb->tmpl.vcpus > 0 ? sb->tmpl.vcpus : 1);
 	dmem = from->id[0] ? from->memory_mib : (sb->tmpl.memory_mib > 0 ? sb->tmpl.memory_mib : 256);
 	if (from->id[0] && ((req->vcpus && req->vcpus != dvcpus) || (req->memory_mib && req->memory_mib != dmem)))
@@ -185,10 +260,22 @@ static int launch_new(struct sandbox *sb, const struct snapshot_rec *snap, space
 	return 0;
 }
 
-int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
-			struct sandbox **out, space_err *err);
+/* The ready snapshot create_read found is still the one to clone: this sandbox's template
+ * and size, and its files still there (ready_tick may have replaced it since the read). */
+static bool ready_still(const struct snapshot_rec *r, const struct sandbox *sb)
+{
+	return strcmp(r->template_digest, sb->rec.template_digest) == 0 && r->vcpus == sb->rec.vcpus &&
+	       r->memory_mib == sb->rec.memory_mib && snapshot_files_ok(r);
+}
+
 int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
 			struct sandbox **out, space_err *err)
+{
+	return sandbox_create_pre(d, req, NULL, role, out, err);
+}
+
+int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+		       enum sb_role role, struct sandbox **out, space_err *err)
 {
 	struct snapshot_rec from = { 0 }, ready = { 0 };
 	struct sandbox *sb = calloc(1, sizeof(*sb)), *pooled;
@@ -198,7 +285,7 @@ int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_
 	if (!sb)
 		return err_set(err, ENOMEM, "out of memory");
 	sb->d = d;
-	if (create_prepare(d, req, sb, &from, err) < 0)
+	if (create_prepare(d, req, sb, &from, pre, err) < 0)
 		goto out;
 	sb->rec.role = role;
 	if (role != ROLE_USER) {
@@ -221,9 +308,15 @@ int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_
 		goto out;
 	if (from.id[0])
 		snap = &from;
-	else if (role != ROLE_BUILDER &&
-		 snapshot_ready_for(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib, &ready) == 0)
+	else if (role != ROLE_BUILDER && pre && pre->ready.id[0] && ready_still(&pre->ready, sb)) {
+		/* read on the store's thread with the rest (create_read); moved out */
+		ready = pre->ready;
+		memset(&pre->ready, 0, sizeof(pre->ready));
 		snap = &ready;
+	} else if (role != ROLE_BUILDER && !(pre && pre->ready_read && !pre->ready.id[0]) &&
+		   snapshot_ready_for(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib, &ready) == 0) {
+		snap = &ready;
+	}
 	if (role != ROLE_USER)
 		/* Shown by name when a client gets it from the pool. */
 		snprintf(sb->rec.template_ref, sizeof(sb->rec.template_ref), "%s", sb->tmpl.name);
@@ -243,23 +336,29 @@ out:
 int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *out,
 		   struct op_rec *op, space_err *err)
 {
+	return sandbox_create_read(d, req, NULL, out, op, err);
+}
+
+int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			struct sandbox_rec *out, struct op_rec *op, space_err *err)
+{
 	struct sandbox *sb;
 
-	if (sandbox_create_role(d, req, ROLE_USER, &sb, err) < 0)
+	if (sandbox_create_pre(d, req, pre, ROLE_USER, &sb, err) < 0)
 		return -1;
 	sandbox_copy_out(sb, out, op);
 	return 0;
 }
 
-int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const char *sb_id, const char *op_id,
-			   space_err *err)
+int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			   const char *sb_id, const char *op_id, space_err *err)
 {
 	struct sandbox *sb;
 	int rc;
 
 	snprintf(d->claim_sb_id, sizeof(d->claim_sb_id), "%s", sb_id);
 	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
-	rc = sandbox_create_role(d, req, ROLE_USER, &sb, err);
+	rc = sandbox_create_pre(d, req, pre, ROLE_USER, &sb, err);
 	d->claim_sb_id[0] = d->claim_op_id[0] = '\0';
 	return rc;
 }

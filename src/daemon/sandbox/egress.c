@@ -468,6 +468,11 @@ int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struc
 	return 0;
 }
 
+bool sandbox_net(const struct spaced *d)
+{
+	return egress_enabled(d);
+}
+
 void sandbox_secret_changed(struct spaced *d, const char *name)
 {
 	egress_secret_changed(d, name);

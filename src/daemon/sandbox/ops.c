@@ -13,6 +13,9 @@ struct op_waiter {
 	op_wait_cb cb;
 	void *arg;
 	struct event *timer;
+	unsigned reads;   /* reads of its operation on the store's thread, not back yet */
+	bool dead;        /* fired or cancelled: freed when the last read is back */
+	bool first_final; /* timeout 0: the first look fires whatever the state */
 	struct op_waiter *next;
 };
 
@@ -128,12 +131,20 @@ static void waiter_unlink(struct op_waiter *w)
 	}
 }
 
+static void waiter_release(struct op_waiter *w)
+{
+	if (w->reads == 0)
+		free(w);
+}
+
 static void waiter_fire(struct op_waiter *w, const struct op_rec *op)
 {
 	waiter_unlink(w);
 	event_free(w->timer);
+	w->timer = NULL;
+	w->dead = true;
 	w->cb(w->d, op, w->arg);
-	free(w);
+	waiter_release(w);
 }
 
 static void wake_waiters(struct spaced *d, const struct op_rec *op)
@@ -178,34 +189,105 @@ void op_copy(struct op_rec *dst, const struct op_rec *src)
 	dst->result = json_incref(src->result);
 }
 
-static void waiter_timeout(evutil_socket_t fd, short what, void *arg)
+/* A waiter's read of its operation, on the store's thread (behind the writes queued before it:
+ * an operation that finished before the read was queued is seen done). */
+struct waiter_read {
+	struct op_waiter *w;
+	bool final;        /* the timeout's: fire whatever the state */
+	int rc;
+	struct op_rec op;
+	space_err err;
+};
+
+static void waiter_read(struct store *conn, void *arg)
+{
+	struct waiter_read *q = arg;
+
+	q->rc = store_op_get(conn, q->w->id, &q->op, &q->err);
+}
+
+static void waiter_fire_failed(struct op_waiter *w, const char *why)
+{
+	struct op_rec failed = { 0 };
+
+	snprintf(failed.id, sizeof(failed.id), "%s", w->id);
+	failed.state = OP_FAILED;
+	snprintf(failed.error, sizeof(failed.error), "%s", why);
+	waiter_fire(w, &failed);
+}
+
+static void waiter_read_done(void *arg, bool ran)
+{
+	struct waiter_read *q = arg;
+	struct op_waiter *w = q->w;
+
+	w->reads--;
+	if (w->dead)
+		waiter_release(w);
+	else if (!ran)
+		waiter_fire_failed(w, "the daemon is stopping");
+	else if (q->rc < 0 && q->err.code == ENOENT)
+		waiter_fire_failed(w, "no such operation");
+	else if (q->rc < 0 && q->final)
+		waiter_fire_failed(w, q->err.msg);
+	else if (q->rc == 0 && (q->final || op_state_done(q->op.state)))
+		waiter_fire(w, &q->op);
+	/* else: not done yet, or the store failed before the timeout: wait on */
+	if (ran && q->rc == 0)
+		op_rec_clear(&q->op);
+	free(q);
+}
+
+static void waiter_look(struct op_waiter *w, bool final)
+{
+	struct waiter_read *q = calloc(1, sizeof(*q));
+	space_err err = { 0 };
+
+	if (!q) {
+		waiter_fire_failed(w, "out of memory");
+		return;
+	}
+	q->w = w;
+	q->final = final;
+	w->reads++;
+	if (store_async(w->d->store, waiter_read, waiter_read_done, q, &err) < 0) {
+		q->rc = -1;
+		q->err = err;
+		waiter_read_done(q, true);
+	}
+}
+
+static void waiter_first(evutil_socket_t fd, short what, void *arg)
 {
 	struct op_waiter *w = arg;
-	struct op_rec op;
-	space_err err = { 0 };
 
 	(void)fd;
 	(void)what;
-	if (store_op_get(w->d->store, w->id, &op, &err) < 0) {
-		memset(&op, 0, sizeof(op));
-		snprintf(op.id, sizeof(op.id), "%s", w->id);
-		op.state = OP_FAILED;
-		snprintf(op.error, sizeof(op.error), "%s", err.msg);
-	}
-	waiter_fire(w, &op);
-	op_rec_clear(&op);
+	w->reads--;
+	if (w->dead)
+		waiter_release(w);
+	else
+		waiter_look(w, w->first_final);
 }
 
+static void waiter_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	waiter_look(arg, true);
+}
+
+/* The waiter is registered first, then its operation read off the loop: an operation that
+ * finishes after the registration wakes it (wake_waiters); one that finished before is seen
+ * done by the read. */
 int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
 	    struct op_waiter **out, space_err *err)
 {
+	struct timeval tv = { timeout_s > 0 ? timeout_s : 0, 0 }, zero = { 0, 0 };
 	struct op_waiter *w;
-	struct op_rec op;
-	struct timeval tv = { 0, 0 };
 
-	if (store_op_get(d->store, id, &op, err) < 0)
-		return -1;
-	op_rec_clear(&op); /* only its state matters here */
+	if (!id_valid(id, "op-"))
+		return err_set(err, ENOENT, "no operation '%.64s'", id);
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return err_set(err, ENOMEM, "out of memory");
@@ -218,9 +300,15 @@ int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void
 		free(w);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	if (!op_state_done(op.state) && timeout_s > 0)
-		tv.tv_sec = timeout_s;
-	evtimer_add(w->timer, &tv);
+	if (event_base_once(d->base, -1, EV_TIMEOUT, waiter_first, w, &zero) < 0) {
+		event_free(w->timer);
+		free(w);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	w->reads++; /* the first look, from the loop: never a call back from inside op_wait */
+	w->first_final = timeout_s <= 0;
+	if (timeout_s > 0)
+		evtimer_add(w->timer, &tv);
 	w->next = d->op_waiters;
 	d->op_waiters = w;
 	if (out)
@@ -230,11 +318,13 @@ int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void
 
 void op_wait_cancel(struct op_waiter *w)
 {
-	if (!w)
+	if (!w || w->dead)
 		return;
 	waiter_unlink(w);
 	event_free(w->timer);
-	free(w);
+	w->timer = NULL;
+	w->dead = true;
+	waiter_release(w);
 }
 
 /* An api process's long-polls: the operations they wait for are read on the store's thread

@@ -160,27 +160,43 @@ struct sandbox *pool_claim(struct spaced *d, const char *digest, int vcpus, int 
 
 /* ---- refilling ---- */
 
-static void fill_one(struct spaced *d, struct pool *p, const struct template_rec *t)
+/* Each pool's template and ready snapshot are read on the store's thread (create_read, one
+ * read of every pool at a time); the pool is judged and refilled on the loop with them. */
+struct pool_read {
+	char name[64];
+	int rc;                     /* 0: the template was found */
+	struct create_reads pre;    /* the template (pre.tmpl) and the ready snapshot to clone */
+};
+
+struct pools_read {
+	struct spaced *d;
+	bool net;
+	size_t n;
+	struct pool_read *v;
+};
+
+static bool pools_reading;
+
+static void fill_one(struct spaced *d, struct pool *p, struct pool_read *pr)
 {
 	struct create_req req = { 0 };
 	struct sandbox *sb;
 	space_err err = { 0 };
 
-	snprintf(req.template_ref, sizeof(req.template_ref), "%s", t->digest);
+	snprintf(req.template_ref, sizeof(req.template_ref), "%s", pr->pre.tmpl.digest);
 	req.timeout_set = true; /* a pool VM waits as long as it takes */
-	if (sandbox_create_role(d, &req, ROLE_POOL, &sb, &err) < 0)
+	if (sandbox_create_pre(d, &req, &pr->pre, ROLE_POOL, &sb, &err) < 0)
 		log_warn("pool %s: %s", p->name, err.msg);
 	create_req_free(&req);
 }
 
-static void tick_pool(struct spaced *d, struct pool *p)
+static void tick_pool(struct spaced *d, struct pool *p, struct pool_read *pr)
 {
-	struct template_rec t = { 0 }, ready = { 0 };
-	struct snapshot_rec snap;
+	const struct template_rec *t = &pr->pre.tmpl;
 	space_err err = { 0 };
 	int have = 0, filling = 0;
 
-	if (store_template_resolve(d->store, p->name, &t, &err) < 0)
+	if (pr->rc < 0)
 		return;
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		if (sb->rec.role != ROLE_POOL || sb->rec.state == SB_DELETING || sb->rec.state == SB_DELETED ||
@@ -188,7 +204,7 @@ static void tick_pool(struct spaced *d, struct pool *p)
 			continue;
 		/* Failed fills, VMs of an older build of the template, and what
 		 * a smaller pool no longer needs go. */
-		if (sb->rec.state == SB_FAILED || strcmp(sb->rec.template_digest, t.digest) != 0 ||
+		if (sb->rec.state == SB_FAILED || strcmp(sb->rec.template_digest, t->digest) != 0 ||
 		    (sb->rec.state == SB_RUNNING && have >= p->size)) {
 			sandbox_start_delete(sb, "not needed by its pool");
 			continue;
@@ -199,23 +215,77 @@ static void tick_pool(struct spaced *d, struct pool *p)
 	/* Pool VMs are clones: wait for the ready snapshot (unless there are
 	 * none: then they boot). One at a time, so a refill never starves the
 	 * clients' own creates of CPU. */
-	if (have < p->size && filling == 0 &&
-	    (!d->cfg.ready_snapshots ||
-	     snapshot_ready_for(d, t.digest, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256,
-				&snap) == 0)) {
-		if (d->cfg.ready_snapshots)
-			snapshot_rec_clear(&snap);
-		if (capacity_admit(d, t.vcpus > 0 ? t.vcpus : 1, t.memory_mib > 0 ? t.memory_mib : 256, 1, &err) == 0)
-			fill_one(d, p, &t);
+	if (have < p->size && filling == 0 && (!d->cfg.ready_snapshots || pr->pre.ready.id[0]) &&
+	    capacity_admit(d, t->vcpus > 0 ? t->vcpus : 1, t->memory_mib > 0 ? t->memory_mib : 256, 1, &err) == 0)
+		fill_one(d, p, pr);
+}
+
+static void pools_read(struct store *conn, void *arg)
+{
+	struct pools_read *q = arg;
+
+	for (size_t i = 0; i < q->n; i++) {
+		struct pool_read *pr = &q->v[i];
+		struct create_req req = { 0 };
+		struct template_rec t = { 0 };
+		space_err err = { 0 };
+
+		/* The pool follows its template's name: the create is of the digest it names now. */
+		pr->rc = store_template_resolve(conn, pr->name, &t, &err);
+		if (pr->rc == 0) {
+			snprintf(req.template_ref, sizeof(req.template_ref), "%s", t.digest);
+			pr->rc = create_read(conn, q->net, &req, &pr->pre, &err);
+		}
+		template_rec_clear(&t);
 	}
-	template_rec_clear(&t);
-	template_rec_clear(&ready);
+}
+
+static void pools_read_free(struct pools_read *q)
+{
+	for (size_t i = 0; i < q->n; i++)
+		create_reads_clear(&q->v[i].pre);
+	free(q->v);
+	free(q);
+}
+
+static void pools_read_done(void *arg, bool ran)
+{
+	struct pools_read *q = arg;
+
+	pools_reading = false;
+	for (size_t i = 0; ran && i < q->n; i++) {
+		struct pool *p = pool_find(q->d, q->v[i].name); /* (one removed since is not judged) */
+
+		if (p)
+			tick_pool(q->d, p, &q->v[i]);
+	}
+	pools_read_free(q);
 }
 
 void pools_tick(struct spaced *d)
 {
+	struct pools_read *q;
+	space_err err = { 0 };
+	size_t n = 0;
+
 	for (struct pool *p = d->pools; p; p = p->next)
-		tick_pool(d, p);
+		n++;
+	if (!n || pools_reading || !(q = calloc(1, sizeof(*q))))
+		return;
+	q->d = d;
+	q->net = sandbox_net(d);
+	if (!(q->v = calloc(n, sizeof(*q->v)))) {
+		free(q);
+		return;
+	}
+	for (struct pool *p = d->pools; p; p = p->next)
+		snprintf(q->v[q->n++].name, sizeof(q->v[0].name), "%s", p->name);
+	pools_reading = true;
+	if (store_async(d->store, pools_read, pools_read_done, q, &err) < 0) {
+		log_warn("pools: %s", err.msg);
+		pools_reading = false;
+		pools_read_free(q);
+	}
 }
 
 static void on_refill(evutil_socket_t fd, short what, void *arg)

@@ -289,9 +289,12 @@ bool sandbox_busy(struct spaced *d);
 /* sandbox_create for a pool VM or a ready-snapshot builder as well. */
 int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
 			struct sandbox **out, space_err *err);
-/* A sandbox record from a create request, template or snapshot resolved. */
+int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+		       enum sb_role role, struct sandbox **out, space_err *err);
+/* A sandbox record from a create request, template or snapshot resolved (read now, or moved
+ * out of pre: what create_read read). */
 int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
-		   struct snapshot_rec *from, space_err *err);
+		   struct snapshot_rec *from, struct create_reads *pre, space_err *err);
 
 /* A warm-pool or builder VM just came up: its warm-up (create.c). */
 void warm_if_daemons(struct sandbox *sb);
@@ -313,6 +316,9 @@ void session_persist(struct session *s);
 struct session *session_alloc(struct sandbox *sb, const struct session_rec *rec, space_err *err);
 /* session_create.c: H_EXEC for this session; -1 if it would not fit one frame. */
 int session_exec_encode(const struct session *s, struct proto_wr *w);
+/* tokens.c: a deleted sandbox's tokens leave this process's memory; all of them at exit. */
+void token_forget_sandbox(struct spaced *d, const char *sb_id);
+void tokens_free(struct spaced *d);
 /* session_create.c: a fresh 64-hex token and its SHA-256 (hex), which is all that is kept. */
 int token_generate(char token[65], char hash[65], space_err *err);
 void token_sha256_hex(const char *in, char out[65]);

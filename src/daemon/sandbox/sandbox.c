@@ -267,6 +267,44 @@ void sandbox_fail(struct sandbox *sb, const char *why)
 		vm_kill(sb->vm); /* exit callback frees it */
 }
 
+/* A deleted sandbox's token rows go on the store's thread (what they open is gone already:
+ * token_forget_sandbox, and the sandbox is not found). */
+struct tokens_prune {
+	char id[ID_LEN];
+	space_err err;
+	int rc;
+};
+
+static void prune_tokens(struct store *conn, void *arg)
+{
+	struct tokens_prune *p = arg;
+
+	p->rc = store_tokens_prune(conn, p->id, now_ms(), &p->err);
+}
+
+static void tokens_pruned(void *arg, bool ran)
+{
+	struct tokens_prune *p = arg;
+
+	if (ran && p->rc < 0)
+		log_warn("sandbox %s: removing its tokens: %s", p->id, p->err.msg);
+	free(p);
+}
+
+static void tokens_prune_later(struct spaced *d, const char *sb_id)
+{
+	struct tokens_prune *p = calloc(1, sizeof(*p));
+	space_err err = { 0 };
+
+	if (!p)
+		return;
+	snprintf(p->id, sizeof(p->id), "%s", sb_id);
+	if (store_async(d->store, prune_tokens, tokens_pruned, p, &err) < 0) {
+		log_warn("sandbox %s: removing its tokens: %s", sb_id, err.msg);
+		free(p);
+	}
+}
+
 void sandbox_finish_delete(struct sandbox *sb)
 {
 	struct vm_spec spec;
@@ -289,8 +327,8 @@ void sandbox_finish_delete(struct sandbox *sb)
 		}
 		sb->rec.snapshot_id[0] = '\0';
 	}
-	if (store_tokens_prune(sb->d->store, sb->rec.id, now_ms(), &err) < 0)
-		log_warn("sandbox %s: removing its tokens: %s", sb->rec.id, err.msg);
+	token_forget_sandbox(sb->d, sb->rec.id);
+	tokens_prune_later(sb->d, sb->rec.id);
 	sb->rec.pid = 0;
 	sandbox_set_state(sb, SB_DELETED);
 	if (sb->op.id[0] && sb->op.kind == OPK_DELETE)
@@ -451,4 +489,5 @@ void sandbox_shutdown(struct spaced *d)
 	d->sandboxes = NULL;
 	ops_unsaved_free(d);
 	pools_free(d);
+	tokens_free(d);
 }

@@ -21,9 +21,39 @@
  * snapshot (or of req->snapshot), else a cold boot. */
 int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *sb,
 		   struct op_rec *op, space_err *err);
+struct store;
+/* What a create reads from the store, read beforehand on the store's thread (create_read runs
+ * there: api_read, store_async) so that the loop makes no round trip for it: the named snapshot
+ * asked for, the template, the ready snapshot a create would clone. net: egress_enabled. */
+struct create_reads {
+	bool done;                /* from and tmpl were read (create_prepare takes them) */
+	bool ready_read;          /* ready was looked for (none found: .id[0] == 0) */
+	struct snapshot_rec from;
+	struct template_rec tmpl;
+	struct snapshot_rec ready;
+};
+int create_read(struct store *conn, bool net, const struct create_req *req, struct create_reads *out,
+		space_err *err);
+void create_reads_clear(struct create_reads *c);
+/* A create whose reads wait for the store's thread (the front ends' POST): the request and
+ * what create_read read. create_job_read is a read for api_read (and the like: it touches
+ * only the job and the connection); create_job_free frees a job. */
+struct create_job {
+	struct create_req req;
+	bool net;
+	struct create_reads pre;
+};
+struct create_job *create_job_new(struct spaced *d);
+int create_job_read(struct store *conn, void *arg, space_err *err);
+void create_job_free(void *arg);
+/* sandbox_create with what create_read read (NULL: read now). What it takes is moved out. */
+int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			struct sandbox_rec *out, struct op_rec *op, space_err *err);
+/* Whether this daemon gives VMs a network device (which ready snapshots it clones). */
+bool sandbox_net(const struct spaced *d);
 /* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
-int sandbox_create_claimed(struct spaced *d, const struct create_req *req, const char *sb_id, const char *op_id,
-			   space_err *err);
+int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			   const char *sb_id, const char *op_id, space_err *err);
 /* A record this process did not load at start (a claim that failed): known from now on, as
  * reconcile would have loaded it (no VM is looked for). */
 int sandbox_load(struct spaced *d, const struct sandbox_rec *rec);
@@ -86,6 +116,9 @@ void sandbox_shutdown(struct spaced *d);
 /* ref: an id ("sn-...") or a named snapshot's name. Only named snapshots are
  * visible by name; ready, fork and suspend ones by id. */
 int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err);
+/* The same on a given store connection (the store's thread: store_async, api_read). */
+struct store;
+int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err);
 int snapshot_delete(struct spaced *d, const char *id, space_err *err);
 /* Is s a ready snapshot that a sandbox of this template and size may be cloned from (net:
  * whether this daemon gives VMs the network device)? Pure. */
@@ -93,6 +126,10 @@ bool snapshot_ready_match(const struct snapshot_rec *s, const char *digest, int 
 			  bool net);
 /* The ready snapshot of a template digest with this size, if one is ready
  * (0; clear *out), else -1. */
+/* snapshot_ready_for on a given store connection; net: whether this daemon gives VMs a network
+ * device (egress_enabled). */
+int snapshot_ready_in(struct store *st, bool net, const char *digest, int vcpus, int memory_mib,
+		      struct snapshot_rec *out);
 int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
 		       struct snapshot_rec *out);
 
@@ -146,8 +183,10 @@ struct op_waiter;
 typedef void (*op_wait_cb)(struct spaced *d, const struct op_rec *op, void *arg);
 /* Calls cb once, always later from the event loop (never inside op_wait):
  * when operation `id` is done, or after timeout_s with its current record
- * (at once if it is already done or timeout_s is 0). ENOENT: unknown
- * operation. The waiter is freed right after cb returns. */
+ * (as soon as it is read if it is already done or timeout_s is 0). The store is
+ * read on its thread (store_async), never on the loop. An unknown operation
+ * fires cb with a failed record ("no such operation"); ENOENT here only for a
+ * malformed id. The waiter is freed right after cb returns. */
 int op_wait(struct spaced *d, const char *id, int timeout_s, op_wait_cb cb, void *arg,
 	    struct op_waiter **out, space_err *err);
 /* Cancels a waiter whose cb has not run yet (e.g. the client went away). */
@@ -187,6 +226,8 @@ int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t 
 int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token, space_err *err);
 /* Runtime session by id (only sessions of live sandboxes), or NULL. */
 struct session *session_find(struct spaced *d, const char *ss_id);
+/* The same for a record already read from the store (on its thread): no store read here. */
+struct session *session_find_stored(struct spaced *d, const struct session_rec *rec);
 /* Checks a data-plane bearer token for this session: 0, or -1 with EACCES
  * ("invalid token" / "token expired"). Constant-time comparison. */
 int session_check_token(struct session *s, const char *token, space_err *err);

@@ -244,27 +244,35 @@ static struct sandbox *sandbox_loaded(struct spaced *d, const char *sb_id)
 
 /* An ended session's object was let go (sessions_evict): made again from its stored record
  * and spool, on the first request that names it. */
+static struct session *session_revive(struct spaced *d, const struct session_rec *rec)
+{
+	struct sandbox *sb = sandbox_loaded(d, rec->sandbox_id);
+	space_err err = { 0 };
+	struct session *s = NULL;
+
+	if (sb && sb->rec.state != SB_DELETING && sb->rec.state != SB_DELETED) {
+		s = session_alloc(sb, rec, &err);
+		if (!s)
+			log_error("session %s: reloading: %s", rec->id, err.msg);
+		else
+			sb->out_evicted -= spool_kept(s->spool) < sb->out_evicted ? spool_kept(s->spool)
+										   : sb->out_evicted;
+	}
+	return s;
+}
+
 static struct session *session_reload(struct spaced *d, const char *ss_id)
 {
 	struct session_rec rec = { 0 };
 	space_err err = { 0 };
-	struct sandbox *sb;
-	struct session *s = NULL;
+	struct session *s;
 
 	if (store_session_get(d->store, ss_id, &rec, &err) < 0) {
 		if (err.code != ENOENT)
 			log_error("session %s: %s", ss_id, err.msg);
 		return NULL;
 	}
-	sb = sandbox_loaded(d, rec.sandbox_id);
-	if (sb && sb->rec.state != SB_DELETING && sb->rec.state != SB_DELETED) {
-		s = session_alloc(sb, &rec, &err);
-		if (!s)
-			log_error("session %s: reloading: %s", ss_id, err.msg);
-		else
-			sb->out_evicted -= spool_kept(s->spool) < sb->out_evicted ? spool_kept(s->spool)
-										   : sb->out_evicted;
-	}
+	s = session_revive(d, &rec);
 	session_rec_clear(&rec);
 	return s;
 }
@@ -274,6 +282,13 @@ struct session *session_find(struct spaced *d, const char *ss_id)
 	struct session *s = session_loaded(d, ss_id);
 
 	return s ? s : session_reload(d, ss_id);
+}
+
+struct session *session_find_stored(struct spaced *d, const struct session_rec *rec)
+{
+	struct session *s = session_loaded(d, rec->id);
+
+	return s ? s : session_revive(d, rec);
 }
 
 static void session_destroy(struct session *s)

@@ -114,32 +114,43 @@ static int ready_one(const struct snapshot_rec *s, void *arg)
 	return 1;
 }
 
-int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
-		       struct snapshot_rec *out)
+int snapshot_ready_in(struct store *st, bool net, const char *digest, int vcpus, int memory_mib,
+		      struct snapshot_rec *out)
 {
-	struct ready_find f = { digest, vcpus, memory_mib, out, false, egress_enabled(d) };
+	struct ready_find f = { digest, vcpus, memory_mib, out, false, net };
 	space_err err = { 0 };
 
-	if (store_snapshot_each(d->store, 1u << SNAP_READY, ready_one, &f, &err) < 0) {
+	if (store_snapshot_each(st, 1u << SNAP_READY, ready_one, &f, &err) < 0) {
 		log_warn("looking for a ready snapshot: %s", err.msg);
 		return -1;
 	}
 	return f.found ? 0 : -1;
 }
 
-int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err)
+int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
+		       struct snapshot_rec *out)
+{
+	return snapshot_ready_in(d->store, egress_enabled(d), digest, vcpus, memory_mib, out);
+}
+
+int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err)
 {
 	int rc;
 
 	if (id_valid(ref, "sn-"))
-		rc = store_snapshot_get(d->store, ref, out, err);
+		rc = store_snapshot_get(st, ref, out, err);
 	else if (spec_check_snapshot_name(ref, err) < 0)
 		return err_set(err, ENOENT, "no snapshot '%.100s'", ref);
 	else
-		rc = store_snapshot_get_by_name(d->store, ref, out, err);
+		rc = store_snapshot_get_by_name(st, ref, out, err);
 	if (rc < 0 && err->code == ENOENT)
 		err_set(err, ENOENT, "no snapshot '%.100s'", ref);
 	return rc;
+}
+
+int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err)
+{
+	return snapshot_lookup(d->store, ref, out, err);
 }
 
 int snapshot_delete(struct spaced *d, const char *id, space_err *err)

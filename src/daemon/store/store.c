@@ -2,8 +2,10 @@
  * store.h to it through st->ops (store_backend.h; docs/design/store.md) */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "store_backend.h"
 #include "writer.h"
 
@@ -222,9 +224,35 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
 	return st->ops->template_put(st, t, err);
 }
 
+/* The writer's connection learns it behind what is queued (it is the writer thread's). */
+static void images_job(struct store *conn, void *arg)
+{
+	store_set_images(conn, arg);
+}
+
+static void images_done(void *arg, bool ran)
+{
+	(void)ran;
+	free(arg);
+}
+
 void store_set_images(struct store *st, const char *images)
 {
+	space_err err = { 0 };
+	char *copy;
+
 	snprintf(st->images, sizeof(st->images), "%s", images ? images : "");
+	if (!st->writer)
+		return;
+	if (!(copy = strdup(st->images)) || writer_job(st->writer, images_job, images_done, copy, &err) < 0) {
+		free(copy);
+		log_error("store: the writer's connection keeps no images directory: %s", err.msg);
+	}
+}
+
+const char *store_images(const struct store *st)
+{
+	return st->images;
 }
 
 /* The node's own copy of the template (store_set_images). */

@@ -34,8 +34,10 @@ int store_ping(struct store *st, space_err *err);
 void store_set_node(struct store *st, const char *node_id);
 /* A node's own copy of each template: records read back have dir = <images>/<digest hex>
  * whichever node wrote the row last (every node imports templates into its own state dir;
- * the rows are shared by digest). "" (the default) leaves dir as stored. */
+ * the rows are shared by digest). "" (the default) leaves dir as stored. With write-behind
+ * the writer's connection takes it too, behind what is queued (its reads: store_async). */
 void store_set_images(struct store *st, const char *images);
+const char *store_images(const struct store *st); /* "" when none */
 
 /* Off the caller's thread (docs/design/store.md, "Write-behind"). A daemon's loop must never
  * wait on the database for the writes it makes on every change, so once write-behind is on:

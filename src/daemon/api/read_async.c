@@ -1,0 +1,141 @@
+/* read_async.c -- a handler's reads on the store's thread, its reply on the loop */
+#include <stdlib.h>
+
+#include "api.h"
+#include "daemon.h"
+#include "store/store.h"
+
+/* A handler that reads the store (a list, a row this process does not hold in memory) hands
+ * the read to the store's thread (store_async), behind every write queued before it, and
+ * replies when it is back: the loop serves everyone else meanwhile, even while the database
+ * stalls. The request is held; a client that leaves only gets its read discarded. */
+struct read_job {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	struct spaced *d;
+	api_read_fn read;
+	api_reply_fn reply;
+	void (*release)(void *arg);
+	void *arg;
+	int rc;
+	space_err err;
+	bool gone;
+};
+
+static void job_gone(struct http_hold *h)
+{
+	((struct read_job *)h)->gone = true;
+}
+
+static void job_read(struct store *conn, void *arg)
+{
+	struct read_job *j = arg;
+
+	j->rc = j->read(conn, j->arg, &j->err);
+}
+
+static void job_done(void *arg, bool ran)
+{
+	struct read_job *j = arg;
+	struct evhttp_request *req = j->hold.req;
+
+	if (!j->gone) {
+		http_hold_end(&j->hold);
+		if (ran)
+			j->reply(j->d, req, j->arg, j->rc, &j->err);
+		else
+			http_reply_error(req, 503, "unavailable", "the daemon is stopping");
+	}
+	if (j->release)
+		j->release(j->arg);
+	free(j);
+}
+
+void api_read_to(struct spaced *d, struct evhttp_request *req, api_read_fn read, api_reply_fn reply,
+		 void (*release)(void *arg), void *arg)
+{
+	struct read_job *j = calloc(1, sizeof(*j));
+	space_err err = { 0 };
+
+	if (!j) {
+		if (release)
+			release(arg);
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	j->d = d;
+	j->read = read;
+	j->reply = reply;
+	j->release = release;
+	j->arg = arg;
+	http_hold_begin(&j->hold, req, job_gone, d->conns);
+	/* Without write-behind (a tool's store) the job runs here and now. */
+	if (store_async(d->store, job_read, job_done, j, &err) < 0) {
+		http_hold_end(&j->hold);
+		http_reply_err(req, &err);
+		if (release)
+			release(arg);
+		free(j);
+	}
+}
+
+void api_read(struct http_req *r, api_read_fn read, api_reply_fn reply, void (*release)(void *arg), void *arg)
+{
+	api_read_to(r->d, r->req, read, reply, release, arg);
+}
+
+/* The common case: the read renders the whole reply body. */
+struct json_job {
+	api_json_fn fn;
+	void *arg;
+	void (*release)(void *arg);
+	json_t *out;
+};
+
+static int json_read(struct store *conn, void *arg, space_err *err)
+{
+	struct json_job *j = arg;
+
+	j->out = j->fn(conn, j->arg, err);
+	if (!j->out && !err->code)
+		err_set(err, ENOMEM, "out of memory");
+	return j->out ? 0 : -1;
+}
+
+static void json_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct json_job *j = arg;
+
+	(void)d;
+	if (rc < 0) {
+		http_reply_err(req, err);
+		return;
+	}
+	http_reply_json(req, 200, j->out);
+	j->out = NULL;
+}
+
+static void json_release(void *arg)
+{
+	struct json_job *j = arg;
+
+	json_decref(j->out);
+	if (j->release)
+		j->release(j->arg);
+	free(j);
+}
+
+void api_read_json(struct http_req *r, api_json_fn fn, void (*release)(void *arg), void *arg)
+{
+	struct json_job *j = calloc(1, sizeof(*j));
+
+	if (!j) {
+		if (release)
+			release(arg);
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	j->fn = fn;
+	j->arg = arg;
+	j->release = release;
+	api_read(r, json_read, json_reply, json_release, j);
+}
