@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # run.sh -- the whole test suite (what `make test` runs once everything is built).
 #
-# 1. C unit tests: build/unit/test_* through tests/unit/run.sh (prints `unit: N passed, N failed`).
+# 1. C unit tests: build/unit/test_* through tests/unit/run.sh (prints `unit: N passed, N failed`),
+#    with a throwaway PostgreSQL (tests/pg/with-pg.sh) so that every store case runs on both
+#    back ends.
 # 2. The HTTP layer over a stub daemon (tests/http/run.sh, ASan, no VMs): its TAP lines
 #    (`ok` / `not ok`) count one each (prints `http: N passed, N failed`).
 # 3. pytest over tests/e2e (and tests/agent when present), results read from a JUnit XML file.
-# 4. The closing line is `N passed, N failed` (totals), with `, N skipped` added when pytest skipped any; the exit status is nonzero if
-#    anything failed or nothing ran.
+# 4. The closing line is `N passed, N failed` (totals), with `, N skipped` added when anything
+#    was skipped (a unit binary or a pytest test); the exit status is nonzero if anything failed
+#    or nothing ran.
 #
 # Environment: SPACE_TEST_TIMEOUT (seconds for the pytest run, default 2400),
 # SPACE_HTTP_TIMEOUT (seconds for the HTTP stage, default 300; FUZZ_ROUNDS passes through),
@@ -29,7 +32,9 @@ shopt -u nullglob
 if ((${#unit_bins[@]})); then
     unit_log=$results/unit.log
     if [[ -x tests/unit/run.sh ]]; then
-        tests/unit/run.sh "${unit_bins[@]}" 2>&1 | tee "$unit_log"
+        with_pg=()
+        [[ -x tests/pg/with-pg.sh ]] && with_pg=(tests/pg/with-pg.sh)
+        "${with_pg[@]}" tests/unit/run.sh "${unit_bins[@]}" 2>&1 | tee "$unit_log"
         unit_rc=${PIPESTATUS[0]}
     else
         # No runner yet: each binary is a test; 0 passes, 77 skips (TAP convention).
@@ -45,6 +50,9 @@ if ((${#unit_bins[@]})); then
         echo "unit: $up passed, $uf failed" | tee "$unit_log"
     fi
     line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' "$unit_log" | tail -n 1)
+    if [[ $line =~ ,\ ([0-9]+)\ skipped ]]; then
+        skipped=$((skipped + BASH_REMATCH[1]))
+    fi
     if [[ $line =~ ^unit:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
         passed=$((passed + BASH_REMATCH[1]))
         failed=$((failed + BASH_REMATCH[2]))
