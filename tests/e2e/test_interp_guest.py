@@ -170,20 +170,20 @@ def test_sigint_interrupts_the_running_code():
 
 def test_sigint_after_the_count_before_the_code_starts_still_interrupts():
     """The daemon interrupts once it has read number_of_executions; the code may not have started
-    yet (here: 50,000 env_vars to set first). That SIGINT must not be lost, or a client that left
+    yet (here: 10,000 env_vars to set first). That SIGINT must not be lost, or a client that left
     leaves its code running and the context's queue stuck behind it."""
     i = Interp()
     try:
-        env = {"SPACE_V%d" % n: "x" for n in range(50000)}
+        env = {"SPACE_V%d" % n: "x" for n in range(10000)}
         i.send("import time\ntime.sleep(30)\n'not interrupted'", env_vars=env)
         first = json.loads(i.p.stdout.readline())
         assert first["type"] == "number_of_executions"
         t0 = time.monotonic()
         i.p.send_signal(signal.SIGINT)
-        rest = i.lines(timeout=10)
+        rest = i.lines(timeout=60)  # (setting and restoring the variables is slow under load)
         assert of(rest, "error")[0]["name"] == "KeyboardInterrupt", rest
         assert not of(rest, "result"), rest
-        assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 25  # well before the code's 30 s
         # Nothing is left pending for the next execution.
         assert of(i.run("'after'"), "result")[0]["text"] == "'after'"
         assert "SPACE_V1" not in of(i.run("import os\nlist(os.environ)"), "result")[0]["text"]
