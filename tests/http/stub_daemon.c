@@ -6,7 +6,9 @@
  * (default 64 MiB) of a known pattern, alternating stdout/stderr every 1 MiB, in 32 KiB records,
  * pausing while the slowest watcher lags more than 8 MiB, then exits with code 3. Session
  * ss-00000000000000bb never produces anything and never ends (for disconnect tests).
- * Operation op-00000000000000aa finishes 2 s after the first wait on it.
+ * Operation op-00000000000000aa finishes 2 s after the first wait on it. The store has no
+ * writer thread here: store_async runs the read and its done() at once, as the real store does
+ * without write-behind (store.c), so the real api_read (read_async.c) serves the long-polls.
  * GET /stats on the control listener reports watches, waiters, connections and streams alive (to
  * check cleanup) and the connection cap in force. Caps come from STUB_MAX_CONNS,
  * STUB_MAX_PER_CLIENT, STUB_REQUEST_TIMEOUT, STUB_MAX_STREAMS, STUB_MAX_STREAMS_PER_SANDBOX, else
@@ -343,8 +345,7 @@ void session_watch_progress(struct session_watch *w)
 
 /* ---- operations ---- */
 
-/* The store has no thread here: a read queued behind the writes runs at once (as the real
- * store does without write-behind). */
+/* store_async as store.c has it without write-behind (the header says why). */
 int store_async(struct store *st, void (*fn)(struct store *conn, void *arg), void (*done)(void *arg, bool ran),
 		void *arg, space_err *err)
 {
