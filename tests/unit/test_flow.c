@@ -49,6 +49,18 @@ static void test_stdin_resend(void)
 	EXPECT_EQ(flow_stdin_resend(0, 0, UINT64_MAX), 0);
 }
 
+static void test_start_resend(void)
+{
+	/* Sent by this process, no A_STARTED seen: it never reached the agent. */
+	EXPECT(flow_start_resend(true, 0));
+	EXPECT(flow_start_resend(true, -1));
+	/* It started: the agent not knowing it means it is gone. */
+	EXPECT(!flow_start_resend(true, 42));
+	/* Loaded from the database after a restart: never run twice. */
+	EXPECT(!flow_start_resend(false, 0));
+	EXPECT(!flow_start_resend(false, 42));
+}
+
 static void test_log_limit(void)
 {
 	struct log_limit l = { 0 };
@@ -88,6 +100,7 @@ int main(void)
 	RUN(test_ack_target);
 	RUN(test_window);
 	RUN(test_stdin_resend);
+	RUN(test_start_resend);
 	RUN(test_log_limit);
 	return DONE();
 }

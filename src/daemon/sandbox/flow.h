@@ -37,4 +37,16 @@ static inline uint64_t flow_stdin_resend(uint64_t acked, uint64_t sent, uint64_t
 	return sent - received;
 }
 
+/* A running session the agent's A_HELLO does not list. The agent keeps a channel from its
+ * H_EXEC until the daemon's H_RELEASE (sent only after A_EXIT, which follows A_STARTED), so a
+ * start this daemon process sent and saw no A_STARTED for never reached the agent: it was lost
+ * with the connection (a reconnect frees what was still queued). That one is sent again. A
+ * session loaded from the database after a restart cannot tell: its A_STARTED may have come
+ * and the row not been written, then the process ran, exited and was released; running it
+ * twice would be worse than saying it was lost. */
+static inline bool flow_start_resend(bool sent_by_this_process, int pid)
+{
+	return sent_by_this_process && pid <= 0;
+}
+
 #endif

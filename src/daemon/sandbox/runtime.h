@@ -80,6 +80,7 @@ struct session {
 	struct session_watch *watches;
 	bool exec_sent;            /* H_EXEC is on its way (or done) for this agent connection */
 	bool start_wanted;         /* attached while the agent was not connected */
+	bool exec_here;            /* this daemon process sent H_EXEC (flow_start_resend) */
 	struct evbuffer *stdin_q;  /* stdin accepted from clients, not yet sent */
 	struct evbuffer *stdin_unacked; /* [stdin_acked, stdin_sent): sent, kept until the agent
 					 * acknowledges it (resent after a reconnect if lost) */

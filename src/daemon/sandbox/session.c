@@ -485,6 +485,7 @@ static void send_exec(struct session *s)
 	}
 	proto_wr_free(&w);
 	s->exec_sent = true;
+	s->exec_here = true;
 	s->start_wanted = false;
 	s->rec.state = SESS_RUNNING;
 	s->rec.started_ms = now_ms();
@@ -837,6 +838,13 @@ void sessions_agent_hello(struct sandbox *sb, const uint32_t *chans, const uint3
 		}
 		s->released = false;
 		if (s->rec.state == SESS_RUNNING) {
+			if (!known && flow_start_resend(s->exec_here, s->rec.pid)) {
+				log_info("session %s: the agent never got its start (lost with the connection); sending it again",
+					 s->rec.id);
+				stdin_rewind(s, 0);
+				send_exec(s);
+				continue;
+			}
 			if (!known) {
 				s->released = true;
 				session_on_error(s, ESRCH, "the process was lost: the agent no longer knows it");
