@@ -118,29 +118,70 @@ void api_sandboxes_fork(struct http_req *r)
 	op_rec_clear(&op);
 }
 
-void api_sandboxes_snapshot(struct http_req *r)
+/* Whether the name is free is asked on the store's thread; the snapshot begins on the loop. */
+struct snap_job {
+	char *id;
+	char name[SPEC_NAME_MAX + 1];
+};
+
+static int snap_name_read(struct store *conn, void *arg, space_err *err)
 {
+	struct snap_job *j = arg;
+
+	return snapshot_name_free(conn, j->name, err);
+}
+
+static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *rerr)
+{
+	struct snap_job *j = arg;
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
 	struct snapshot_rec snap = { 0 };
 	space_err err = { 0 };
-	json_t *body = http_body_json(r);
-	char name[SPEC_NAME_MAX + 1];
 
-	if (!body)
+	if (rc < 0) {
+		http_reply_err(req, rerr);
 		return;
-	if (req_snapshot(body, name, sizeof(name), &err) < 0 ||
-	    sandbox_snapshot(r->d, r->param[0], name, &sb, &op, &snap, &err) < 0)
-		http_reply_err(r->req, &err);
+	}
+	if (sandbox_snapshot(d, j->id, j->name, &sb, &op, &snap, &err) < 0)
+		http_reply_err(req, &err);
 	else
-		api_reply_stored(r, 202,
-				json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(r->d, &sb), "operation",
-					  op_to_json(&op), "snapshot",
-					  snap.id[0] ? snapshot_to_json(&snap) : json_null()));
-	json_decref(body);
+		api_reply_stored_to(d, req, 202,
+				    json_pack("{s:o,s:o,s:o}", "sandbox", api_sandbox_json(d, &sb), "operation",
+					      op_to_json(&op), "snapshot",
+					      snap.id[0] ? snapshot_to_json(&snap) : json_null()));
 	sandbox_rec_clear(&sb);
 	op_rec_clear(&op);
 	snapshot_rec_clear(&snap);
+}
+
+static void snap_job_free(void *arg)
+{
+	struct snap_job *j = arg;
+
+	free(j->id);
+	free(j);
+}
+
+void api_sandboxes_snapshot(struct http_req *r)
+{
+	space_err err = { 0 };
+	json_t *body = http_body_json(r);
+	struct snap_job *j;
+
+	if (!body)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->id = strdup(r->param[0]))) {
+		free(j);
+		http_reply_error(r->req, 500, "internal", "out of memory");
+	} else if (req_snapshot(body, j->name, sizeof(j->name), &err) < 0) {
+		http_reply_err(r->req, &err);
+		snap_job_free(j);
+	} else {
+		api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+	}
+	json_decref(body);
 }
 
 void api_sandboxes_timeout(struct http_req *r)

@@ -64,12 +64,47 @@ void api_snapshots_get(struct http_req *r)
 	api_read_json(r, get_read, free, ref);
 }
 
+/* A DELETE decides, removes the files and the row on the store's thread; the loop replies
+ * and forgets the sealed memory copy. */
+struct del_job {
+	char ref[256];
+	char dir[PATH_MAX];
+};
+
+static int del_read(struct store *conn, void *arg, space_err *err)
+{
+	struct del_job *j = arg;
+
+	return snapshot_delete_on(conn, j->ref, j->dir, err);
+}
+
+static void del_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	(void)d;
+	(void)arg;
+	if (rc < 0)
+		http_reply_err(req, err);
+	else
+		http_reply_empty(req, 204);
+}
+
+/* Whether the client waited or not: a sealed copy can hold gigabytes. */
+static void del_release(void *arg)
+{
+	struct del_job *j = arg;
+
+	snapshot_forget_image(j->dir);
+	free(j);
+}
+
 void api_snapshots_delete(struct http_req *r)
 {
-	space_err err = { 0 };
+	struct del_job *j = calloc(1, sizeof(*j));
 
-	if (snapshot_delete(r->d, r->param[0], &err) < 0)
-		http_reply_err(r->req, &err);
-	else
-		http_reply_empty(r->req, 204);
+	if (!j) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	snprintf(j->ref, sizeof(j->ref), "%s", r->param[0]);
+	api_read(r, del_read, del_reply, del_release, j);
 }

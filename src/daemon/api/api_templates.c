@@ -16,6 +16,7 @@ struct tmpl_job {
 	char ref[256];
 	bool net;      /* egress_enabled: which ready snapshots this daemon clones */
 	int size;      /* PUT .../pool */
+	char name[SPEC_NAME_MAX + 1]; /* PUT .../pool: the template's name */
 	char digest[128];
 	json_t *out;   /* an array of templates, or one */
 };
@@ -168,8 +169,17 @@ void api_templates_get(struct http_req *r)
 		api_read(r, get_read, get_reply, job_release, q);
 }
 
-/* PUT /v1/templates/{ref}/pool {"size": N}: the template is resolved on the store's thread,
- * the pool sized on the loop. */
+/* PUT /v1/templates/{ref}/pool {"size": N}: the template is resolved and the size stored on
+ * the store's thread, the pool sized on the loop. */
+static int pool_read(struct store *conn, void *arg, space_err *err)
+{
+	struct tmpl_job *q = arg;
+
+	if (get_read(conn, arg, err) < 0)
+		return -1;
+	return pool_store_size(conn, q->digest, q->size, q->name, err);
+}
+
 static void pool_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
 	struct tmpl_job *q = arg;
@@ -179,7 +189,7 @@ static void pool_reply(struct spaced *d, struct evhttp_request *req, void *arg, 
 		http_reply_err(req, err);
 		return;
 	}
-	if (pool_set_size(d, q->digest, q->size, &e2) < 0) {
+	if (pool_resize(d, q->name, q->size, &e2) < 0) {
 		http_reply_err(req, &e2);
 		return;
 	}
@@ -203,7 +213,7 @@ void api_templates_pool(struct http_req *r)
 		http_reply_err(r->req, &err);
 	else if ((q = job_new(r, ref))) {
 		q->size = size;
-		api_read(r, get_read, pool_reply, job_release, q);
+		api_read(r, pool_read, pool_reply, job_release, q);
 	}
 	json_decref(body);
 }

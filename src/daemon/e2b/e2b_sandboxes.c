@@ -519,49 +519,76 @@ void e2b_fork(struct http_req *r)
 	op_rec_clear(&op);
 }
 
-void e2b_snapshot(struct http_req *r)
+/* Whether the name is free is asked on the store's thread; the snapshot begins on the loop. */
+struct snap_job {
+	char *id;
+	char name[SPEC_NAME_MAX + 1];
+};
+
+static int snap_name_read(struct store *conn, void *arg, space_err *err)
 {
+	struct snap_job *j = arg;
+
+	return snapshot_name_free(conn, j->name, err);
+}
+
+static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *rerr)
+{
+	struct snap_job *j = arg;
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
 	struct snapshot_rec snap = { 0 };
 	space_err err = { 0 };
-	json_t *body = e2b_body(r);
-	char name[SPEC_NAME_MAX + 1];
 	struct e2b_wait *w;
 
-	if (!body)
+	if (rc < 0) {
+		e2b_reply_err(req, rerr);
 		return;
-	if (e2b_req_snapshot(body, name, sizeof(name), &err) < 0) {
-		e2b_reply_err(r->req, &err);
-		goto out;
 	}
-	if (!name[0]) {
-		char id[ID_LEN];
-
-		id_new(id, "e2b-"); /* "e2b-" + hex: a name, never shaped like a snapshot id */
-		snprintf(name, sizeof(name), "%s", id);
-	}
-	if (sandbox_snapshot(r->d, r->param[0], name, &sb, &op, &snap, &err) < 0) {
-		e2b_reply_err(r->req, &err);
+	if (sandbox_snapshot(d, j->id, j->name, &sb, &op, &snap, &err) < 0) {
+		e2b_reply_err(req, &err);
 	} else if ((w = wait_new(W_SNAPSHOT, sb.id, 201))) {
-		snprintf(w->name, sizeof(w->name), "%s", name);
-		if (op.id[0]) {
-			hold_op(r, &op, w);
-		} else {
-			/* (no operation: the record as sandbox_snapshot read it, else the store's) */
-			if (!snap.id[0])
-				w->snap_rc = store_snapshot_get_by_name(r->d->store, name, &w->snap, &w->snap_err);
-			else
-				w->snap_rc = 0, w->snap = snap, snap.env = NULL;
-			reply_snapshot(r->req, w);
-			wait_free(w);
-		}
+		snprintf(w->name, sizeof(w->name), "%s", j->name);
+		hold_op_to(d, req, &op, w);
 	} else {
-		e2b_reply_error(r->req, 500, "out of memory");
+		e2b_reply_error(req, 500, "out of memory");
 	}
-out:
-	json_decref(body);
 	sandbox_rec_clear(&sb);
 	op_rec_clear(&op);
 	snapshot_rec_clear(&snap);
+}
+
+static void snap_job_free(void *arg)
+{
+	struct snap_job *j = arg;
+
+	free(j->id);
+	free(j);
+}
+
+void e2b_snapshot(struct http_req *r)
+{
+	space_err err = { 0 };
+	json_t *body = e2b_body(r);
+	struct snap_job *j;
+
+	if (!body)
+		return;
+	j = calloc(1, sizeof(*j));
+	if (!j || !(j->id = strdup(r->param[0]))) {
+		free(j);
+		e2b_reply_error(r->req, 500, "out of memory");
+	} else if (e2b_req_snapshot(body, j->name, sizeof(j->name), &err) < 0) {
+		e2b_reply_err(r->req, &err);
+		snap_job_free(j);
+	} else {
+		if (!j->name[0]) {
+			char id[ID_LEN];
+
+			id_new(id, "e2b-"); /* "e2b-" + hex: a name, never shaped like a snapshot id */
+			snprintf(j->name, sizeof(j->name), "%s", id);
+		}
+		api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+	}
+	json_decref(body);
 }

@@ -35,14 +35,7 @@ static void check_done(struct spaced *d, const char *parent_id)
 		return;
 	/* Every child maps the fork snapshot's memory now: its files may go
 	 * (the frozen disk layer stays while a chain reaches it). */
-	const char *sn = json_string_value(json_object_get(parent->op.result, "snapshot_id"));
-	struct snapshot_rec snap;
-	space_err err = { 0 };
-
-	if (sn && store_snapshot_get(d->store, sn, &snap, &err) == 0) {
-		snapshot_remove(d, &snap);
-		snapshot_rec_clear(&snap);
-	}
+	snapshot_drop(d, json_string_value(json_object_get(parent->op.result, "snapshot_id")));
 	lifecycle_done(parent, failed ? (errors[0] ? errors : "a child failed") : NULL);
 }
 

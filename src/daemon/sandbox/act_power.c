@@ -33,15 +33,9 @@ static void stop_deadline(evutil_socket_t fd, short what, void *arg)
  * restored from) means nothing once it is stopped. */
 static void discard_saved_state(struct sandbox *sb)
 {
-	struct snapshot_rec snap;
-	space_err err = { 0 };
-
 	if (!sb->rec.snapshot_id[0])
 		return;
-	if (store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &snap, &err) == 0) {
-		snapshot_remove(sb->d, &snap);
-		snapshot_rec_clear(&snap);
-	}
+	snapshot_drop(sb->d, sb->rec.snapshot_id);
 	sb->rec.snapshot_id[0] = '\0';
 	sandbox_persist(sb);
 }

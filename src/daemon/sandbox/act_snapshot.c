@@ -24,25 +24,34 @@ int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct 
 {
 	struct sandbox *sb = sandbox_find_for(d, id, OPK_SNAPSHOT, err);
 	struct lc_args args = { .name = name };
-	struct snapshot_rec taken;
 
 	if (!sb)
 		return -1;
 	if (spec_check_snapshot_name(name, err) < 0)
 		return -1;
-	if (store_snapshot_get_by_name(d->store, name, &taken, err) == 0) {
-		err_set(err, EEXIST, "a snapshot named '%s' exists already (%s)", name, taken.id);
-		snapshot_rec_clear(&taken);
-		return -1;
-	}
-	err_clear(err);
 	if (lifecycle_begin(sb, OPK_SNAPSHOT, &args, err) < 0)
 		return -1;
 	/* The record exists from the start (state creating). */
 	memset(snap, 0, sizeof(*snap));
 	if (sb->capture)
-		store_snapshot_get_by_name(d->store, name, snap, err);
-	err_clear(err);
+		capture_record(sb, snap);
 	sandbox_copy_out(sb, out, op);
+	return 0;
+}
+
+int snapshot_name_free(struct store *conn, const char *name, space_err *err)
+{
+	struct snapshot_rec taken;
+
+	if (spec_check_snapshot_name(name, err) < 0)
+		return -1;
+	if (store_snapshot_get_by_name(conn, name, &taken, err) == 0) {
+		err_set(err, EEXIST, "a snapshot named '%s' exists already (%s)", name, taken.id);
+		snapshot_rec_clear(&taken);
+		return -1;
+	}
+	if (err->code != ENOENT)
+		return -1;
+	err_clear(err);
 	return 0;
 }

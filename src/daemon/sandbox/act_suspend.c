@@ -1,5 +1,6 @@
 /* act_suspend.c -- suspend and restore: memory and devices to disk and QEMU gone, then back
  * exactly as it was (processes, open files, sessions and their output offsets) */
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -10,15 +11,8 @@
  * only mapped by a VM that is quitting now. */
 static void drop_previous(struct sandbox *sb, const char *keep)
 {
-	struct snapshot_rec old;
-	space_err err = { 0 };
-
-	if (!sb->rec.snapshot_id[0] || strcmp(sb->rec.snapshot_id, keep) == 0)
-		return;
-	if (store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &old, &err) == 0) {
-		snapshot_remove(sb->d, &old);
-		snapshot_rec_clear(&old);
-	}
+	if (strcmp(sb->rec.snapshot_id, keep) != 0)
+		snapshot_drop(sb->d, sb->rec.snapshot_id);
 }
 
 static void on_saved(struct sandbox *sb, struct snapshot_rec *snap, const char *error)
@@ -72,24 +66,61 @@ static void on_restored(struct sandbox *sb, const char *error)
 	lifecycle_done(sb, error);
 }
 
-int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
-{
+/* The saved state's record, read on the store's thread. */
+struct restore_read {
+	char id[ID_LEN];
 	struct snapshot_rec snap;
 	int rc;
+	space_err err;
+};
+
+static void restore_read(struct store *conn, void *arg)
+{
+	struct restore_read *rr = arg;
+
+	rr->rc = store_snapshot_get(conn, rr->id, &rr->snap, &rr->err);
+}
+
+static void restore_step(struct sandbox *sb, void *arg)
+{
+	struct restore_read *rr = arg;
+	space_err e = { 0 };
+
+	if (!sb)
+		goto out;
+	if (rr->rc < 0) {
+		if (rr->err.code != ENOENT)
+			log_warn("sandbox %s: reading its saved state: %s", sb->rec.id, rr->err.msg);
+		lifecycle_done(sb, "its saved state is missing");
+	} else if (!snapshot_files_ok(&rr->snap)) {
+		lifecycle_done(sb, "the files of its saved state are missing");
+	} else if (sandbox_launch(sb, &rr->snap, on_restored, &e) < 0) {
+		lifecycle_done(sb, e.msg);
+	}
+out:
+	snapshot_rec_clear(&rr->snap);
+	free(rr);
+}
+
+int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
+{
+	struct restore_read *rr;
 
 	(void)a;
-	if (!sb->rec.snapshot_id[0] || store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &snap, err) < 0)
+	if (!sb->rec.snapshot_id[0])
 		return err_set(err, EIO, "sandbox %s: its saved state is missing", sb->rec.id);
-	if (!snapshot_files_ok(&snap)) {
-		snapshot_rec_clear(&snap);
-		return err_set(err, EIO, "sandbox %s: the files of its saved state are missing", sb->rec.id);
-	}
 	/* Restoring counts already: no VM beyond this one. */
-	rc = capacity_admit(sb->d, sb->rec.vcpus, sb->rec.memory_mib, 0, err);
-	if (rc == 0)
-		rc = sandbox_launch(sb, &snap, on_restored, err);
-	snapshot_rec_clear(&snap);
-	return rc;
+	if (capacity_admit(sb->d, sb->rec.vcpus, sb->rec.memory_mib, 0, err) < 0)
+		return -1;
+	rr = calloc(1, sizeof(*rr));
+	if (!rr)
+		return err_set(err, ENOMEM, "out of memory");
+	snprintf(rr->id, sizeof(rr->id), "%s", sb->rec.snapshot_id);
+	if (act_read(sb, restore_read, restore_step, rr, err) < 0) {
+		free(rr);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- after a restart ---- */

@@ -2,13 +2,15 @@
  * memory and devices, then let the VM run again or leave it paused for its end.
  *
  * Steps, each completed from the event loop:
+ *   0. the record (state creating) is stored
  *   1. vm_pause                   (one instant for memory and disk)
  *   2. vm_freeze_disk (optional)  QEMU moves the VM onto a new empty layer;
  *                                 the old one is the snapshot's disk, and a
  *                                 copy of the new one is its seed overlay
  *   3. vm_save                    memory image + device state (space-memcvt)
  *   4. vm_resume (optional)       when the VM was running before
- * A failure at any step undoes what it can: the snapshot's files and record
+ * The record's writes (steps 0, 2 and the end of 3) run on the store's thread (capture_put);
+ * the capture goes on when the database has it. A failure at any step undoes what it can: the snapshot's files and record
  * go, the VM runs again if it ran before. The sandbox's disk moves to the
  * new layer at step 2 for good (that is what QEMU writes from then on). */
 #include <fcntl.h>
@@ -31,7 +33,87 @@ struct capture {
 	char new_top[PATH_MAX];
 	capture_cb done;
 	int64_t t0;
+	unsigned seq;          /* d->captures_begun at its start: which capture a put was for */
 };
+
+/* ---- the record's writes, on the store's thread ---- */
+
+struct put_job {
+	struct spaced *d;
+	char sb_id[ID_LEN];
+	unsigned seq;
+	struct snapshot_rec rec; /* a copy of its own (env deep-copied: no sharing across threads) */
+	int rc;
+	space_err err;
+	void (*next)(struct capture *c);
+	void (*failed)(struct capture *c, const char *what, const space_err *err);
+	const char *what;
+};
+
+static void put_run(struct store *conn, void *arg)
+{
+	struct put_job *j = arg;
+
+	j->rc = store_snapshot_put(conn, &j->rec, &j->err);
+}
+
+/* The capture it was for, if it is still under way (a deleted sandbox or a VM that died ended
+ * it meanwhile; the daemon stopping leaves it to capture_drop). */
+static void put_done(void *arg, bool ran)
+{
+	struct put_job *j = arg;
+	struct sandbox *sb = ran ? sandbox_find(j->d, j->sb_id) : NULL;
+	struct capture *c = sb ? sb->capture : NULL;
+
+	if (c && c->seq == j->seq) {
+		if (j->rc < 0)
+			j->failed(c, j->what, &j->err);
+		else
+			j->next(c);
+	}
+	json_decref(j->rec.env);
+	free(j);
+}
+
+/* Stores c's record as it is now; then next(c), or failed(c, what, err). -1 (neither will
+ * run) when the write could not even be queued. */
+static int capture_put_queue(struct capture *c, void (*next)(struct capture *c),
+			     void (*failed)(struct capture *c, const char *what, const space_err *err),
+			     const char *what, space_err *err)
+{
+	struct put_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return err_set(err, ENOMEM, "out of memory");
+	j->d = c->sb->d;
+	snprintf(j->sb_id, sizeof(j->sb_id), "%s", c->sb->rec.id);
+	j->seq = c->seq;
+	j->rec = c->snap;
+	j->rec.env = c->snap.env ? json_deep_copy(c->snap.env) : NULL;
+	j->next = next;
+	j->failed = failed;
+	j->what = what;
+	if (c->snap.env && !j->rec.env) {
+		free(j);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	if (store_async(c->sb->d->store, put_run, put_done, j, err) < 0) {
+		json_decref(j->rec.env);
+		free(j);
+		return -1;
+	}
+	return 0;
+}
+
+static void capture_put(struct capture *c, void (*next)(struct capture *c),
+			void (*failed)(struct capture *c, const char *what, const space_err *err),
+			const char *what)
+{
+	space_err e = { 0 };
+
+	if (capture_put_queue(c, next, failed, what, &e) < 0)
+		failed(c, what, &e);
+}
 
 static void capture_end(struct capture *c, const char *error)
 {
@@ -107,7 +189,17 @@ static int finish_files(struct capture *c, space_err *err)
 	c->snap.bytes = file_bytes(c->snap.dir, "mem") + file_bytes(c->snap.dir, "state") +
 			file_bytes(c->snap.dir, "seed.qcow2");
 	c->snap.state = SNAPS_READY;
-	return store_snapshot_put(c->sb->d->store, &c->snap, err);
+	return 0;
+}
+
+/* Recorded ready: the VM runs again if it ran before. */
+static void after_ready(struct capture *c)
+{
+	space_err e = { 0 };
+
+	if (c->resume && c->was_running && c->sb->vm && vm_resume(c->sb->vm, on_resumed, c, &e) == 0)
+		return;
+	capture_end(c, NULL);
 }
 
 static void on_saved(struct vm *vm, const space_err *err, void *arg)
@@ -119,13 +211,12 @@ static void on_saved(struct vm *vm, const space_err *err, void *arg)
 		fail(c, "saving memory and devices", err);
 		return;
 	}
+	(void)vm;
 	if (finish_files(c, &e) < 0) {
 		fail(c, "recording the snapshot", &e);
 		return;
 	}
-	if (c->resume && c->was_running && vm_resume(vm, on_resumed, c, &e) == 0)
-		return;
-	capture_end(c, NULL);
+	capture_put(c, after_ready, fail, "recording the snapshot");
 }
 
 static int open_new(const char *dir, const char *name, space_err *err)
@@ -196,11 +287,11 @@ static void on_frozen(struct vm *vm, const space_err *err, void *arg)
 	snprintf(c->snap.disk, sizeof(c->snap.disk), "%s", sb->rec.disk);
 	snprintf(sb->rec.disk, sizeof(sb->rec.disk), "%s", c->new_top);
 	sandbox_persist(sb);
-	if (make_seed(c, &e) < 0 || store_snapshot_put(sb->d->store, &c->snap, &e) < 0) {
+	if (make_seed(c, &e) < 0) {
 		fail(c, "the snapshot's seed overlay", &e);
 		return;
 	}
-	save(c);
+	capture_put(c, save, fail, "recording the snapshot's disk");
 }
 
 static void on_paused(struct vm *vm, const space_err *err, void *arg)
@@ -238,6 +329,26 @@ int capture_check(struct sandbox *sb, enum snap_kind kind, bool freeze, space_er
 	return capacity_snapshot_room(sb->d, kind, sb->rec.memory_mib, err);
 }
 
+/* Step 0 failed: nothing ran yet, the VM was not touched. */
+static void intent_failed(struct capture *c, const char *what, const space_err *err)
+{
+	snprintf(c->snap.error, sizeof(c->snap.error), "%s: %s", what, err ? err->msg : "failed");
+	capture_end(c, c->snap.error);
+}
+
+/* The record is stored: a restart finds it and cleans up after us. */
+static void intent_stored(struct capture *c)
+{
+	space_err e = { 0 };
+
+	if (!c->sb->vm) {
+		err_set(&e, ESRCH, "sandbox %s has no VM to snapshot", c->sb->rec.id);
+		intent_failed(c, "pausing the VM", &e);
+	} else if (vm_pause(c->sb->vm, on_paused, c, &e) < 0) {
+		intent_failed(c, "pausing the VM", &e);
+	}
+}
+
 int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
 		  capture_cb done, space_err *err)
 {
@@ -248,7 +359,7 @@ int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, boo
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return err_set(err, ENOMEM, "out of memory");
-	sb->d->captures_begun++;
+	c->seq = ++sb->d->captures_begun;
 	if (snapshot_begin(sb->d, sb, kind, name, &c->snap, err) < 0) {
 		free(c);
 		return -1;
@@ -260,14 +371,21 @@ int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, boo
 	c->t0 = mono_ms();
 	/* A sandbox a client paused stays paused after a fork or snapshot. */
 	c->was_running = sb->rec.prev_state == SB_RUNNING || sb->rec.state == SB_RUNNING;
-	if (vm_pause(sb->vm, on_paused, c, err) < 0) {
-		snapshot_remove(sb->d, &c->snap);
+	sb->capture = c;
+	if (capture_put_queue(c, intent_stored, intent_failed, "recording the snapshot", err) < 0) {
+		sb->capture = NULL;
+		rmdir(c->snap.dir);
 		snapshot_rec_clear(&c->snap);
 		free(c);
 		return -1;
 	}
-	sb->capture = c;
 	return 0;
+}
+
+void capture_record(const struct sandbox *sb, struct snapshot_rec *out)
+{
+	*out = sb->capture->snap;
+	out->env = json_incref(sb->capture->snap.env);
 }
 
 void capture_abort(struct sandbox *sb, const char *why)

@@ -53,25 +53,42 @@ void pools_free(struct spaced *d)
 
 static void refill_soon(struct spaced *d);
 
-int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err)
+int pool_store_size(struct store *conn, const char *ref, int size, char name[SPEC_NAME_MAX + 1],
+		    space_err *err)
 {
 	struct template_rec t = { 0 };
 	char key[96], val[16];
+	int rc;
 
 	if (size < 0 || size > SPEC_POOL_MAX)
 		return err_set(err, EINVAL, "size must be 0 to %d", SPEC_POOL_MAX);
-	if (store_template_resolve(d->store, ref, &t, err) < 0)
+	if (store_template_resolve(conn, ref, &t, err) < 0)
 		return err_wrap(err, "template '%.100s'", ref);
 	snprintf(key, sizeof(key), KV_PREFIX "%s", t.name);
 	snprintf(val, sizeof(val), "%d", size);
-	if (store_kv_set(d->store, key, val, err) < 0 || pool_put(d, t.name, size, err) < 0) {
-		template_rec_clear(&t);
-		return -1;
-	}
-	log_info("pool %s: size %d", t.name, size);
+	snprintf(name, SPEC_NAME_MAX + 1, "%s", t.name);
+	rc = store_kv_set(conn, key, val, err);
 	template_rec_clear(&t);
+	return rc;
+}
+
+int pool_resize(struct spaced *d, const char *name, int size, space_err *err)
+{
+	if (pool_put(d, name, size, err) < 0)
+		return -1;
+	log_info("pool %s: size %d", name, size);
 	refill_soon(d);
 	return 0;
+}
+
+/* At start-up (--pool): before the loop serves anyone. */
+static int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err)
+{
+	char name[SPEC_NAME_MAX + 1];
+
+	if (pool_store_size(d->store, ref, size, name, err) < 0)
+		return -1;
+	return pool_resize(d, name, size, err);
 }
 
 /* "base=2,minimal=1" */

@@ -222,6 +222,13 @@ int lifecycle_refuse(struct sandbox *sb, enum op_kind kind, space_err *err);
  * client's), EBUSY already deleted. */
 struct sandbox *sandbox_find_for(struct spaced *d, const char *id, enum op_kind kind, space_err *err);
 
+/* act_read.c: read(conn, arg) on the store's thread, behind the writes queued before; then
+ * step(sb, arg) on the loop, with sb NULL if the sandbox is gone or its operation (the one in
+ * flight at the call) ended meanwhile. step always runs once unless this returns -1 (then
+ * neither runs; arg stays the caller's). */
+int act_read(struct sandbox *sb, void (*read)(struct store *conn, void *arg),
+	     void (*step)(struct sandbox *sb, void *arg), void *arg, space_err *err);
+
 /* act_*.c: each action's start and reconcile */
 int act_pause_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
 int act_resume_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
@@ -254,17 +261,23 @@ typedef void (*capture_cb)(struct sandbox *sb, struct snapshot_rec *snap, const 
 int capture_start(struct sandbox *sb, enum snap_kind kind, const char *name, bool freeze, bool resume,
 		  capture_cb done, space_err *err);
 void capture_abort(struct sandbox *sb, const char *why);
+/* A copy of the record of the capture under way (sb->capture set): the caller clears it. */
+void capture_record(const struct sandbox *sb, struct snapshot_rec *out);
 /* Would capture_start refuse now? (For a fork, before its children exist.) */
 int capture_check(struct sandbox *sb, enum snap_kind kind, bool freeze, space_err *err);
 /* Forgets a capture without a word (the daemon is shutting down). */
 void capture_drop(struct sandbox *sb);
 
 /* snapshots.c */
-/* A new snapshot record (state creating) for sb, persisted. */
+/* A new snapshot record (state creating) for sb, and its directory; the caller stores it. */
 int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, const char *name,
 		   struct snapshot_rec *out, space_err *err);
-/* Removes a snapshot's files and record. */
+/* Removes a snapshot's files and record, on the store's thread (behind the writes queued
+ * before); its sealed memory copy is forgotten at once. */
 void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap);
+/* The same for a snapshot known by id only: its record is read there first. "" or an id
+ * without a record: nothing. */
+void snapshot_drop(struct spaced *d, const char *id);
 /* Do its files exist? (tmpfs snapshots do not survive a host reboot.) */
 bool snapshot_files_ok(const struct snapshot_rec *snap);
 /* Start-up: drop snapshots whose files are gone or which were being made. */

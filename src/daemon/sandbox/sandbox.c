@@ -318,15 +318,8 @@ void sandbox_finish_delete(struct sandbox *sb)
 	if (vm_remove_files(&spec, &err) < 0)
 		log_warn("sandbox %s: removing files: %s", sb->rec.id, err.msg);
 	/* Its suspend image is its own; named snapshots taken from it live on. */
-	if (sb->rec.snapshot_id[0]) {
-		struct snapshot_rec snap;
-
-		if (store_snapshot_get(sb->d->store, sb->rec.snapshot_id, &snap, &err) == 0) {
-			snapshot_remove(sb->d, &snap);
-			snapshot_rec_clear(&snap);
-		}
-		sb->rec.snapshot_id[0] = '\0';
-	}
+	snapshot_drop(sb->d, sb->rec.snapshot_id);
+	sb->rec.snapshot_id[0] = '\0';
 	token_forget_sandbox(sb->d, sb->rec.id);
 	tokens_prune_later(sb->d, sb->rec.id);
 	sb->rec.pid = 0;

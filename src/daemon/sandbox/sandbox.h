@@ -79,7 +79,9 @@ int sandbox_wake(struct spaced *d, const char *id, struct sandbox_rec *sb, struc
  * disk at one instant; `children` gets their records (a JSON array of ids). */
 int sandbox_fork(struct spaced *d, const char *id, int count, struct sandbox_rec *sb,
 		 struct op_rec *op, json_t **children, space_err *err);
-/* A named snapshot (memory and disk) that outlives the sandbox. */
+/* A named snapshot (memory and disk) that outlives the sandbox. Its front end asks first,
+ * on the store's thread, whether the name is free (snapshot_name_free: 409 if not); the
+ * database's unique name is the last word. */
 int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct sandbox_rec *sb,
 		     struct op_rec *op, struct snapshot_rec *snap, space_err *err);
 int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_req *req,
@@ -119,7 +121,12 @@ int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, sp
 /* The same on a given store connection (the store's thread: store_async, api_read). */
 struct store;
 int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err);
-int snapshot_delete(struct spaced *d, const char *id, space_err *err);
+/* 0 if name is a valid snapshot name no snapshot has (EINVAL, EEXIST, or the store's error). */
+int snapshot_name_free(struct store *conn, const char *name, space_err *err);
+/* DELETE of a named snapshot, whole on the store's thread (conn: store_async, api_read): its
+ * files and row; dir is where its files were, for snapshot_forget_image on the loop after. */
+int snapshot_delete_on(struct store *conn, const char *ref, char dir[PATH_MAX], space_err *err);
+void snapshot_forget_image(const char *dir);
 /* Is s a ready snapshot that a sandbox of this template and size may be cloned from (net:
  * whether this daemon gives VMs the network device)? Pure. */
 bool snapshot_ready_match(const struct snapshot_rec *s, const char *digest, int vcpus, int memory_mib,
@@ -135,8 +142,12 @@ int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memo
 
 /* ---- warm pools (pool.c) ---- */
 
-/* Keeps `size` ready VMs of template `ref` (0 stops the pool). Persisted. */
-int pool_set_size(struct spaced *d, const char *ref, int size, space_err *err);
+/* Keeps `size` ready VMs of template `ref` (0 stops the pool), in two halves: the size is
+ * stored on the store's thread (conn: api_read), which names the template; then the loop
+ * sizes its pool. */
+int pool_store_size(struct store *conn, const char *ref, int size, char name[SPEC_NAME_MAX + 1],
+		    space_err *err);
+int pool_resize(struct spaced *d, const char *name, int size, space_err *err);
 /* What the pool of template `name` holds: target size and VMs ready. */
 void pool_counts(struct spaced *d, const char *name, int *size, int *ready);
 /* Every pool set (size 0 included, until the daemon restarts): its template name, target size

@@ -40,32 +40,105 @@ int snapshot_begin(struct spaced *d, struct sandbox *sb, enum snap_kind kind, co
 	s->net = sb->net_dev;
 	s->created_ms = now_ms();
 	path_snapshot_dir(d, kind, s->id, s->dir);
-	if (path_mkdirs(s->dir, err) < 0)
-		goto fail;
-	/* Intent first: a restart finds the record and cleans up after us. */
-	if (store_snapshot_put(d->store, s, err) < 0) {
-		rmdir(s->dir);
-		goto fail;
+	if (path_mkdirs(s->dir, err) < 0) {
+		snapshot_rec_clear(s);
+		return -1;
 	}
+	/* The record is stored by the capture (capture_put), before anything else happens. A
+	 * daemon killed before it lands leaves the directory: sweep_unrecorded. */
 	return 0;
-fail:
-	snapshot_rec_clear(s);
-	return -1;
+}
+
+/* ---- removal, on the store's thread ---- */
+
+/* Files and row: both on the store's thread (an unlink of a memory image of gigabytes takes
+ * its time too), behind every write queued before. */
+static void remove_files_and_row(struct store *st, const char *id, const char *dir)
+{
+	space_err err = { 0 };
+
+	if (dir[0] && vm_rm_tree(dir, &err) < 0)
+		log_warn("snapshot %s: %s", id, err.msg);
+	err_clear(&err);
+	if (store_snapshot_delete(st, id, &err) < 0 && err.code != ENOENT)
+		log_warn("snapshot %s: %s", id, err.msg);
+}
+
+/* Its sealed copy goes (the loop's cache); VMs mapping it keep their pages. */
+static void forget_image(const char *dir)
+{
+	char mem[PATH_MAX];
+
+	if (!dir[0])
+		return;
+	snprintf(mem, sizeof(mem), "%s/mem", dir);
+	memimg_forget(mem);
+}
+
+struct remove_job {
+	char id[ID_LEN];
+	char dir[PATH_MAX];
+	bool by_id; /* the record is read first (snapshot_drop) */
+};
+
+static void remove_run(struct store *conn, void *arg)
+{
+	struct remove_job *j = arg;
+
+	if (j->by_id) {
+		struct snapshot_rec snap;
+		space_err err = { 0 };
+
+		if (store_snapshot_get(conn, j->id, &snap, &err) < 0) {
+			if (err.code != ENOENT)
+				log_warn("snapshot %s: %s; its files stay until the next start", j->id, err.msg);
+			j->dir[0] = '\0';
+			return;
+		}
+		snprintf(j->dir, sizeof(j->dir), "%s", snap.dir);
+		snapshot_rec_clear(&snap);
+	}
+	remove_files_and_row(conn, j->id, j->dir);
+}
+
+static void remove_done(void *arg, bool ran)
+{
+	struct remove_job *j = arg;
+
+	if (ran)
+		forget_image(j->dir);
+	free(j);
+}
+
+static void remove_later(struct spaced *d, const char *id, const char *dir)
+{
+	struct remove_job *j = calloc(1, sizeof(*j));
+	space_err err = { 0 };
+
+	if (!j) {
+		log_error("snapshot %s: out of memory; its files stay until the next start", id);
+		return;
+	}
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	if (dir)
+		snprintf(j->dir, sizeof(j->dir), "%s", dir);
+	j->by_id = !dir;
+	if (store_async(d->store, remove_run, remove_done, j, &err) < 0) {
+		log_warn("snapshot %s: %s; its files stay until the next start", id, err.msg);
+		free(j);
+	}
 }
 
 void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap)
 {
-	space_err err = { 0 };
-	char mem[PATH_MAX];
+	forget_image(snap->dir);
+	remove_later(d, snap->id, snap->dir);
+}
 
-	/* Its sealed copy goes too; VMs mapping it keep their pages. */
-	snprintf(mem, sizeof(mem), "%s/mem", snap->dir);
-	memimg_forget(mem);
-	if (snap->dir[0] && vm_rm_tree(snap->dir, &err) < 0)
-		log_warn("snapshot %s: %s", snap->id, err.msg);
-	err_clear(&err);
-	if (store_snapshot_delete(d->store, snap->id, &err) < 0 && err.code != ENOENT)
-		log_warn("snapshot %s: %s", snap->id, err.msg);
+void snapshot_drop(struct spaced *d, const char *id)
+{
+	if (id && id[0])
+		remove_later(d, id, NULL);
 }
 
 bool snapshot_files_ok(const struct snapshot_rec *snap)
@@ -153,11 +226,12 @@ int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, sp
 	return snapshot_lookup(d->store, ref, out, err);
 }
 
-int snapshot_delete(struct spaced *d, const char *id, space_err *err)
+int snapshot_delete_on(struct store *conn, const char *ref, char dir[PATH_MAX], space_err *err)
 {
 	struct snapshot_rec snap;
 
-	if (snapshot_get(d, id, &snap, err) < 0)
+	dir[0] = '\0';
+	if (snapshot_lookup(conn, ref, &snap, err) < 0)
 		return -1;
 	if (snap.kind != SNAP_NAMED) {
 		snapshot_rec_clear(&snap);
@@ -169,9 +243,15 @@ int snapshot_delete(struct spaced *d, const char *id, space_err *err)
 		return err_set(err, EBUSY, "snapshot %s is still being taken", snap.id);
 	}
 	log_info("snapshot %s (%s): deleted", snap.id, snap.name);
-	snapshot_remove(d, &snap);
+	snprintf(dir, PATH_MAX, "%s", snap.dir);
+	remove_files_and_row(conn, snap.id, snap.dir);
 	snapshot_rec_clear(&snap);
 	return 0;
+}
+
+void snapshot_forget_image(const char *dir)
+{
+	forget_image(dir);
 }
 
 /* ---- start-up ---- */
