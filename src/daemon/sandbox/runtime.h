@@ -278,6 +278,10 @@ void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap);
 /* The same for a snapshot known by id only: its record is read there first. "" or an id
  * without a record: nothing. */
 void snapshot_drop(struct spaced *d, const char *id);
+/* The same, then then(d, sb_id) on the loop once it is done (not if the daemon stops first);
+ * -1 (then never runs) if it could not be queued. */
+int snapshot_drop_then(struct spaced *d, const char *id, void (*then)(struct spaced *d, const char *sb_id),
+		       const char *sb_id);
 /* Do its files exist? (tmpfs snapshots do not survive a host reboot.) */
 bool snapshot_files_ok(const struct snapshot_rec *snap);
 /* Start-up: drop snapshots whose files are gone or which were being made. */

@@ -305,6 +305,21 @@ static void tokens_prune_later(struct spaced *d, const char *sb_id)
 	}
 }
 
+static void deleted(struct sandbox *sb)
+{
+	sandbox_set_state(sb, SB_DELETED);
+	if (sb->op.id[0] && sb->op.kind == OPK_DELETE)
+		op_finish(sb->d, &sb->op, NULL);
+}
+
+static void delete_done(struct spaced *d, const char *sb_id)
+{
+	struct sandbox *sb = sandbox_find(d, sb_id);
+
+	if (sb && sb->rec.state == SB_DELETING)
+		deleted(sb);
+}
+
 void sandbox_finish_delete(struct sandbox *sb)
 {
 	struct vm_spec spec;
@@ -317,15 +332,19 @@ void sandbox_finish_delete(struct sandbox *sb)
 	vm_remove_confinement(&spec);
 	if (vm_remove_files(&spec, &err) < 0)
 		log_warn("sandbox %s: removing files: %s", sb->rec.id, err.msg);
-	/* Its suspend image is its own; named snapshots taken from it live on. */
-	snapshot_drop(sb->d, sb->rec.snapshot_id);
-	sb->rec.snapshot_id[0] = '\0';
 	token_forget_sandbox(sb->d, sb->rec.id);
 	tokens_prune_later(sb->d, sb->rec.id);
 	sb->rec.pid = 0;
-	sandbox_set_state(sb, SB_DELETED);
-	if (sb->op.id[0] && sb->op.kind == OPK_DELETE)
-		op_finish(sb->d, &sb->op, NULL);
+	/* Its suspend image is its own (named snapshots taken from it live on): removed on the
+	 * store's thread, and the deletion is done once it is gone. */
+	if (sb->rec.snapshot_id[0]) {
+		int rc = snapshot_drop_then(sb->d, sb->rec.snapshot_id, delete_done, sb->rec.id);
+
+		sb->rec.snapshot_id[0] = '\0';
+		if (rc == 0)
+			return;
+	}
+	deleted(sb);
 }
 
 void sandbox_start_delete(struct sandbox *sb, const char *why)

@@ -76,9 +76,12 @@ static void forget_image(const char *dir)
 }
 
 struct remove_job {
+	struct spaced *d;
 	char id[ID_LEN];
 	char dir[PATH_MAX];
 	bool by_id; /* the record is read first (snapshot_drop) */
+	void (*then)(struct spaced *d, const char *sb_id);
+	char sb_id[ID_LEN];
 };
 
 static void remove_run(struct store *conn, void *arg)
@@ -105,20 +108,27 @@ static void remove_done(void *arg, bool ran)
 {
 	struct remove_job *j = arg;
 
-	if (ran)
+	if (ran) {
 		forget_image(j->dir);
+		if (j->then)
+			j->then(j->d, j->sb_id);
+	}
 	free(j);
 }
 
-static void remove_later(struct spaced *d, const char *id, const char *dir)
+static int remove_later(struct spaced *d, const char *id, const char *dir,
+			void (*then)(struct spaced *d, const char *sb_id), const char *sb_id)
 {
 	struct remove_job *j = calloc(1, sizeof(*j));
 	space_err err = { 0 };
 
 	if (!j) {
 		log_error("snapshot %s: out of memory; its files stay until the next start", id);
-		return;
+		return -1;
 	}
+	j->d = d;
+	j->then = then;
+	snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb_id ? sb_id : "");
 	snprintf(j->id, sizeof(j->id), "%s", id);
 	if (dir)
 		snprintf(j->dir, sizeof(j->dir), "%s", dir);
@@ -126,19 +136,27 @@ static void remove_later(struct spaced *d, const char *id, const char *dir)
 	if (store_async(d->store, remove_run, remove_done, j, &err) < 0) {
 		log_warn("snapshot %s: %s; its files stay until the next start", id, err.msg);
 		free(j);
+		return -1;
 	}
+	return 0;
 }
 
 void snapshot_remove(struct spaced *d, const struct snapshot_rec *snap)
 {
 	forget_image(snap->dir);
-	remove_later(d, snap->id, snap->dir);
+	remove_later(d, snap->id, snap->dir, NULL, NULL);
 }
 
 void snapshot_drop(struct spaced *d, const char *id)
 {
 	if (id && id[0])
-		remove_later(d, id, NULL);
+		remove_later(d, id, NULL, NULL, NULL);
+}
+
+int snapshot_drop_then(struct spaced *d, const char *id, void (*then)(struct spaced *d, const char *sb_id),
+		       const char *sb_id)
+{
+	return remove_later(d, id, NULL, then, sb_id);
 }
 
 bool snapshot_files_ok(const struct snapshot_rec *snap)
