@@ -125,6 +125,9 @@ struct spaced {
 	} reaped[256];
 	unsigned reaped_next;
 	struct cluster_worker *worker; /* api, node: the cluster's database work, off the loop (cluster/worker.h) */
+	/* While a control-plane handler runs: the record of the sandbox its request names, read
+	 * on the store's thread because this process does not hold it (api.c; sandbox_get). */
+	const struct sandbox_pre *sb_pre;
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */

@@ -2,6 +2,7 @@
 #include "api.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/files.h"
@@ -9,6 +10,8 @@
 #include "daemon.h"
 #include "e2b/e2b.h"
 #include "log.h"
+#include "sandbox/sandbox.h"
+#include "store/store.h"
 
 static const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/info", api_info_get },
@@ -111,6 +114,57 @@ static int api_auth(struct http_req *r)
 	return 0;
 }
 
+/* ---- the sandbox a request names, when this process does not hold it ----
+ * /v1/sandboxes/{id}... and E2B's /sandboxes/{id}...: a sandbox this process runs is answered
+ * from memory; any other (deleted and let go, another node's, none at all) is read on the
+ * store's thread first, and sandbox_get finds it there while the handler runs. So no handler
+ * reads the store on the loop to tell "deleted" (409) from "never was" (404). */
+static bool names_sandbox(const struct http_req *r)
+{
+	bool ours = r->nseg >= 2 && strcmp(r->seg[0], "v1") == 0 && strcmp(r->seg[1], "sandboxes") == 0;
+	bool e2b = r->nseg >= 1 && strcmp(r->seg[0], "sandboxes") == 0;
+
+	return (ours || e2b) && r->nparam >= 1 && id_valid(r->param[0], "sb-");
+}
+
+static void pre_read(struct store *conn, void *arg)
+{
+	struct sandbox_pre *q = arg;
+
+	q->rc = store_sandbox_get(conn, q->id, &q->rec, &q->err);
+}
+
+static int pre_verdict(struct http_req *r, void *arg)
+{
+	r->d->sb_pre = arg;
+	return 0;
+}
+
+static void pre_release(void *arg)
+{
+	struct sandbox_pre *q = arg;
+
+	if (q->d->sb_pre == q)
+		q->d->sb_pre = NULL;
+	sandbox_rec_clear(&q->rec);
+	free(q);
+}
+
+static int api_prepare(struct http_req *r)
+{
+	struct sandbox_pre *q;
+
+	if (r->d->cfg.role == DROLE_API || !names_sandbox(r) || sandbox_find(r->d, r->param[0]))
+		return 0;
+	if (!(q = calloc(1, sizeof(*q)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return -1;
+	}
+	q->d = r->d;
+	snprintf(q->id, sizeof(q->id), "%s", r->param[0]);
+	return api_step_read(r, pre_read, pre_verdict, pre_release, q);
+}
+
 static struct http_plane api_plane = {
 	.name = "api",
 	.routes = api_routes,
@@ -119,6 +173,7 @@ static struct http_plane api_plane = {
 	.nstream_routes = FILES_NSTREAM_ROUTES,
 	.auth = api_auth,
 	.auth_first = true,
+	.prepare = api_prepare,
 };
 
 int api_start(struct spaced *d, space_err *err)

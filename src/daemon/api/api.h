@@ -90,6 +90,13 @@ void api_read(struct http_req *r, api_read_fn read, api_reply_fn reply, void (*r
  * thread). Takes arg as api_read does. */
 void api_read_to(struct spaced *d, struct evhttp_request *req, api_read_fn read, api_reply_fn reply,
 		 void (*release)(void *arg), void *arg);
+/* A step before a route's handler (http_plane.auth after routing, or .prepare) that must read
+ * the store: read(conn, arg) runs on the store's thread, then on the loop, if the client is
+ * still there, verdict(r, arg) answers 0 (the next steps and the handler run) or -1 (it
+ * replied); release(arg) last (after the handler), whatever happened. Returns 1 (held: the step's answer to
+ * http.c), or -1 having replied (arg released). */
+int api_step_read(struct http_req *r, void (*read)(struct store *conn, void *arg),
+		  int (*verdict)(struct http_req *r, void *arg), void (*release)(void *arg), void *arg);
 /* The same where the read renders the whole body: fn returns it (200) or NULL with err set
  * (answered as http_reply_err does). */
 typedef json_t *(*api_json_fn)(struct store *conn, void *arg, space_err *err);

@@ -139,3 +139,79 @@ void api_read_json(struct http_req *r, api_json_fn fn, void (*release)(void *arg
 	j->release = release;
 	api_read(r, json_read, json_reply, json_release, j);
 }
+
+/* ---- a step before the handler (http_plane.auth or .prepare) that reads the store ----
+ * A data-plane request names a session or carries a token this process has not seen, a
+ * control-plane request names a sandbox it does not hold: what it names is read behind the
+ * queued writes (store_async), and the loop serves everyone else meanwhile. A client that
+ * leaves only has its read discarded. */
+struct step_job {
+	struct http_hold hold; /* first: on_gone gets &hold */
+	struct http_req *r;
+	bool gone;
+	void (*read)(struct store *conn, void *arg);
+	int (*verdict)(struct http_req *r, void *arg);
+	void (*release)(void *arg);
+	void *arg;
+};
+
+static void step_gone(struct http_hold *h)
+{
+	((struct step_job *)h)->gone = true;
+}
+
+static void step_read(struct store *conn, void *arg)
+{
+	struct step_job *l = arg;
+
+	l->read(conn, l->arg);
+}
+
+static void step_done(void *arg, bool ran)
+{
+	struct step_job *l = arg;
+	struct http_req *r = l->r;
+	bool go_on = false;
+
+	if (!l->gone) {
+		http_hold_end(&l->hold);
+		if (!ran)
+			http_reply_error(r->req, 503, "unavailable", "the daemon is stopping");
+		else
+			go_on = l->verdict(r, l->arg) == 0;
+	}
+	/* The handler runs before release: it may use what the read left in arg. */
+	http_auth_done(r, go_on);
+	if (l->release)
+		l->release(l->arg);
+	free(l);
+}
+
+int api_step_read(struct http_req *r, void (*read)(struct store *conn, void *arg),
+		  int (*verdict)(struct http_req *r, void *arg), void (*release)(void *arg), void *arg)
+{
+	struct step_job *l = calloc(1, sizeof(*l));
+	space_err err = { 0 };
+
+	if (!l) {
+		if (release)
+			release(arg);
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return -1;
+	}
+	l->r = r;
+	l->read = read;
+	l->verdict = verdict;
+	l->release = release;
+	l->arg = arg;
+	http_hold_begin(&l->hold, r->req, step_gone, r->d->conns);
+	if (store_async(r->d->store, step_read, step_done, l, &err) < 0) {
+		http_hold_end(&l->hold);
+		if (release)
+			release(arg);
+		free(l);
+		http_reply_error(r->req, 503, "unavailable", "%s", err.msg);
+		return -1;
+	}
+	return 1;
+}

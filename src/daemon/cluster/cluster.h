@@ -29,9 +29,10 @@ void cluster_reconcile(struct spaced *d);
 void cluster_stop(struct spaced *d);
 
 /* What the nodes that are up have and use, summed (as of their last renewals): GET /v1/info
- * on an api process. */
+ * on an api process, read on the store's thread (conn: api_read). */
 struct capacity;
-void cluster_capacity(struct spaced *d, struct capacity *c);
+struct store;
+int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err);
 
 /* The route tables of an api process, made from a role-all table: each route is kept (served
  * from the store), replaced by an intent writer, or replaced by a router to the owning node.

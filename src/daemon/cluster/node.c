@@ -78,11 +78,43 @@ int cluster_start(struct spaced *d, space_err *err)
 	return 0;
 }
 
+/* Its operation fails on the store's thread (read, then written there: an operation row
+ * this node never held). */
+struct op_fail {
+	char id[ID_LEN];
+	char why[512];
+};
+
+static void op_fail_run(struct store *conn, void *arg)
+{
+	struct op_fail *f = arg;
+	struct op_rec op;
+	space_err err = { 0 };
+
+	if (store_op_get(conn, f->id, &op, &err) < 0) {
+		if (err.code != ENOENT)
+			log_error("operation %s: %s", f->id, err.msg);
+		return;
+	}
+	op.state = OP_FAILED;
+	snprintf(op.error, sizeof(op.error), "%s", f->why);
+	op.updated_ms = now_ms();
+	if (store_op_put(conn, &op, &err) < 0)
+		log_error("operation %s: %s", f->id, err.msg);
+	op_rec_clear(&op);
+}
+
+static void op_fail_done(void *arg, bool ran)
+{
+	(void)ran;
+	free(arg);
+}
+
 /* A claimed intent that cannot be acted on: its sandbox and operation fail with why. */
 static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, const char *why)
 {
 	struct sandbox_rec s = *rec;
-	struct op_rec op;
+	struct op_fail *f;
 	space_err err = { 0 };
 
 	log_error("sandbox %s: claimed, but %s", rec->id, why);
@@ -94,13 +126,16 @@ static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const 
 	/* Known here from now on (delete works on it as on any failed sandbox). */
 	if (sandbox_load(d, &s) < 0)
 		log_error("sandbox %s: out of memory", rec->id);
-	if (store_op_get(d->store, op_id, &op, &err) == 0) {
-		op.state = OP_FAILED;
-		snprintf(op.error, sizeof(op.error), "%s", why);
-		op.updated_ms = now_ms();
-		if (store_op_put(d->store, &op, &err) < 0)
-			log_error("operation %s: %s", op_id, err.msg);
-		op_rec_clear(&op);
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		log_error("operation %s: out of memory; it stays open", op_id);
+		return;
+	}
+	snprintf(f->id, sizeof(f->id), "%s", op_id);
+	snprintf(f->why, sizeof(f->why), "%s", why);
+	if (store_async(d->store, op_fail_run, op_fail_done, f, &err) < 0) {
+		log_error("operation %s: %s; it stays open", op_id, err.msg);
+		free(f);
 	}
 }
 
@@ -240,12 +275,9 @@ static int add_capacity(const struct node_rec *n, void *arg)
 	return 0;
 }
 
-void cluster_capacity(struct spaced *d, struct capacity *c)
+int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err)
 {
-	space_err err = { 0 };
-
 	memset(c, 0, sizeof(*c));
-	c->max_sandboxes = d->cfg.max_sandboxes;
-	if (store_node_each(d->store, add_capacity, c, &err) < 0)
-		log_warn("cluster capacity: %s", err.msg);
+	c->max_sandboxes = max_sandboxes;
+	return store_node_each(conn, add_capacity, c, err);
 }

@@ -8,6 +8,7 @@
 #include "e2b/e2b.h"
 #include "http/proxy.h"
 #include "log.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 int cluster_sandbox_url_on(struct store *st, const char *sb_id, bool data, char *url, size_t len,
@@ -54,7 +55,7 @@ int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *ur
  * with the request held meanwhile: a slow or restarting database delays the requests that
  * wait on it, never the streams this process relays. */
 
-enum hop_by { BY_SANDBOX, BY_SESSION, BY_ROOM };
+enum hop_by { BY_SANDBOX, BY_SESSION, BY_ROOM, BY_SNAPSHOT };
 
 struct hop {
 	struct http_hold hold; /* first: on_gone gets &hold */
@@ -64,7 +65,7 @@ struct hop {
 	enum hop_by by;
 	bool data;             /* to the node's data plane */
 	bool e2b;              /* errors in E2B's shape */
-	char id[72];           /* the sandbox or session the client named */
+	char id[SPEC_NAME_MAX + 8]; /* the sandbox, session or snapshot the client named */
 	int rc;
 	space_err err;
 	char url[256];
@@ -98,6 +99,29 @@ static int lookup_room(struct store *conn, struct hop *h)
 	return 0;
 }
 
+/* DELETE /v1/snapshots/{id}: the node of the sandbox it was taken from (its files are there,
+ * or on the shared directory that node also mounts). */
+static int lookup_snapshot(struct store *conn, struct hop *h)
+{
+	struct snapshot_rec sn;
+	struct sandbox_rec sb;
+	struct node_rec n;
+	int rc;
+
+	if (snapshot_lookup(conn, h->id, &sn, &h->err) < 0)
+		return err_set(&h->err, ENOENT, "no snapshot '%.64s'", h->id);
+	rc = store_sandbox_get(conn, sn.sandbox_id, &sb, &h->err);
+	if (rc == 0) {
+		if (store_node_get(conn, sb.node_id, &n, &h->err) < 0 || n.state != NODE_UP)
+			rc = err_set(&h->err, EAGAIN, "snapshot %s: its node '%s' is not up", sn.id, sb.node_id);
+		else
+			snprintf(h->url, sizeof(h->url), "%s", n.api_url);
+		sandbox_rec_clear(&sb);
+	}
+	snapshot_rec_clear(&sn);
+	return rc;
+}
+
 static void hop_lookup(struct store *conn, void *arg)
 {
 	struct hop *h = arg;
@@ -106,6 +130,10 @@ static void hop_lookup(struct store *conn, void *arg)
 
 	if (h->by == BY_ROOM) {
 		h->rc = lookup_room(conn, h);
+		return;
+	}
+	if (h->by == BY_SNAPSHOT) {
+		h->rc = lookup_snapshot(conn, h);
 		return;
 	}
 	snprintf(sb_id, sizeof(sb_id), "%s", h->id);
@@ -135,7 +163,7 @@ static void hop_done(void *arg, bool ran)
 	if (h->rc < 0 || http_proxy(&r, h->url, &h->err) < 0) {
 		if (h->e2b)
 			e2b_reply_error(r.req, err_http_status(h->err.code), "%s", h->err.msg);
-		else if (h->by == BY_SESSION && h->err.code == ENOENT)
+		else if ((h->by == BY_SESSION || h->by == BY_SNAPSHOT) && h->err.code == ENOENT)
 			http_reply_error(r.req, 404, "not_found", "%s", h->err.msg);
 		else
 			http_reply_err(r.req, &h->err);
@@ -158,6 +186,8 @@ static void route_by(struct http_req *r, enum hop_by by, const char *id, bool da
 	h->data = data;
 	h->e2b = e2b_api_path(r) || (data && envd_path(r));
 	snprintf(h->id, sizeof(h->id), "%s", id ? id : "");
+	if (id && strlen(id) >= sizeof(h->id))
+		h->id[0] = '\0'; /* names nothing: not found */
 	http_hold_begin(&h->hold, r->req, hop_gone, r->d->conns);
 	if (store_async(r->d->store, hop_lookup, hop_done, h, &err) < 0) {
 		h->rc = -1;
@@ -189,30 +219,9 @@ static void route_e2b_create(struct http_req *r)
 	route_by(r, BY_ROOM, NULL, false);
 }
 
-/* DELETE /v1/snapshots/{id}: to the node of the sandbox it was taken from (its files are
- * there, or on the shared directory that node also mounts). */
 static void route_snapshot(struct http_req *r)
 {
-	struct snapshot_rec sn;
-	struct sandbox_rec sb;
-	struct node_rec n;
-	space_err err = { 0 };
-
-	if (store_snapshot_get(r->d->store, r->param[0], &sn, &err) < 0) {
-		http_reply_error(r->req, 404, "not_found", "no snapshot '%.64s'", r->param[0]);
-		return;
-	}
-	if (store_sandbox_get(r->d->store, sn.sandbox_id, &sb, &err) < 0) {
-		http_reply_err(r->req, &err);
-	} else {
-		if (store_node_get(r->d->store, sb.node_id, &n, &err) < 0 || n.state != NODE_UP)
-			http_reply_error(r->req, 503, "unavailable", "snapshot %s: its node '%s' is not up", sn.id,
-					 sb.node_id);
-		else if (http_proxy(r, n.api_url, &err) < 0)
-			http_reply_err(r->req, &err);
-		sandbox_rec_clear(&sb);
-	}
-	snapshot_rec_clear(&sn);
+	route_by(r, BY_SNAPSHOT, r->param[0], false);
 }
 
 static void not_here(struct http_req *r)

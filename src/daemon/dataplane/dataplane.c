@@ -2,12 +2,15 @@
 #include "dataplane.h"
 
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "daemon.h"
 #include "sandbox/sandbox.h"
 #include "log.h"
+#include "store/store.h"
+#include "api/api.h"
 #include "api/render.h"
 #include "api/files.h"
 #include "cluster/cluster.h"
@@ -76,20 +79,55 @@ static bool is_stream_route(const struct http_req *r)
 	return r->nseg == 4 && (strcmp(r->seg[3], "attach") == 0 || strcmp(r->seg[3], "ws") == 0);
 }
 
+/* A files token this process has not seen: its row is read on the store's thread. */
+struct files_later {
+	char sb_id[ID_LEN];
+	struct token_row row;
+};
+
+static void files_read(struct store *conn, void *arg)
+{
+	token_read(conn, &((struct files_later *)arg)->row);
+}
+
+static int files_verdict(struct http_req *r, void *arg)
+{
+	struct files_later *q = arg;
+	space_err err = { 0 };
+
+	if (token_verdict(r->d, q->sb_id, TOKEN_SCOPE_FILES, &q->row, &err) < 0) {
+		http_reply_err(r->req, &err);
+		return -1;
+	}
+	return 0;
+}
+
 /* /v1/sandboxes/{id}/files...: opened by a files token of that sandbox. */
 static int dp_auth_files(struct http_req *r, const char *token)
 {
+	struct files_later *q;
+	struct token_row row;
 	space_err err = { 0 };
+	int rc;
 
 	if (!id_valid(r->param[0], "sb-") || !sandbox_find(r->d, r->param[0])) {
 		http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
 		return -1;
 	}
-	if (token_check_files(r->d, r->param[0], token, &err) < 0) {
+	rc = token_check(r->d, r->param[0], TOKEN_SCOPE_FILES, token, &row, &err);
+	if (rc < 0) {
 		http_reply_err(r->req, &err);
 		return -1;
 	}
-	return 0;
+	if (rc == 0)
+		return 0;
+	if (!(q = calloc(1, sizeof(*q)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return -1;
+	}
+	snprintf(q->sb_id, sizeof(q->sb_id), "%s", r->param[0]);
+	q->row = row;
+	return api_step_read(r, files_read, files_verdict, free, q);
 }
 
 /* The token of this request into `token`; -1 having answered 401. */
@@ -123,39 +161,97 @@ static int dp_token(struct http_req *r, char *token, size_t len)
 	return -1;
 }
 
+static int session_auth(struct http_req *r, struct session *s, const char *token)
+{
+	space_err err = { 0 };
+
+	if (session_check_token(s, token, &err) < 0) {
+		http_reply_error(r->req, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "invalid token");
+		return -1;
+	}
+	r->obj = s;
+	return 0;
+}
+
+/* A session not in memory (an ended one let go of, one of a sandbox this process does not
+ * run, or none): its record is read on the store's thread. */
+struct session_later {
+	char sid[ID_LEN];
+	char token[128];
+	struct session_rec rec;
+	int rc;
+	space_err err;
+};
+
+static void session_read(struct store *conn, void *arg)
+{
+	struct session_later *q = arg;
+
+	q->rc = store_session_get(conn, q->sid, &q->rec, &q->err);
+}
+
+static int session_verdict(struct http_req *r, void *arg)
+{
+	struct session_later *q = arg;
+	struct session *s = NULL;
+
+	if (q->rc == 0)
+		s = session_find_stored(r->d, &q->rec);
+	else if (q->err.code != ENOENT)
+		log_error("session %s: %s", q->sid, q->err.msg);
+	if (!s) {
+		http_reply_error(r->req, 404, "not_found", "no session '%s'", q->sid);
+		return -1;
+	}
+	return session_auth(r, s, q->token);
+}
+
+static void session_later_free(void *arg)
+{
+	struct session_later *q = arg;
+
+	explicit_bzero(q->token, sizeof(q->token));
+	session_rec_clear(&q->rec);
+	free(q);
+}
+
 /* The session named in the path, opened only by its own current token. The
  * API key is no token: it opens nothing here. */
 static int dp_auth(struct http_req *r)
 {
 	const char *sid = r->param[0];
-	space_err err = { 0 };
+	struct session_later *q;
 	struct session *s;
 	char token[128];
+	int rc;
 
 	if (envd_path(r))
 		return envd_auth(r);
 	if (dp_token(r, token, sizeof(token)) < 0)
 		return -1;
 	if (strcmp(r->seg[1], "sandboxes") == 0) {
-		int rc = dp_auth_files(r, token);
-
+		rc = dp_auth_files(r, token);
 		explicit_bzero(token, sizeof(token));
 		return rc;
 	}
-	s = id_valid(sid, "ss-") ? session_find(r->d, sid) : NULL;
-	if (!s) {
+	if (!id_valid(sid, "ss-")) {
 		explicit_bzero(token, sizeof(token));
 		http_reply_error(r->req, 404, "not_found", "no session '%s'", sid);
 		return -1;
 	}
-	if (session_check_token(s, token, &err) < 0) {
-		explicit_bzero(token, sizeof(token));
-		http_reply_error(r->req, 401, "unauthorized", "%s", err.msg[0] ? err.msg : "invalid token");
-		return -1;
+	s = session_loaded(r->d, sid);
+	if (s) {
+		rc = session_auth(r, s, token);
+	} else if (!(q = calloc(1, sizeof(*q)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		rc = -1;
+	} else {
+		snprintf(q->sid, sizeof(q->sid), "%s", sid);
+		memcpy(q->token, token, sizeof(q->token));
+		rc = api_step_read(r, session_read, session_verdict, session_later_free, q);
 	}
 	explicit_bzero(token, sizeof(token));
-	r->obj = s;
-	return 0;
+	return rc;
 }
 
 static void dp_session_get(struct http_req *r)

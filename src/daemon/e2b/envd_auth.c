@@ -2,6 +2,7 @@
  * sandbox their E2b-Sandbox-Id header names, the envd token that must open it, and the user
  * they act as */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/types.h>
@@ -9,6 +10,7 @@
 #include "daemon.h"
 #include "e2b.h"
 #include "connect.h"
+#include "api/api.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 
@@ -40,13 +42,47 @@ static void refuse(struct http_req *r, int status, const char *code, const char 
 	e2b_reply_error(r->req, status, "%s", msg);
 }
 
+static void refuse_token(struct http_req *r, const space_err *err)
+{
+	if (err->code == EAGAIN)
+		refuse(r, 503, "unavailable", err->msg);
+	else
+		refuse(r, 401, "unauthenticated", "invalid access token");
+}
+
+/* A token this process has not seen: its row is read on the store's thread. */
+struct envd_later {
+	char sb_id[ID_LEN];
+	struct token_row row;
+};
+
+static void envd_read(struct store *conn, void *arg)
+{
+	token_read(conn, &((struct envd_later *)arg)->row);
+}
+
+static int envd_verdict(struct http_req *r, void *arg)
+{
+	struct envd_later *q = arg;
+	space_err err = { 0 };
+
+	if (token_verdict(r->d, q->sb_id, TOKEN_SCOPE_ENVD, &q->row, &err) < 0) {
+		refuse_token(r, &err);
+		return -1;
+	}
+	return 0;
+}
+
 int envd_auth(struct http_req *r)
 {
 	struct evkeyvalq *h = evhttp_request_get_input_headers(r->req);
 	const char *id = e2b_sandbox_id(r);
 	const char *tok = evhttp_find_header(h, "X-Access-Token");
 	space_err err = { 0 };
+	struct envd_later *q;
+	struct token_row row;
 	struct sandbox *sb;
+	int rc;
 
 	if (!tok)
 		tok = evhttp_find_header(h, "E2B-Traffic-Access-Token");
@@ -68,14 +104,20 @@ int envd_auth(struct http_req *r)
 		refuse(r, 401, "unauthenticated", "missing X-Access-Token (the envdAccessToken of this sandbox)");
 		return -1;
 	}
-	if (token_check(r->d, id, TOKEN_SCOPE_ENVD, tok, &err) < 0) {
-		if (err.code == EAGAIN)
-			refuse(r, 503, "unavailable", err.msg);
-		else
-			refuse(r, 401, "unauthenticated", "invalid access token");
+	rc = token_check(r->d, id, TOKEN_SCOPE_ENVD, tok, &row, &err);
+	if (rc < 0) {
+		refuse_token(r, &err);
 		return -1;
 	}
-	return 0;
+	if (rc == 0)
+		return 0;
+	if (!(q = calloc(1, sizeof(*q)))) {
+		refuse(r, 500, "internal", "out of memory");
+		return -1;
+	}
+	snprintf(q->sb_id, sizeof(q->sb_id), "%s", id);
+	q->row = row;
+	return api_step_read(r, envd_read, envd_verdict, free, q);
 }
 
 /* ---- base64 ---- */

@@ -310,6 +310,39 @@ static struct http_conn *conn_request_read(const struct http_plane *plane, struc
 	return c;
 }
 
+static void req_free(struct http_req *r)
+{
+	evhttp_clear_headers(&r->query);
+	free(r);
+}
+
+/* The late auth, the prepare step, the handler; a step that holds r (returns 1) comes back
+ * through http_auth_done (possibly before it returns: the stage is set first). */
+static void run_steps(struct http_req *r)
+{
+	const struct http_plane *plane = r->plane;
+	int a;
+
+	if (r->stage == 0) {
+		r->stage = 1;
+		if (!plane->auth_first && plane->auth && (a = plane->auth(r)) != 0) {
+			if (a < 0)
+				req_free(r);
+			return;
+		}
+	}
+	if (r->stage == 1) {
+		r->stage = 2;
+		if (plane->prepare && (a = plane->prepare(r)) != 0) {
+			if (a < 0)
+				req_free(r);
+			return;
+		}
+	}
+	r->next(r);
+	req_free(r);
+}
+
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	const struct http_plane *plane = arg;
@@ -374,12 +407,20 @@ static void dispatch(struct evhttp_request *req, void *arg)
 				 len, plane->max_body);
 		goto out;
 	}
-	if (!plane->auth_first && plane->auth && plane->auth(r) < 0)
-		goto out;
-	route->fn(r);
+	r->next = route->fn;
+	r->plane = plane;
+	run_steps(r);
+	return;
 out:
-	evhttp_clear_headers(&r->query);
-	free(r);
+	req_free(r);
+}
+
+void http_auth_done(struct http_req *r, bool go_on)
+{
+	if (go_on)
+		run_steps(r);
+	else
+		req_free(r);
 }
 
 /* ---- requests ---- */

@@ -52,6 +52,9 @@ struct http_req {
 	void *obj;                        /* what the plane's auth step resolved (data plane: the session) */
 	struct http_conn *conn;           /* conn.c's record of the connection, or NULL */
 	struct http_body *body;           /* a streaming body (body.h: http_body_get), or NULL */
+	void (*next)(struct http_req *r); /* the route's handler */
+	const struct http_plane *plane;
+	int stage;                        /* the steps run so far (http.c) */
 };
 
 typedef void (*http_handler)(struct http_req *r);
@@ -95,9 +98,13 @@ struct http_plane {
 	/* Returns 0 to go on, or -1 having answered (401...). Called before
 	 * routing when auth_first (so unknown routes also need the key), else
 	 * after a route matched. NULL: none here (an api process relays the data plane to the
-	 * node, which checks the token). */
+	 * node, which checks the token). After a route matched it may also return 1: it holds
+	 * r (a read on the store's thread) and calls http_auth_done(r, ...) once, later. */
 	int (*auth)(struct http_req *r);
 	bool auth_first;
+	/* After the route matched and auth passed, before the handler: the same three answers
+	 * (0 go on, -1 answered, 1 held until http_auth_done). NULL: none. */
+	int (*prepare)(struct http_req *r);
 	size_t max_body;
 	struct spaced *d;               /* set by whoever starts the listener */
 	/* Routes (method + pattern, as in routes; fn unused) whose request body streams: the
@@ -161,6 +168,11 @@ void http_reply_err(struct evhttp_request *req, const space_err *e);
 void http_reply_empty(struct evhttp_request *req, int status);
 /* The body an error reply carries (pure; unit-tested). */
 json_t *http_error_body(const char *code, const char *message);
+
+/* An auth or prepare step that returned 1 is done: go_on runs the next steps and the route's
+ * handler (the step holds the request no more); false only frees r (the step answered, or the
+ * client left: r->req is not touched). */
+void http_auth_done(struct http_req *r, bool go_on);
 
 /* ---- replies that are answered later (long-poll, streams) ----
  * While a handler holds a request, the connection is watched for the client

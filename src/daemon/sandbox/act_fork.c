@@ -120,7 +120,6 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 {
 	struct sandbox *c = sandbox_new(parent->d);
 	struct sandbox_rec *r;
-	space_err e = { 0 };
 
 	if (!c) {
 		err_set(err, ENOMEM, "out of memory");
@@ -142,8 +141,13 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 	r->pid_start = 0;
 	r->created_ms = r->updated_ms = now_ms();
 	r->expires_ms = r->timeout_s ? r->created_ms + r->timeout_s * 1000 : 0;
-	if (store_template_get(parent->d->store, r->template_digest, &c->tmpl, &e) < 0)
-		log_warn("sandbox %s: %s", r->id, e.msg);
+	/* Its parent's template, as the parent holds it (no read). */
+	c->tmpl = parent->tmpl;
+	c->tmpl.tags = json_deep_copy(parent->tmpl.tags);
+	c->tmpl.env = json_deep_copy(parent->tmpl.env);
+	c->tmpl.network = json_deep_copy(parent->tmpl.network);
+	if (strcmp(c->tmpl.digest, r->template_digest) != 0)
+		log_warn("sandbox %s: its template %s is not known here", r->id, r->template_digest);
 	sandbox_persist(c);
 	if (op_begin(parent->d, OPK_CREATE, r->id, &c->op, err) < 0) {
 		sandbox_start_delete(c, "its fork could not be recorded");

@@ -1,5 +1,6 @@
 /* act_power.c -- stop and start: the guest shuts down cleanly and its disk is kept; start boots
  * that disk again. Also what a restart does with an interrupted create or start. */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -139,10 +140,42 @@ static void on_boot_up(struct sandbox *sb, const char *error)
 
 /* A clone whose state was still loading when the daemon stopped starts over
  * from its snapshot, once that QEMU is gone: its guest never ran, so its disk
- * is as the snapshot left it. */
+ * is as the snapshot left it. The snapshot's record is read on the store's thread. */
+struct relaunch_read {
+	char id[ID_LEN];
+	struct snapshot_rec snap;
+	int rc;
+	space_err err;
+};
+
+static void relaunch_read(struct store *conn, void *arg)
+{
+	struct relaunch_read *q = arg;
+
+	q->rc = store_snapshot_get(conn, q->id, &q->snap, &q->err);
+}
+
+static void relaunch_step(struct sandbox *sb, void *arg)
+{
+	struct relaunch_read *q = arg;
+	space_err err = { 0 };
+
+	if (!sb) {
+		/* gone, or its operation ended meanwhile */
+	} else if (q->rc < 0) {
+		on_boot_up(sb, "interrupted by a daemon restart before its VM ran; its snapshot is gone");
+	} else {
+		log_info("sandbox %s: starting it again from snapshot %s", sb->rec.id, q->snap.id);
+		if (sandbox_launch(sb, &q->snap, on_boot_up, &err) < 0)
+			on_boot_up(sb, err.msg);
+	}
+	snapshot_rec_clear(&q->snap);
+	free(q);
+}
+
 static void relaunch(struct sandbox *sb, const char *error)
 {
-	struct snapshot_rec snap;
+	struct relaunch_read *q;
 	space_err err = { 0 };
 
 	(void)error;
@@ -152,15 +185,15 @@ static void relaunch(struct sandbox *sb, const char *error)
 			on_boot_up(sb, err.msg);
 		return;
 	}
-	if (!sb->rec.source_snapshot[0] ||
-	    store_snapshot_get(sb->d->store, sb->rec.source_snapshot, &snap, &err) < 0) {
+	if (!sb->rec.source_snapshot[0] || !(q = calloc(1, sizeof(*q)))) {
 		on_boot_up(sb, "interrupted by a daemon restart before its VM ran; its snapshot is gone");
 		return;
 	}
-	log_info("sandbox %s: starting it again from snapshot %s", sb->rec.id, snap.id);
-	if (sandbox_launch(sb, &snap, on_boot_up, &err) < 0)
+	snprintf(q->id, sizeof(q->id), "%s", sb->rec.source_snapshot);
+	if (act_read(sb, relaunch_read, relaunch_step, q, &err) < 0) {
+		free(q);
 		on_boot_up(sb, err.msg);
-	snapshot_rec_clear(&snap);
+	}
 }
 
 static void on_boot_cont(struct vm *vm, const space_err *err, void *arg)

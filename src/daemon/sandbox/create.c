@@ -97,8 +97,9 @@ int create_prepare(struct spaced *d, const struct create_req *req, struct sandbo
 		memset(&pre->from, 0, sizeof(pre->from));
 		memset(&pre->tmpl, 0, sizeof(pre->tmpl));
 		pre->done = false;
-	} else if (prepare_reads(d->store, req, from, &sb->tmpl, err) < 0) {
-		return -1;
+	} else {
+		/* Every caller reads first, on the store's thread (create_read). */
+		return err_set(err, EINVAL, "the create's template was not read");
 	}
 	if (from->id[0])
 		ref = from->template_digest;
@@ -268,12 +269,6 @@ static bool ready_still(const struct snapshot_rec *r, const struct sandbox *sb)
 	       r->memory_mib == sb->rec.memory_mib && snapshot_files_ok(r);
 }
 
-int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
-			struct sandbox **out, space_err *err)
-{
-	return sandbox_create_pre(d, req, NULL, role, out, err);
-}
-
 int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 		       enum sb_role role, struct sandbox **out, space_err *err)
 {
@@ -313,9 +308,9 @@ int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct cr
 		ready = pre->ready;
 		memset(&pre->ready, 0, sizeof(pre->ready));
 		snap = &ready;
-	} else if (role != ROLE_BUILDER && !(pre && pre->ready_read && !pre->ready.id[0]) &&
-		   snapshot_ready_for(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib, &ready) == 0) {
-		snap = &ready;
+	} else if (role != ROLE_BUILDER && pre && pre->ready.id[0]) {
+		/* Gone or replaced since the read: this one boots (the upkeep makes another). */
+		log_info("sandbox %s: ready snapshot %s is no longer there; booting it", sb->rec.id, pre->ready.id);
 	}
 	if (role != ROLE_USER)
 		/* Shown by name when a client gets it from the pool. */
@@ -331,12 +326,6 @@ out:
 	if (sb)
 		sandbox_free(sb);
 	return rc;
-}
-
-int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *out,
-		   struct op_rec *op, space_err *err)
-{
-	return sandbox_create_read(d, req, NULL, out, op, err);
 }
 
 int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,

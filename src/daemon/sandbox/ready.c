@@ -208,10 +208,17 @@ static void build_one(struct spaced *d, const struct view *v)
 		snprintf(req.template_ref, sizeof(req.template_ref), "%s", t->digest);
 		req.timeout_set = true;
 		log_info("template %s: booting a VM for its ready snapshot", t->name);
-		if (sandbox_create_role(d, &req, ROLE_BUILDER, &sb, &err) < 0) {
+		/* The template as the view read it (no read here). */
+		struct create_reads pre = { .done = true, .ready_read = true };
+		pre.tmpl = *t;
+		pre.tmpl.tags = json_deep_copy(t->tags);
+		pre.tmpl.env = json_deep_copy(t->env);
+		pre.tmpl.network = json_deep_copy(t->network);
+		if (sandbox_create_pre(d, &req, &pre, ROLE_BUILDER, &sb, &err) < 0) {
 			last_failure_ms = now_ms();
 			log_warn("template %s: ready snapshot: %s", t->name, err.msg);
 		}
+		create_reads_clear(&pre);
 		create_req_free(&req);
 		return;
 	}

@@ -304,13 +304,12 @@ void disks_gc(struct spaced *d);
 bool sandbox_busy(struct spaced *d);
 
 /* create.c */
-/* sandbox_create for a pool VM or a ready-snapshot builder as well. */
-int sandbox_create_role(struct spaced *d, const struct create_req *req, enum sb_role role,
-			struct sandbox **out, space_err *err);
+/* A sandbox of any role (a user's, a pool VM, a ready-snapshot builder) from a request and
+ * what create_read read for it (pre: required; its records are moved out). */
 int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 		       enum sb_role role, struct sandbox **out, space_err *err);
-/* A sandbox record from a create request, template or snapshot resolved (read now, or moved
- * out of pre: what create_read read). */
+/* A sandbox record from a create request, template or snapshot resolved (moved out of pre:
+ * what create_read read). */
 int create_prepare(struct spaced *d, const struct create_req *req, struct sandbox *sb,
 		   struct snapshot_rec *from, struct create_reads *pre, space_err *err);
 

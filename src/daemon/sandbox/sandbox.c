@@ -91,6 +91,18 @@ int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space
 		return err_set(err, ENOENT, "no sandbox '%.64s'", id);
 	if ((sb = sandbox_find(d, id))) {
 		sandbox_copy_out(sb, out, NULL);
+	} else if (d->sb_pre && strcmp(d->sb_pre->id, id) == 0) {
+		/* read on the store's thread before the handler ran */
+		if (d->sb_pre->rc < 0) {
+			if (d->sb_pre->err.code == ENOENT)
+				return err_set(err, ENOENT, "no sandbox '%.64s'", id);
+			*err = d->sb_pre->err;
+			return -1;
+		}
+		*out = d->sb_pre->rec;
+		out->env = json_incref(d->sb_pre->rec.env);
+		out->metadata = json_incref(d->sb_pre->rec.metadata);
+		out->network = json_incref(d->sb_pre->rec.network);
 	} else if (store_sandbox_get(d->store, id, out, err) < 0) {
 		if (err->code == ENOENT)
 			err_set(err, ENOENT, "no sandbox '%.64s'", id);

@@ -16,12 +16,17 @@
 
 /* ---- sandboxes ---- */
 
-/* Persists a new sandbox (creating) and its create operation, then starts it
- * the fastest way there is: a warm pool's VM, a clone of the template's ready
- * snapshot (or of req->snapshot), else a cold boot. */
-int sandbox_create(struct spaced *d, const struct create_req *req, struct sandbox_rec *sb,
-		   struct op_rec *op, space_err *err);
 struct store;
+/* The record of a sandbox a request names that this process does not hold, read on the
+ * store's thread before its handler runs (api.c's prepare step): sandbox_get answers from it
+ * while d->sb_pre points at it. rc < 0: none (err says why). */
+struct sandbox_pre {
+	struct spaced *d;
+	char id[ID_LEN];
+	int rc;
+	space_err err;
+	struct sandbox_rec rec;
+};
 /* What a create reads from the store, read beforehand on the store's thread (create_read runs
  * there: api_read, store_async) so that the loop makes no round trip for it: the named snapshot
  * asked for, the template, the ready snapshot a create would clone. net: egress_enabled. */
@@ -46,7 +51,9 @@ struct create_job {
 struct create_job *create_job_new(struct spaced *d);
 int create_job_read(struct store *conn, void *arg, space_err *err);
 void create_job_free(void *arg);
-/* sandbox_create with what create_read read (NULL: read now). What it takes is moved out. */
+/* Persists a new sandbox (creating) and its create operation, then starts it the fastest way
+ * there is: a warm pool's VM, a clone of the template's ready snapshot (or of req->snapshot),
+ * else a cold boot. With what create_read read (required); what it takes is moved out. */
 int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			struct sandbox_rec *out, struct op_rec *op, space_err *err);
 /* Whether this daemon gives VMs a network device (which ready snapshots it clones). */
@@ -131,14 +138,11 @@ void snapshot_forget_image(const char *dir);
  * whether this daemon gives VMs the network device)? Pure. */
 bool snapshot_ready_match(const struct snapshot_rec *s, const char *digest, int vcpus, int memory_mib,
 			  bool net);
-/* The ready snapshot of a template digest with this size, if one is ready
- * (0; clear *out), else -1. */
-/* snapshot_ready_for on a given store connection; net: whether this daemon gives VMs a network
- * device (egress_enabled). */
+/* The ready snapshot of a template digest with this size, if one is ready (0; clear *out),
+ * else -1, read on st (the store's thread: create_read); net: whether this daemon gives VMs
+ * a network device (egress_enabled). */
 int snapshot_ready_in(struct store *st, bool net, const char *digest, int vcpus, int memory_mib,
 		      struct snapshot_rec *out);
-int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
-		       struct snapshot_rec *out);
 
 /* ---- warm pools (pool.c) ---- */
 
@@ -224,19 +228,38 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, in
 struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
 				      const char *const *argv, const char *user, bool with_stdin, space_err *err);
 /* tokens.c: a data-plane token that opens the files routes of sandbox sb_id (ttl_s <= 0: the
- * configured TTL); check: 0, or -1 with EACCES (EAGAIN: the store is busy). */
+ * configured TTL). */
 int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token[65], int64_t *expires_ms,
 		      space_err *err);
-int token_check_files(struct spaced *d, const char *sb_id, const char *token, space_err *err);
 /* The same for any scope: TOKEN_SCOPE_FILES, TOKEN_SCOPE_ENVD (the E2B layer's envd and
  * code-interpreter routes of one sandbox). ttl_s > 0, unchecked: callers bound it. */
 #define TOKEN_SCOPE_FILES "files"
 #define TOKEN_SCOPE_ENVD "envd"
 int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t ttl_s, char token[65],
 		int64_t *expires_ms, space_err *err);
-int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token, space_err *err);
+/* A token's row, for one this process has not seen: token_check fills hash, token_read (on
+ * the store's thread: store_async) the rest, token_verdict judges it on the loop. */
+struct token_row {
+	char hash[65];
+	char owner[ID_LEN];
+	char scope[16];
+	int64_t expires_ms;
+	int rc;
+	space_err err;
+};
+/* Does token open scope's routes of sb_id? 0 yes; -1 no (EACCES); 1: not known here, row
+ * names what to read (token_read), then token_verdict answers 0 or -1 (EACCES, or EAGAIN:
+ * the store failed). The loop never reads the store for it. */
+int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token,
+		struct token_row *row, space_err *err);
+void token_read(struct store *conn, struct token_row *row);
+int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const struct token_row *row,
+		  space_err *err);
 /* Runtime session by id (only sessions of live sandboxes), or NULL. */
 struct session *session_find(struct spaced *d, const char *ss_id);
+/* The same among the sessions in memory only (no store read): an ended session let go of
+ * is made again by session_find_stored from its record, read on the store's thread. */
+struct session *session_loaded(struct spaced *d, const char *ss_id);
 /* The same for a record already read from the store (on its thread): no store read here. */
 struct session *session_find_stored(struct spaced *d, const struct session_rec *rec);
 /* Checks a data-plane bearer token for this session: 0, or -1 with EACCES

@@ -222,7 +222,7 @@ struct session *session_by_chan(struct sandbox *sb, uint32_t chan)
 	return NULL;
 }
 
-static struct session *session_loaded(struct spaced *d, const char *ss_id)
+struct session *session_loaded(struct spaced *d, const char *ss_id)
 {
 	struct sandbox *sb;
 	struct session *s;

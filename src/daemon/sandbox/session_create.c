@@ -136,7 +136,8 @@ static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandb
 	if (!sb) {
 		struct sandbox_rec rec;
 
-		if (store_sandbox_get(d->store, sb_id, &rec, err) < 0)
+		/* (a record the control plane read before the handler: sandbox_get) */
+		if (sandbox_get(d, sb_id, &rec, err) < 0)
 			return -1;
 		sandbox_rec_clear(&rec);
 		return err_set(err, EBUSY, "sandbox %s is deleted", sb_id);

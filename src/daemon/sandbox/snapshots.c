@@ -218,12 +218,6 @@ int snapshot_ready_in(struct store *st, bool net, const char *digest, int vcpus,
 	return f.found ? 0 : -1;
 }
 
-int snapshot_ready_for(struct spaced *d, const char *digest, int vcpus, int memory_mib,
-		       struct snapshot_rec *out)
-{
-	return snapshot_ready_in(d->store, egress_enabled(d), digest, vcpus, memory_mib, out);
-}
-
 int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err)
 {
 	int rc;

@@ -21,11 +21,6 @@ int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token
 			   expires_ms, err);
 }
 
-int token_check_files(struct spaced *d, const char *sb_id, const char *token, space_err *err)
-{
-	return token_check(d, sb_id, TOKEN_SCOPE_FILES, token, err);
-}
-
 /* ---- what this process issued, in memory ----
  * A token is checked on every data-plane request that carries one (E2B's envd, the files
  * routes): those this process issued are answered from memory, so the loop makes no round
@@ -195,31 +190,49 @@ int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t 
 	return 0;
 }
 
-int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token, space_err *err)
+static int verdict(const char *sb_id, const char *scope, const char *owner, const char *got, int64_t expires,
+		   space_err *err)
 {
-	char hash[65], owner[ID_LEN] = "", got[16] = "";
-	struct token_mem *e;
-	int64_t expires = 0;
-	space_err e2 = { 0 };
-
-	if (!token || strlen(token) != 64)
-		return err_set(err, EACCES, "invalid token");
-	token_sha256_hex(token, hash);
-	if (d->tokens && (e = mem_find(d->tokens, hash, now_ms()))) {
-		snprintf(owner, sizeof(owner), "%s", e->owner);
-		snprintf(got, sizeof(got), "%s", e->scope);
-		expires = e->expires_ms;
-	} else if (store_token_get(d->store, hash, owner, got, sizeof(got), &expires, &e2) < 0) {
-		/* (read on the loop: only a token this process has not seen yet) */
-		if (e2.code != ENOENT)
-			return err_set(err, EAGAIN, "%s", e2.msg);
-		return err_set(err, EACCES, "invalid token");
-	} else if (sandbox_find(d, owner)) {
-		mem_put(d, hash, owner, got, expires);
-	}
 	if (strcmp(owner, sb_id) != 0 || strcmp(got, scope) != 0)
 		return err_set(err, EACCES, "this token does not open sandbox %.64s's %s routes", sb_id, scope);
 	if (now_ms() >= expires)
 		return err_set(err, EACCES, "token expired; get a new one from the control plane");
 	return 0;
+}
+
+int token_check(struct spaced *d, const char *sb_id, const char *scope, const char *token,
+		struct token_row *row, space_err *err)
+{
+	char hash[65];
+	struct token_mem *e;
+
+	memset(row, 0, sizeof(*row));
+	if (!token || strlen(token) != 64)
+		return err_set(err, EACCES, "invalid token");
+	token_sha256_hex(token, hash);
+	if (d->tokens && (e = mem_find(d->tokens, hash, now_ms())))
+		return verdict(sb_id, scope, e->owner, e->scope, e->expires_ms, err);
+	/* Not seen here yet (issued before a restart, or by another process): read it on the
+	 * store's thread (token_read), then token_verdict. */
+	snprintf(row->hash, sizeof(row->hash), "%s", hash);
+	return 1;
+}
+
+void token_read(struct store *conn, struct token_row *row)
+{
+	row->rc = store_token_get(conn, row->hash, row->owner, row->scope, sizeof(row->scope), &row->expires_ms,
+				  &row->err);
+}
+
+int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const struct token_row *row,
+		  space_err *err)
+{
+	if (row->rc < 0) {
+		if (row->err.code != ENOENT)
+			return err_set(err, EAGAIN, "%s", row->err.msg);
+		return err_set(err, EACCES, "invalid token");
+	}
+	if (sandbox_find(d, row->owner))
+		mem_put(d, row->hash, row->owner, row->scope, row->expires_ms);
+	return verdict(sb_id, scope, row->owner, row->scope, row->expires_ms, err);
 }
