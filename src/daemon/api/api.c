@@ -154,7 +154,11 @@ static int api_prepare(struct http_req *r)
 {
 	struct sandbox_pre *q;
 
-	if (r->d->cfg.role == DROLE_API || !names_sandbox(r) || sandbox_find(r->d, r->param[0]))
+	/* An api process relays the rest to the sandbox's node (cluster/route.c), and GET
+	 * /v1/sandboxes/{id} reads for itself. */
+	if (r->d->cfg.role == DROLE_API && r->next != e2b_get)
+		return 0;
+	if (!names_sandbox(r) || sandbox_find(r->d, r->param[0]))
 		return 0;
 	if (!(q = calloc(1, sizeof(*q)))) {
 		http_reply_error(r->req, 500, "internal", "out of memory");

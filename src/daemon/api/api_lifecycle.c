@@ -178,6 +178,10 @@ void api_sandboxes_snapshot(struct http_req *r)
 	} else if (req_snapshot(body, j->name, sizeof(j->name), &err) < 0) {
 		http_reply_err(r->req, &err);
 		snap_job_free(j);
+	} else if (!sandbox_find(r->d, j->id)) {
+		/* not held here: refused now, from the record read before */
+		snap_begin(r->d, r->req, j, 0, &err);
+		snap_job_free(j);
 	} else {
 		api_read(r, snap_name_read, snap_begin, snap_job_free, j);
 	}

@@ -10,21 +10,72 @@
 
 #define EGRESS_LIMIT_DEFAULT 1000
 
-void api_sandboxes_network(struct http_req *r)
+/* The policy's secret values are read on the store's thread; the policy is stored and sent on
+ * the loop, in force at the gateway before the reply. */
+struct net_job {
+	char *id;
+	json_t *network;
+	json_t *resolved;
+};
+
+static int net_read(struct store *conn, void *arg, space_err *err)
 {
+	struct net_job *j = arg;
+
+	j->resolved = egress_resolve(conn, j->network, err);
+	return j->resolved ? 0 : -1;
+}
+
+static void net_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *rerr)
+{
+	struct net_job *j = arg;
 	struct sandbox_rec sb = { 0 };
 	space_err err = { 0 };
+
+	if (rc < 0)
+		http_reply_err(req, rerr);
+	else if (sandbox_set_network(d, j->id, j->network, j->resolved, &sb, &err) < 0)
+		http_reply_err(req, &err);
+	else
+		http_reply_json(req, 200, json_incref(sb.network));
+	sandbox_rec_clear(&sb);
+}
+
+static void net_release(void *arg)
+{
+	struct net_job *j = arg;
+
+	egress_resolved_free(j->resolved);
+	json_decref(j->network);
+	free(j->id);
+	free(j);
+}
+
+void api_sandboxes_network(struct http_req *r)
+{
+	space_err err = { 0 };
 	json_t *network = NULL, *body = http_body_json(r);
+	struct net_job *j;
 
 	if (!body)
 		return;
-	if (req_network(body, &network, &err) < 0 || sandbox_set_network(r->d, r->param[0], network, &sb, &err) < 0)
+	if (req_network(body, &network, &err) < 0) {
 		http_reply_err(r->req, &err);
-	else
-		http_reply_json(r->req, 200, json_incref(sb.network));
-	json_decref(network);
+	} else if (!(j = calloc(1, sizeof(*j))) || !(j->id = strdup(r->param[0]))) {
+		free(j);
+		json_decref(network);
+		http_reply_error(r->req, 500, "internal", "out of memory");
+	} else {
+		j->network = network;
+		/* (one this process does not hold is refused now, from the record read before) */
+		if (sandbox_find(r->d, j->id))
+			api_read(r, net_read, net_reply, net_release, j);
+		else {
+			net_reply(r->d, r->req, j, 0, &err);
+			net_release(j);
+		}
+	}
 	json_decref(body);
-	sandbox_rec_clear(&sb);
 }
 
 void api_sandboxes_egress(struct http_req *r)

@@ -194,13 +194,64 @@ void api_sessions_get(struct http_req *r)
 	sessions_read_begin(r, sb_id, ss_id);
 }
 
+/* A token for a session let go of: its record is read on the store's thread first. */
+struct tok_job {
+	char sb_id[ID_LEN], ss_id[ID_LEN];
+	int ttl;
+	struct session_rec rec;
+};
+
+static void tok_reply_to(struct spaced *d, struct evhttp_request *req, const struct tok_job *j,
+			 const struct session_rec *stored)
+{
+	space_err err = { 0 };
+	int64_t expires_ms = 0;
+	char token[65];
+
+	if (session_new_token(d, j->sb_id, j->ss_id, stored, j->ttl, token, &expires_ms, &err) < 0)
+		http_reply_err(req, &err);
+	else
+		api_reply_stored_to(d, req, 201,
+				    json_pack("{s:o}", "data_plane", data_plane_to_json(d->cfg.data_url, token, expires_ms)));
+	explicit_bzero(token, sizeof(token));
+}
+
+static int tok_read(struct store *conn, void *arg, space_err *err)
+{
+	struct tok_job *j = arg;
+
+	if (store_session_get(conn, j->ss_id, &j->rec, err) < 0) {
+		if (err->code == ENOENT)
+			err_set(err, ENOENT, "session %s not found in sandbox %s", j->ss_id, j->sb_id);
+		return -1;
+	}
+	return 0;
+}
+
+static void tok_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	struct tok_job *j = arg;
+
+	if (rc < 0)
+		http_reply_err(req, err);
+	else
+		tok_reply_to(d, req, j, &j->rec);
+}
+
+static void tok_release(void *arg)
+{
+	struct tok_job *j = arg;
+
+	session_rec_clear(&j->rec);
+	free(j);
+}
+
 void api_sessions_token(struct http_req *r)
 {
 	const char *sb_id = r->param[0], *ss_id = r->param[1];
 	space_err err = { 0 };
-	int64_t expires_ms = 0;
+	struct tok_job *j;
 	int ttl = 0;
-	char token[65];
 	json_t *body;
 
 	if (!id_valid(sb_id, "sb-") || !id_valid(ss_id, "ss-")) {
@@ -216,11 +267,18 @@ void api_sessions_token(struct http_req *r)
 		return;
 	}
 	json_decref(body);
-	if (session_new_token(r->d, sb_id, ss_id, ttl, token, &expires_ms, &err) < 0)
-		http_reply_err(r->req, &err);
-	else
-		api_reply_stored(r, 201,
-				json_pack("{s:o}", "data_plane",
-					  data_plane_to_json(r->d->cfg.data_url, token, expires_ms)));
-	explicit_bzero(token, sizeof(token));
+	if (!(j = calloc(1, sizeof(*j)))) {
+		http_reply_error(r->req, 500, "internal", "out of memory");
+		return;
+	}
+	snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb_id);
+	snprintf(j->ss_id, sizeof(j->ss_id), "%s", ss_id);
+	j->ttl = ttl;
+	/* In memory, or its sandbox is not held here (refused now, from the record read before). */
+	if (session_loaded(r->d, ss_id) || !sandbox_find(r->d, sb_id)) {
+		tok_reply_to(r->d, r->req, j, NULL);
+		tok_release(j);
+		return;
+	}
+	api_read(r, tok_read, tok_reply, tok_release, j);
 }

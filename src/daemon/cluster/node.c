@@ -124,8 +124,8 @@ static void claim_failed(struct spaced *d, const struct sandbox_rec *rec, const 
 	if (store_sandbox_put(d->store, &s, &err) < 0)
 		log_error("sandbox %s: %s", rec->id, err.msg);
 	/* Known here from now on (delete works on it as on any failed sandbox). */
-	if (sandbox_load(d, &s) < 0)
-		log_error("sandbox %s: out of memory", rec->id);
+	if (sandbox_load_later(d, &s, false, NULL, NULL, &err) < 0)
+		log_error("sandbox %s: %s", rec->id, err.msg);
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		log_error("operation %s: out of memory; it stays open", op_id);
@@ -153,14 +153,52 @@ static void claim_create(struct spaced *d, struct claimed *c)
 		log_info("sandbox %s: claimed by node %s (operation %s)", c->rec.id, d->cfg.node_id, c->op_id);
 }
 
-static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const char *op_id)
+/* A claimed restore: the sandbox is loaded here first (its reads on the store's thread). */
+struct restore_claim {
+	struct sandbox_rec rec;
+	char op_id[ID_LEN];
+};
+
+static void restore_claim_free(struct restore_claim *q)
 {
+	sandbox_rec_clear(&q->rec);
+	free(q);
+}
+
+static void restore_loaded(struct spaced *d, const char *id, void *arg, const space_err *lerr)
+{
+	struct restore_claim *q = arg;
 	space_err err = { 0 };
 
-	if (sandbox_restore_claimed(d, rec, op_id, &err) < 0)
-		claim_failed(d, rec, op_id, err.msg);
+	(void)id;
+	if (lerr)
+		claim_failed(d, &q->rec, q->op_id, lerr->msg);
+	else if (sandbox_restore_claimed(d, q->rec.id, q->op_id, &err) < 0)
+		claim_failed(d, &q->rec, q->op_id, err.msg);
 	else
-		log_info("sandbox %s: restoring here, on node %s (operation %s)", rec->id, d->cfg.node_id, op_id);
+		log_info("sandbox %s: restoring here, on node %s (operation %s)", q->rec.id, d->cfg.node_id,
+			 q->op_id);
+	restore_claim_free(q);
+}
+
+static void claim_restore(struct spaced *d, const struct sandbox_rec *rec, const char *op_id)
+{
+	struct restore_claim *q = calloc(1, sizeof(*q));
+	space_err err = { 0 };
+
+	if (!q) {
+		claim_failed(d, rec, op_id, "out of memory");
+		return;
+	}
+	q->rec = *rec;
+	q->rec.env = json_deep_copy(rec->env);
+	q->rec.metadata = json_deep_copy(rec->metadata);
+	q->rec.network = json_deep_copy(rec->network);
+	snprintf(q->op_id, sizeof(q->op_id), "%s", op_id);
+	if (sandbox_load_later(d, rec, false, restore_loaded, q, &err) < 0) {
+		claim_failed(d, rec, op_id, err.msg);
+		restore_claim_free(q);
+	}
 }
 
 /* The worker read what acting on it needs (worker.h, struct claimed). */

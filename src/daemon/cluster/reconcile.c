@@ -71,7 +71,7 @@ static void adopt_unknown(struct spaced *d, const struct view *vw)
 			continue;
 		log_warn("sandbox %s: this node's row (%s) is unknown to it: reconciling it as at start", r->id,
 			 sb_state_name(r->state));
-		if (sandbox_reconcile_row(d, r, &err) < 0)
+		if (sandbox_load_later(d, r, true, NULL, NULL, &err) < 0)
 			log_error("sandbox %s: %s", r->id, err.msg);
 		err_clear(&err);
 	}

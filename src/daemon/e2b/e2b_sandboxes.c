@@ -479,7 +479,7 @@ void e2b_network(struct http_req *r)
 		e2b_reply_err(r->req, &err);
 	else if (e2b_sandbox_param(r, &sb) == 0) {
 		sandbox_rec_clear(&sb);
-		if (sandbox_set_network(r->d, r->param[0], pol, &sb, &err) < 0)
+		if (sandbox_set_network(r->d, r->param[0], pol, NULL, &sb, &err) < 0)
 			e2b_reply_err(r->req, &err);
 		else
 			http_reply_empty(r->req, 204);
@@ -588,7 +588,13 @@ void e2b_snapshot(struct http_req *r)
 			id_new(id, "e2b-"); /* "e2b-" + hex: a name, never shaped like a snapshot id */
 			snprintf(j->name, sizeof(j->name), "%s", id);
 		}
-		api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+		if (sandbox_find(r->d, j->id)) {
+			api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+		} else {
+			/* not held here: refused now, from the record read before */
+			snap_begin(r->d, r->req, j, 0, &err);
+			snap_job_free(j);
+		}
 	}
 	json_decref(body);
 }

@@ -291,7 +291,7 @@ void envd_process_start(struct http_req *r)
 					   "%s", err.msg);
 		return;
 	}
-	s = session_find(r->d, rec.id);
+	s = session_loaded(r->d, rec.id);
 	session_rec_clear(&rec);
 	if (!s) {
 		connect_stream_reply_error(r->req, "internal", "the session vanished");

@@ -125,10 +125,15 @@ int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *er
 
 /* ---- after a restart ---- */
 
-/* A suspend that saved everything before the daemon stopped. */
+/* A suspend that saved everything before the daemon stopped: looked for on the store's thread
+ * (act_read), with what it needs of the sandbox copied. */
 struct newest {
-	const struct sandbox *sb;
+	char sb_id[ID_LEN];
+	char restored_from[ID_LEN];
+	int64_t op_created_ms;
 	char id[ID_LEN];
+	int rc;
+	space_err err;
 };
 
 /* Only one this suspend made: newer than its operation, and not the one the
@@ -137,10 +142,33 @@ static int newest_suspend(const struct snapshot_rec *s, void *arg)
 {
 	struct newest *n = arg;
 
-	if (s->state == SNAPS_READY && strcmp(s->sandbox_id, n->sb->rec.id) == 0 &&
-	    strcmp(s->id, n->sb->rec.snapshot_id) != 0 && s->created_ms >= n->sb->op.created_ms)
+	if (s->state == SNAPS_READY && strcmp(s->sandbox_id, n->sb_id) == 0 &&
+	    strcmp(s->id, n->restored_from) != 0 && s->created_ms >= n->op_created_ms)
 		snprintf(n->id, sizeof(n->id), "%s", s->id); /* by creation: the last wins */
 	return 0;
+}
+
+static void newest_read(struct store *conn, void *arg)
+{
+	struct newest *n = arg;
+
+	n->rc = store_snapshot_each(conn, 1u << SNAP_SUSPEND, newest_suspend, n, &n->err);
+}
+
+static void newest_step(struct sandbox *sb, void *arg)
+{
+	struct newest *n = arg;
+
+	if (!sb) {
+		/* gone, or its operation ended meanwhile */
+	} else if (n->rc == 0 && n->id[0]) {
+		drop_previous(sb, n->id);
+		snprintf(sb->rec.snapshot_id, sizeof(sb->rec.snapshot_id), "%s", n->id);
+		lifecycle_done(sb, NULL);
+	} else {
+		sandbox_fail(sb, "its QEMU was gone after a daemon restart");
+	}
+	free(n);
 }
 
 static void on_capture_status(struct vm *vm, const char *status, const space_err *err, void *arg);
@@ -188,7 +216,7 @@ static void on_capture_status(struct vm *vm, const char *status, const space_err
 void act_capture_reconcile(struct sandbox *sb)
 {
 	space_err err = { 0 };
-	struct newest n = { .sb = sb };
+	struct newest *n;
 
 	if (sb->vm) {
 		if (vm_disk_top(sb->vm, on_top, sb, &err) < 0)
@@ -196,12 +224,13 @@ void act_capture_reconcile(struct sandbox *sb)
 		return;
 	}
 	/* No QEMU: a suspend whose save had finished is done. */
-	if (sb->op.kind == OPK_SUSPEND &&
-	    store_snapshot_each(sb->d->store, 1u << SNAP_SUSPEND, newest_suspend, &n, &err) == 0 && n.id[0]) {
-		drop_previous(sb, n.id);
-		snprintf(sb->rec.snapshot_id, sizeof(sb->rec.snapshot_id), "%s", n.id);
-		lifecycle_done(sb, NULL);
-		return;
+	if (sb->op.kind == OPK_SUSPEND && (n = calloc(1, sizeof(*n)))) {
+		snprintf(n->sb_id, sizeof(n->sb_id), "%s", sb->rec.id);
+		snprintf(n->restored_from, sizeof(n->restored_from), "%s", sb->rec.snapshot_id);
+		n->op_created_ms = sb->op.created_ms;
+		if (act_read(sb, newest_read, newest_step, n, &err) == 0)
+			return;
+		free(n);
 	}
 	sandbox_fail(sb, "its QEMU was gone after a daemon restart");
 }

@@ -45,6 +45,15 @@ int create_read(struct store *conn, bool net, const struct create_req *req, stru
 			memset(&out->ready, 0, sizeof(out->ready));
 		out->ready_read = true;
 	}
+	/* The policy (as create_prepare picks it) with its secret values, for a warm-pool VM
+	 * that takes it at once (claim); NULL if it injects none, or the read failed (then it
+	 * is sent once they are read). */
+	const json_t *policy = req->network ? req->network : (json_is_object(t->network) ? t->network : NULL);
+	if (policy && egress_injects_secrets(policy)) {
+		space_err e = { 0 };
+
+		out->policy = egress_resolve(conn, policy, &e);
+	}
 	return 0;
 }
 
@@ -78,6 +87,7 @@ void create_reads_clear(struct create_reads *c)
 	snapshot_rec_clear(&c->from);
 	snapshot_rec_clear(&c->ready);
 	template_rec_clear(&c->tmpl);
+	egress_resolved_free(c->policy);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -194,7 +204,7 @@ static int start_vm(struct sandbox *sb, const struct snapshot_rec *snap, space_e
 }
 
 /* A warm-pool VM becomes the client's: no VM work at all. */
-static void claim(struct sandbox *pooled, struct sandbox *want)
+static void claim(struct sandbox *pooled, struct sandbox *want, const json_t *policy)
 {
 	struct sandbox_rec *r = &pooled->rec;
 	space_err err = { 0 };
@@ -221,7 +231,7 @@ static void claim(struct sandbox *pooled, struct sandbox *want)
 	json_decref(r->network);
 	r->network = json_incref(want->rec.network);
 	/* The push waits for the gateway's answer (egress.c): only when the policy changes. */
-	if (!same && egress_push(pooled, &err) < 0)
+	if (!same && egress_push(pooled, policy, &err) < 0)
 		log_error("sandbox %s: %s", r->id, err.msg);
 	r->timeout_s = want->rec.timeout_s;
 	r->on_timeout = want->rec.on_timeout;
@@ -294,7 +304,7 @@ int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct cr
 	/* A claimed create has its id already: a pool VM (another id) cannot be it. */
 	if (role == ROLE_USER && !from.id[0] && !d->claim_sb_id[0] &&
 	    (pooled = pool_claim(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib))) {
-		claim(pooled, sb);
+		claim(pooled, sb, pre ? pre->policy : NULL);
 		*out = pooled;
 		rc = 0;
 		goto out;

@@ -119,10 +119,16 @@ static int ca_ensure(struct sandbox *sb, space_err *err)
 	return rc;
 }
 
+bool egress_injects_secrets(const json_t *network)
+{
+	return json_array_size(json_object_get(network, "inject")) > 0;
+}
+
 /* The policy as the gateway gets it: each inject rule's "value" = prefix + the secret's
- * value, resolved now; a secret that does not exist adds no value (the gateway then
- * injects nothing and audits secret-missing). */
-static json_t *resolve(struct spaced *d, const json_t *network, space_err *err)
+ * value, read from st (the store's thread: a resolve job, api_read, create_read; NULL only
+ * for a policy that injects nothing); a secret that does not exist adds no value (the
+ * gateway then injects nothing and audits secret-missing). */
+json_t *egress_resolve(struct store *st, const json_t *network, space_err *err)
 {
 	json_t *p = json_deep_copy(json_is_object(network) ? network : json_object());
 	json_t *inject = json_object_get(p, "inject"), *rule;
@@ -137,7 +143,7 @@ static json_t *resolve(struct spaced *d, const json_t *network, space_err *err)
 		char *value = NULL;
 		space_err e = { 0 };
 
-		if (!name || store_secret_get(d->store, name, &meta, &value, &e) < 0) {
+		if (!name || !st || store_secret_get(st, name, &meta, &value, &e) < 0) {
 			if (e.code && e.code != ENOENT) {
 				json_decref(p);
 				return err_set(err, e.code, "%s", e.msg), NULL;
@@ -161,7 +167,7 @@ static json_t *resolve(struct spaced *d, const json_t *network, space_err *err)
 }
 
 /* json_decref that first clears the strings secret values were copied into. */
-static void drop_resolved(json_t *p)
+void egress_resolved_free(json_t *p)
 {
 	json_t *rule;
 	size_t i;
@@ -176,9 +182,9 @@ static void drop_resolved(json_t *p)
 
 static void first_push_done(struct gw *g, const space_err *err, void *arg);
 
-/* The policy and the CA of the sandbox, resolved for its gateway: sync (a gateway that
- * runs answers in well under a millisecond) or, for one just spawned, from the loop. */
-static int push(struct sandbox *sb, bool async, space_err *err)
+/* The resolved policy and the CA of the sandbox, to its gateway: sync (a gateway that runs
+ * answers in well under a millisecond) or, for one just spawned, from the loop. */
+static int push_resolved(struct sandbox *sb, bool async, const json_t *policy, space_err *err)
 {
 	char crt[PATH_MAX], key[PATH_MAX];
 
@@ -189,25 +195,104 @@ static int push(struct sandbox *sb, bool async, space_err *err)
 		free(pkey);
 		return err_sys(err, errno, "reading the CA of %s", sb->rec.id);
 	}
-	json_t *policy = resolve(sb->d, sb->rec.network, err);
-	int rc = !policy ? -1
-		 : async ? gw_push_async(sb->gw, ++sb->net_gen, policy, cert, pkey, first_push_done, sb, err)
-			 : gw_push(sb->gw, ++sb->net_gen, policy, cert, pkey, err);
-	drop_resolved(policy);
+	int rc = async ? gw_push_async(sb->gw, ++sb->net_gen, policy, cert, pkey, first_push_done, sb, err)
+		       : gw_push(sb->gw, ++sb->net_gen, policy, cert, pkey, err);
 	explicit_bzero(pkey, strlen(pkey));
 	free(pkey);
 	return rc;
 }
 
-int egress_push(struct sandbox *sb, space_err *err)
+/* A policy that injects secrets has their values read on the store's thread (never on the
+ * loop), then goes to the gateway it was read for, if the sandbox still has that one (a
+ * gateway that exited, or was stopped, gets its policy from the next one's first push). */
+struct resolve_job {
+	struct spaced *d;
+	char sb_id[ID_LEN];
+	uint64_t gw_seq;
+	bool first;
+	json_t *network; /* a deep copy: the loop keeps its own */
+	json_t *policy;
+	space_err err;
+};
+
+static void resolve_run(struct store *conn, void *arg)
+{
+	struct resolve_job *j = arg;
+
+	j->policy = egress_resolve(conn, j->network, &j->err);
+}
+
+static int push(struct sandbox *sb, bool first, space_err *err);
+
+static void resolve_done(void *arg, bool ran)
+{
+	struct resolve_job *j = arg;
+	struct sandbox *sb = ran ? sandbox_find(j->d, j->sb_id) : NULL;
+	space_err e = { 0 };
+
+	if (sb && sb->gw && sb->gw_seq == j->gw_seq && sb->net_resolving) {
+		sb->net_resolving = false;
+		int rc = j->policy ? push_resolved(sb, j->first, j->policy, &e) : (e = j->err, -1);
+		if (rc < 0 && j->first) {
+			first_push_done(sb->gw, &e, sb);
+		} else if (rc < 0) {
+			log_warn("sandbox %s: sending its gateway the policy: %s", sb->rec.id, e.msg);
+		} else if (!j->first && sb->net_repush) {
+			/* changed again while this one was read */
+			sb->net_repush = false;
+			if (push(sb, false, &e) < 0)
+				log_warn("sandbox %s: sending its gateway the policy: %s", sb->rec.id, e.msg);
+		}
+	}
+	egress_resolved_free(j->policy);
+	json_decref(j->network);
+	free(j);
+}
+
+/* The sandbox's policy to its gateway: at once when it injects no secret, else once their
+ * values are read (resolve_done). first: the first push to a gateway just spawned (async;
+ * the bring-up waits for first_push_done). */
+static int push(struct sandbox *sb, bool first, space_err *err)
+{
+	struct resolve_job *j;
+
+	if (!egress_injects_secrets(sb->rec.network)) {
+		json_t *policy = egress_resolve(NULL, sb->rec.network, err);
+		int rc = policy ? push_resolved(sb, first, policy, err) : -1;
+
+		egress_resolved_free(policy);
+		return rc;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return err_set(err, ENOMEM, "out of memory");
+	j->d = sb->d;
+	snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb->rec.id);
+	j->gw_seq = sb->gw_seq;
+	j->first = first;
+	j->network = json_deep_copy(sb->rec.network);
+	if (!j->network) {
+		free(j);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	if (store_async(sb->d->store, resolve_run, resolve_done, j, err) < 0) {
+		json_decref(j->network);
+		free(j);
+		return -1;
+	}
+	sb->net_resolving = true;
+	return 0;
+}
+
+int egress_push(struct sandbox *sb, const json_t *resolved, space_err *err)
 {
 	if (!sb->gw)
 		return 0; /* pushed when its gateway starts */
-	if (gw_push_pending(sb->gw)) {
-		sb->net_repush = true; /* its first push ends first, then this one goes */
+	if (gw_push_pending(sb->gw) || sb->net_resolving) {
+		sb->net_repush = true; /* the push under way ends first, then this one goes */
 		return 0;
 	}
-	return push(sb, false, err);
+	return resolved ? push_resolved(sb, false, resolved, err) : push(sb, false, err);
 }
 
 /* The gateway of a VM being brought up answered its first push (or did not): the bring-up
@@ -270,6 +355,8 @@ static int gw_up(struct sandbox *sb, space_err *err)
 		return -1;
 	if (gw_start(d, &spec, gw_exited, sb, &sb->gw, err) < 0)
 		return -1;
+	sb->gw_seq++;
+	sb->net_resolving = false;
 	/* A gateway just spawned answers once it has started: the push goes from the loop,
 	 * and the bring-up waits for it (sandbox_identity_applied). */
 	if (push(sb, true, err) < 0) {
@@ -339,7 +426,7 @@ void egress_down(struct sandbox *sb)
 	sb->net_op = NULL;
 	gw_stop(sb->gw);
 	sb->gw = NULL;
-	sb->net_pending = sb->net_waiting = sb->net_repush = false;
+	sb->net_pending = sb->net_waiting = sb->net_repush = sb->net_resolving = false;
 }
 
 void egress_remove(struct sandbox *sb)
@@ -389,7 +476,7 @@ void egress_secret_changed(struct spaced *d, const char *name)
 
 		if (!sb->gw || !egress_policy_names_secret(sb->rec.network, name))
 			continue;
-		if (egress_push(sb, &err) < 0)
+		if (egress_push(sb, NULL, &err) < 0)
 			log_warn("sandbox %s: re-sending its policy after secret %s changed: %s", sb->rec.id, name,
 				 err.msg);
 	}
@@ -446,8 +533,8 @@ void egress_reconcile(struct spaced *d)
 	}
 }
 
-int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struct sandbox_rec *out,
-			space_err *err)
+int sandbox_set_network(struct spaced *d, const char *id, json_t *network, const json_t *resolved,
+			struct sandbox_rec *out, space_err *err)
 {
 	struct sandbox_rec rec = { 0 };
 
@@ -462,7 +549,7 @@ int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struc
 	json_decref(sb->rec.network);
 	sb->rec.network = json_incref(network);
 	sandbox_persist(sb);
-	if (egress_push(sb, err) < 0)
+	if (egress_push(sb, resolved, err) < 0)
 		return -1;
 	sandbox_copy_out(sb, out, NULL);
 	return 0;

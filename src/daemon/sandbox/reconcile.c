@@ -12,14 +12,15 @@
 #include "vmm/cgroup.h"
 #include "vmm/proc.h"
 
-static int load_one(const struct sandbox_rec *r, void *arg)
+/* A sandbox from its row, its template and its sessions (moved out of tmpl and ss). */
+static struct sandbox *load_with(struct spaced *d, const struct sandbox_rec *r, struct template_rec *tmpl,
+				 struct session_rec *ss, size_t nss)
 {
-	struct spaced *d = arg;
 	struct sandbox *sb = sandbox_new(d);
 	space_err err = { 0 };
 
 	if (!sb)
-		return -1;
+		return NULL;
 	sb->rec = *r;
 	sb->rec.env = json_incref(r->env);
 	sb->rec.metadata = json_incref(r->metadata);
@@ -29,8 +30,32 @@ static int load_one(const struct sandbox_rec *r, void *arg)
 		path_run_dir(d, r->id, sb->rec.disk);
 		strncat(sb->rec.disk, "/overlay.qcow2", sizeof(sb->rec.disk) - strlen(sb->rec.disk) - 1);
 	}
-	if (store_template_get(d->store, r->template_digest, &sb->tmpl, &err) < 0)
+	if (tmpl) {
+		sb->tmpl = *tmpl;
+		memset(tmpl, 0, sizeof(*tmpl));
+	}
+	for (size_t i = 0; i < nss; i++) {
+		err_clear(&err);
+		if (!session_alloc(sb, &ss[i], &err))
+			log_error("sandbox %s: loading session %s: %s", r->id, ss[i].id, err.msg);
+	}
+	return sb;
+}
+
+/* At start-up, before the loop serves: the reads are made here. */
+static int load_one(const struct sandbox_rec *r, void *arg)
+{
+	struct spaced *d = arg;
+	struct template_rec t = { 0 };
+	space_err err = { 0 };
+	struct sandbox *sb;
+	bool have = store_template_get(d->store, r->template_digest, &t, &err) == 0;
+
+	if (!have)
 		log_warn("sandbox %s: %s", r->id, err.msg);
+	if (!(sb = load_with(d, r, have ? &t : NULL, NULL, 0)))
+		return -1;
+	err_clear(&err);
 	if (sessions_load(sb, &err) < 0)
 		log_warn("sandbox %s: loading sessions: %s", r->id, err.msg);
 	return 0;
@@ -215,51 +240,157 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 	return 0;
 }
 
-int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err)
+int sandbox_restore_claimed(struct spaced *d, const char *sb_id, const char *op_id, space_err *err)
 {
 	struct sandbox_rec out = { 0 };
 	struct op_rec op = { 0 };
 	int rc;
 
-	if (!sandbox_find(d, rec->id) && load_one(rec, d) < 0)
-		return err_set(err, ENOMEM, "out of memory");
+	if (!sandbox_find(d, sb_id))
+		return err_set(err, ENOENT, "sandbox %s is not loaded here", sb_id);
 	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
-	rc = sandbox_act(d, rec->id, OPK_RESTORE, &out, &op, err);
+	rc = sandbox_act(d, sb_id, OPK_RESTORE, &out, &op, err);
 	d->claim_op_id[0] = '\0';
 	sandbox_rec_clear(&out);
 	op_rec_clear(&op);
 	return rc;
 }
 
-int sandbox_load(struct spaced *d, const struct sandbox_rec *rec)
-{
-	return sandbox_find(d, rec->id) ? 0 : load_one(rec, d);
-}
+/* ---- a row loaded while the loop serves: its reads on the store's thread ---- */
 
-struct one_op {
+struct load_job {
 	struct spaced *d;
-	const char *sb_id;
+	struct sandbox_rec rec;       /* a deep copy of the row */
+	bool reconcile;               /* attach its open operations and reconcile it (as at start) */
+	struct template_rec tmpl;
+	bool have_tmpl;
+	struct session_rec *ss;
+	size_t nss, capss;
+	struct op_rec *ops;
+	size_t nops, capops;
+	space_err err;                /* the first read that failed */
+	sandbox_loaded_fn then;
+	void *arg;
 };
 
-static int attach_op_of(const struct op_rec *op, void *arg)
+static int keep_session(const struct session_rec *r, void *arg)
 {
-	struct one_op *o = arg;
+	struct load_job *j = arg;
+	struct session_rec *c;
 
-	return strcmp(op->sandbox_id, o->sb_id) == 0 ? attach_op(op, o->d) : 0;
+	if (j->nss == j->capss) {
+		size_t cap = j->capss ? j->capss * 2 : 16;
+		struct session_rec *v = realloc(j->ss, cap * sizeof(*v));
+
+		if (!v)
+			return err_set(&j->err, ENOMEM, "out of memory");
+		j->ss = v;
+		j->capss = cap;
+	}
+	c = &j->ss[j->nss++];
+	*c = *r;
+	c->argv = json_deep_copy(r->argv);
+	c->env = json_deep_copy(r->env);
+	return 0;
 }
 
-int sandbox_reconcile_row(struct spaced *d, const struct sandbox_rec *rec, space_err *err)
+static int keep_op(const struct op_rec *o, void *arg)
 {
-	struct one_op o = { d, rec->id };
-	struct sandbox *sb;
+	struct load_job *j = arg;
 
-	if (sandbox_find(d, rec->id))
+	if (strcmp(o->sandbox_id, j->rec.id) != 0)
 		return 0;
-	if (load_one(rec, d) < 0)
+	if (j->nops == j->capops) {
+		size_t cap = j->capops ? j->capops * 2 : 4;
+		struct op_rec *v = realloc(j->ops, cap * sizeof(*v));
+
+		if (!v)
+			return err_set(&j->err, ENOMEM, "out of memory");
+		j->ops = v;
+		j->capops = cap;
+	}
+	j->ops[j->nops] = *o;
+	j->ops[j->nops].result = json_deep_copy(o->result);
+	j->nops++;
+	return 0;
+}
+
+static void load_read(struct store *conn, void *arg)
+{
+	struct load_job *j = arg;
+	space_err e = { 0 };
+
+	j->have_tmpl = store_template_get(conn, j->rec.template_digest, &j->tmpl, &e) == 0;
+	if (!j->have_tmpl)
+		log_warn("sandbox %s: %s", j->rec.id, e.msg);
+	err_clear(&e);
+	if (store_session_each(conn, j->rec.id, keep_session, j, &e) < 0 && !j->err.code)
+		j->err = e;
+	err_clear(&e);
+	if (j->reconcile && store_op_each_open(conn, keep_op, j, &e) < 0 && !j->err.code)
+		j->err = e;
+}
+
+static void load_job_free(struct load_job *j)
+{
+	sandbox_rec_clear(&j->rec);
+	template_rec_clear(&j->tmpl);
+	for (size_t i = 0; i < j->nss; i++)
+		session_rec_clear(&j->ss[i]);
+	for (size_t i = 0; i < j->nops; i++)
+		op_rec_clear(&j->ops[i]);
+	free(j->ss);
+	free(j->ops);
+	free(j);
+}
+
+static void load_done(void *arg, bool ran)
+{
+	struct load_job *j = arg;
+	struct spaced *d = j->d;
+	struct sandbox *sb = sandbox_find(d, j->rec.id);
+	space_err err = { 0 };
+
+	if (!ran) {
+		err_set(&err, ECANCELED, "the daemon is stopping");
+	} else if (j->err.code) {
+		err = j->err;
+	} else if (!sb) {
+		/* (known meanwhile: then it stays as it is) */
+		sb = load_with(d, &j->rec, j->have_tmpl ? &j->tmpl : NULL, j->ss, j->nss);
+		if (!sb) {
+			err_set(&err, ENOMEM, "out of memory");
+		} else if (j->reconcile) {
+			for (size_t i = 0; i < j->nops; i++)
+				attach_op(&j->ops[i], d);
+			reconcile_one(sb);
+		}
+	}
+	if (j->then)
+		j->then(d, j->rec.id, j->arg, err.code ? &err : NULL);
+	else if (err.code)
+		log_error("sandbox %s: loading it: %s", j->rec.id, err.msg);
+	load_job_free(j);
+}
+
+int sandbox_load_later(struct spaced *d, const struct sandbox_rec *rec, bool reconcile, sandbox_loaded_fn then,
+		       void *arg, space_err *err)
+{
+	struct load_job *j = calloc(1, sizeof(*j));
+
+	if (!j)
 		return err_set(err, ENOMEM, "out of memory");
-	if (store_op_each_open(d->store, attach_op_of, &o, err) < 0)
+	j->d = d;
+	j->rec = *rec;
+	j->rec.env = json_deep_copy(rec->env);
+	j->rec.metadata = json_deep_copy(rec->metadata);
+	j->rec.network = json_deep_copy(rec->network);
+	j->reconcile = reconcile;
+	j->then = then;
+	j->arg = arg;
+	if (store_async(d->store, load_read, load_done, j, err) < 0) {
+		load_job_free(j);
 		return -1;
-	if ((sb = sandbox_find(d, rec->id)))
-		reconcile_one(sb);
+	}
 	return 0;
 }

@@ -62,6 +62,8 @@ struct sandbox {
 	bool net_pending;          /* the first policy push to a new gateway is under way */
 	bool net_waiting;          /* ... and the bring-up waits for it to end */
 	bool net_repush;           /* the policy changed meanwhile: push again once it ends */
+	bool net_resolving;        /* its secrets are being read for a push (egress.c) */
+	uint64_t gw_seq;           /* counts its gateways: which one a secrets read was for */
 	bool vm_next;              /* launch: the network is ready, QEMU starts on the next turn */
 	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	struct sandbox *next;
@@ -185,8 +187,11 @@ void egress_gateway_up(struct sandbox *sb);
  * (then sandbox_network_ready() ends it). */
 bool egress_wait_ready(struct sandbox *sb);
 /* Sends sb->rec.network (secret values resolved) to its gateway, if it has one; waits
- * for the acknowledgement (a first push still under way is followed by this one). */
-int egress_push(struct sandbox *sb, space_err *err);
+ * for the acknowledgement (a push still under way is followed by this one). resolved: the
+ * policy with its values, read on the store's thread by the caller (egress_resolve), so that
+ * it is in force before the caller answers; NULL: a policy that injects secrets is sent once
+ * their values are read there (the loop never reads them). */
+int egress_push(struct sandbox *sb, const json_t *resolved, space_err *err);
 /* Its VM is gone: the gateway goes too (the next launch brings it back). */
 void egress_down(struct sandbox *sb);
 /* Deletion: gateway, netns. (The CA and audit files go with its run_dir.) */

@@ -82,7 +82,9 @@ bool sandbox_visible(const struct sandbox_rec *r)
 
 /* A sandbox this process runs is answered from memory (its record there is the newest: every
  * write starts from it), so the hottest read (clients polling a sandbox) makes no round trip to
- * the database; others (deleted and let go, or another node's) from the store. */
+ * the database; another (deleted and let go, another node's) from the record the control
+ * plane read on the store's thread before the handler ran (d->sb_pre), else it is not known
+ * here. */
 int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space_err *err)
 {
 	struct sandbox *sb;
@@ -103,10 +105,10 @@ int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space
 		out->env = json_incref(d->sb_pre->rec.env);
 		out->metadata = json_incref(d->sb_pre->rec.metadata);
 		out->network = json_incref(d->sb_pre->rec.network);
-	} else if (store_sandbox_get(d->store, id, out, err) < 0) {
-		if (err->code == ENOENT)
-			err_set(err, ENOENT, "no sandbox '%.64s'", id);
-		return -1;
+	} else {
+		/* Never a read on the loop: a handler's sandbox is read before it runs (api.c);
+		 * a later step (an operation's end) asks only about those held here. */
+		return err_set(err, ENOENT, "no sandbox '%.64s'", id);
 	}
 	if (!sandbox_visible(out)) {
 		sandbox_rec_clear(out);

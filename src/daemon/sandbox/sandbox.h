@@ -36,6 +36,7 @@ struct create_reads {
 	struct snapshot_rec from;
 	struct template_rec tmpl;
 	struct snapshot_rec ready;
+	json_t *policy;           /* the create's policy with its secret values (egress_resolve), if it injects any */
 };
 int create_read(struct store *conn, bool net, const struct create_req *req, struct create_reads *out,
 		space_err *err);
@@ -61,19 +62,23 @@ bool sandbox_net(const struct spaced *d);
 /* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			   const char *sb_id, const char *op_id, space_err *err);
-/* A record this process did not load at start (a claim that failed): known from now on, as
- * reconcile would have loaded it (no VM is looked for). */
-int sandbox_load(struct spaced *d, const struct sandbox_rec *rec);
-/* A row of this node the process does not know (a claim whose answer never came back): loaded,
- * its open operations attached and reconciled exactly as at start (its QEMU adopted if one
- * runs, else its interrupted action decides). */
-int sandbox_reconcile_row(struct spaced *d, const struct sandbox_rec *rec, space_err *err);
+/* A row this process did not load at start, loaded while the loop serves: its template and
+ * sessions (and, with reconcile, its open operations) are read on the store's thread, then it
+ * is made on the loop as start-up would have (a claim that failed: reconcile false, no VM is
+ * looked for; a row of this node the process does not know, a claim whose answer never came
+ * back: reconcile true, its open operations attached and reconciled exactly as at start, its
+ * QEMU adopted if one runs, else its interrupted action decides). One loaded meanwhile is
+ * left as it is. then(d, id, arg, err) last (err NULL: it is loaded), if not NULL; -1 (then
+ * never runs) if the read could not be queued. */
+typedef void (*sandbox_loaded_fn)(struct spaced *d, const char *id, void *arg, const space_err *err);
+int sandbox_load_later(struct spaced *d, const struct sandbox_rec *rec, bool reconcile, sandbox_loaded_fn then,
+		       void *arg, space_err *err);
 /* Was sandbox id let go of (deleted, then dropped from the runtime) at since_ms or after?
  * (The last 256 only: enough for what a read queued behind the writes can miss.) */
 bool sandbox_reaped_since(const struct spaced *d, const char *id, int64_t since_ms);
-/* A restore a node claimed: a suspended sandbox (rec, as the claim read it) that another node
- * left, restored here from the shared directory under operation op_id. */
-int sandbox_restore_claimed(struct spaced *d, const struct sandbox_rec *rec, const char *op_id, space_err *err);
+/* A restore a node claimed: a suspended sandbox that another node left (loaded here first:
+ * sandbox_load_later), restored from the shared directory under operation op_id. */
+int sandbox_restore_claimed(struct spaced *d, const char *sb_id, const char *op_id, space_err *err);
 /* Starts a lifecycle operation on a sandbox: pause, resume, suspend, restore,
  * stop, start or delete (docs/design/lifecycle.md). */
 int sandbox_act(struct spaced *d, const char *id, enum op_kind kind, struct sandbox_rec *sb,
@@ -94,16 +99,24 @@ int sandbox_snapshot(struct spaced *d, const char *id, const char *name, struct 
 int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_req *req,
 			struct sandbox_rec *sb, space_err *err);
 /* Egress (egress.c). Replaces a sandbox's policy (normalised, borrowed): stored, then sent
- * to its gateway if its VM runs, returning once the gateway acknowledged it. EBUSY for a
+ * to its gateway if its VM runs, returning once the gateway acknowledged it (resolved: the
+ * policy with its secret values, read on the store's thread by egress_resolve). EBUSY for a
  * deleted, deleting or failed sandbox; a stopped or suspended one just keeps it. */
-int sandbox_set_network(struct spaced *d, const char *id, json_t *network, struct sandbox_rec *out,
-			space_err *err);
+int sandbox_set_network(struct spaced *d, const char *id, json_t *network, const json_t *resolved,
+			struct sandbox_rec *out, space_err *err);
+/* A policy as its gateway gets it, each inject rule's secret value read from conn (the store's
+ * thread); egress_resolved_free wipes the values as it frees it. */
+bool egress_injects_secrets(const json_t *network);
+json_t *egress_resolve(struct store *conn, const json_t *network, space_err *err);
+void egress_resolved_free(json_t *policy);
 /* A secret was set or deleted: every running gateway whose policy names it gets it again. */
 void sandbox_secret_changed(struct spaced *d, const char *name);
 /* <run_dir>/egress: the gateway's audit log directory. */
 void path_egress_dir(struct spaced *d, const char *sb_id, char out[PATH_MAX]);
 
-/* A sandbox a client may see (warm-pool VMs and the daemon's own are not). */
+/* A sandbox a client may see (warm-pool VMs and the daemon's own are not): one this process
+ * holds, or the one a control-plane request names, read before its handler (d->sb_pre).
+ * Never a store read: anything else is ENOENT. */
 int sandbox_get(struct spaced *d, const char *id, struct sandbox_rec *out, space_err *err);
 bool sandbox_visible(const struct sandbox_rec *r);
 /* Runtime object of a live (not deleted) sandbox, or NULL. */
@@ -219,9 +232,10 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		   struct session_rec *out, char token[65], space_err *err);
 /* Sessions not yet ended (created or running), in every sandbox; the daemon's own included. */
 int sessions_live(struct spaced *d);
-/* A fresh token for an existing session (ttl_s <= 0: the configured TTL). */
-int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
-		      char token[65], int64_t *expires_ms, space_err *err);
+/* A fresh token for an existing session (ttl_s <= 0: the configured TTL): one in memory, or
+ * (stored not NULL) one let go of, made again from its record read on the store's thread. */
+int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, const struct session_rec *stored,
+		      int ttl_s, char token[65], int64_t *expires_ms, space_err *err);
 /* A session the daemon runs for itself (a file operation, a watch: docs/design/channels.md),
  * started at once: never stored or listed, freed with its output once it has ended and nobody
  * watches it. argv is NULL-terminated; user NULL or "" = the template's default user. */
@@ -255,10 +269,8 @@ int token_check(struct spaced *d, const char *sb_id, const char *scope, const ch
 void token_read(struct store *conn, struct token_row *row);
 int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const struct token_row *row,
 		  space_err *err);
-/* Runtime session by id (only sessions of live sandboxes), or NULL. */
-struct session *session_find(struct spaced *d, const char *ss_id);
-/* The same among the sessions in memory only (no store read): an ended session let go of
- * is made again by session_find_stored from its record, read on the store's thread. */
+/* Runtime session by id, among those in memory (no store read): an ended session let go of is
+ * made again by session_find_stored from its record, read on the store's thread. */
 struct session *session_loaded(struct spaced *d, const char *ss_id);
 /* The same for a record already read from the store (on its thread): no store read here. */
 struct session *session_find_stored(struct spaced *d, const struct session_rec *rec);

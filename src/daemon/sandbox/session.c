@@ -83,7 +83,6 @@ static bool disk_low(struct spaced *d)
 	return low;
 }
 
-static int reload_missing(const struct session_rec *rec, void *arg);
 
 /* Sessions whose acknowledgements wait for disk space: sessions_tick retries them. */
 static bool any_paused;
@@ -100,6 +99,83 @@ static struct session *largest_kept(struct sandbox *sb)
 	return big;
 }
 
+static void enforce_sandbox_budget(struct sandbox *sb);
+
+/* What is over budget is kept by sessions whose objects were let go: their records are read on
+ * the store's thread, they are made again on the loop, and the budget is enforced again. */
+struct budget_read {
+	struct spaced *d;
+	char sb_id[ID_LEN];
+	struct session_rec *v;
+	size_t n, cap;
+	bool failed;
+	space_err err;
+};
+
+static int budget_keep(const struct session_rec *r, void *arg)
+{
+	struct budget_read *q = arg;
+	struct session_rec *c;
+
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? q->cap * 2 : 16;
+		struct session_rec *v = realloc(q->v, cap * sizeof(*v));
+
+		if (!v)
+			return err_set(&q->err, ENOMEM, "out of memory"), q->failed = true, 1;
+		q->v = v;
+		q->cap = cap;
+	}
+	c = &q->v[q->n++];
+	*c = *r;
+	c->argv = json_deep_copy(r->argv);
+	c->env = json_deep_copy(r->env);
+	return 0;
+}
+
+static void budget_read_run(struct store *conn, void *arg)
+{
+	struct budget_read *q = arg;
+
+	if (store_session_each(conn, q->sb_id, budget_keep, q, &q->err) < 0)
+		q->failed = true;
+}
+
+static void budget_read_done(void *arg, bool ran)
+{
+	struct budget_read *q = arg;
+	struct sandbox *sb = ran ? sandbox_find(q->d, q->sb_id) : NULL;
+
+	if (sb && q->failed)
+		log_error("sandbox %s: output budget: %s", sb->rec.id, q->err.msg);
+	for (size_t i = 0; i < q->n; i++) {
+		if (sb && !session_loaded(q->d, q->v[i].id))
+			session_find_stored(q->d, &q->v[i]);
+		session_rec_clear(&q->v[i]);
+	}
+	if (sb)
+		enforce_sandbox_budget(sb);
+	free(q->v);
+	free(q);
+}
+
+static void budget_reload(struct sandbox *sb)
+{
+	struct budget_read *q = calloc(1, sizeof(*q));
+	space_err err = { 0 };
+
+	if (!q) {
+		log_error("sandbox %s: output budget: out of memory", sb->rec.id);
+		return;
+	}
+	q->d = sb->d;
+	snprintf(q->sb_id, sizeof(q->sb_id), "%s", sb->rec.id);
+	if (store_async(sb->d->store, budget_read_run, budget_read_done, q, &err) < 0) {
+		log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
+		free(q);
+	}
+}
+
 /* The sandbox keeps more output than its budget: drop the oldest segment of whichever
  * session keeps most, until it fits. Offsets do not change; readers of dropped bytes are told. */
 static void enforce_sandbox_budget(struct sandbox *sb)
@@ -112,11 +188,11 @@ static void enforce_sandbox_budget(struct sandbox *sb)
 		int64_t n = big ? spool_drop_oldest(big->spool, &err) : 0;
 
 		if (n == 0 && sb->out_evicted) {
-			/* What is over budget is kept by sessions whose objects were let go. */
+			/* What is over budget is kept by sessions whose objects were let go: made
+			 * again off the loop's thread, then this runs again (budget_read_done). */
 			sb->out_evicted = 0;
-			if (store_session_each(sb->d->store, sb->rec.id, reload_missing, sb, &err) < 0)
-				log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
-			continue;
+			budget_reload(sb);
+			return;
 		}
 		if (n <= 0) {
 			if (n < 0)
@@ -261,29 +337,6 @@ static struct session *session_revive(struct spaced *d, const struct session_rec
 	return s;
 }
 
-static struct session *session_reload(struct spaced *d, const char *ss_id)
-{
-	struct session_rec rec = { 0 };
-	space_err err = { 0 };
-	struct session *s;
-
-	if (store_session_get(d->store, ss_id, &rec, &err) < 0) {
-		if (err.code != ENOENT)
-			log_error("session %s: %s", ss_id, err.msg);
-		return NULL;
-	}
-	s = session_revive(d, &rec);
-	session_rec_clear(&rec);
-	return s;
-}
-
-struct session *session_find(struct spaced *d, const char *ss_id)
-{
-	struct session *s = session_loaded(d, ss_id);
-
-	return s ? s : session_reload(d, ss_id);
-}
-
 struct session *session_find_stored(struct spaced *d, const struct session_rec *rec)
 {
 	struct session *s = session_loaded(d, rec->id);
@@ -348,14 +401,6 @@ static void sessions_evict(struct sandbox *sb, int64_t now)
 	}
 }
 
-static int reload_missing(const struct session_rec *rec, void *arg)
-{
-	struct sandbox *sb = arg;
-
-	if (!session_loaded(sb->d, rec->id))
-		session_reload(sb->d, rec->id);
-	return 0;
-}
 
 void session_each_live(struct spaced *d, const char *sb_id, int (*fn)(struct session *s, void *arg), void *arg)
 {

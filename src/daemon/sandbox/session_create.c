@@ -247,15 +247,15 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 	return 0;
 }
 
-int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, int ttl_s,
-		      char token[65], int64_t *expires_ms, space_err *err)
+int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, const struct session_rec *stored,
+		      int ttl_s, char token[65], int64_t *expires_ms, space_err *err)
 {
 	struct sandbox *sb = NULL;
 	struct session *s;
 
 	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
 		return -1;
-	s = session_find(d, ss_id);
+	s = stored && strcmp(stored->id, ss_id) == 0 ? session_find_stored(d, stored) : session_loaded(d, ss_id);
 	if (!s || s->sb != sb)
 		return err_set(err, ENOENT, "session %s not found in sandbox %s", ss_id, sb_id);
 	if (ttl_s > SPEC_TOKEN_TTL_MAX)
