@@ -292,6 +292,24 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
         began = time.monotonic()
         out[k] = (api.raw("GET", path, timeout=60), time.monotonic() - began)
 
+    # What a node's request names and it does not hold (a session let go of or never there, a
+    # token it has not seen, a sandbox it does not run) is read on the store's thread before
+    # the handler: held until the database answers, then refused as it should be.
+    made_up = "ss-" + secrets.token_hex(8)
+    bad_token = {"Authorization": "Bearer " + secrets.token_hex(32)}
+    held = [(node.data_url, "GET", f"/v1/sessions/{made_up}", None, bad_token, 404),
+            (node.data_url, "GET", f"/v1/sandboxes/{sb_id}/files?path=/etc/hostname", None, bad_token, 401),
+            (node.data_url, "GET", "/files?path=/etc/hostname", None,
+             {"E2b-Sandbox-Id": sb_id, "X-Access-Token": secrets.token_hex(32)}, 401),
+            (node.url, "POST", f"/v1/sandboxes/sb-{secrets.token_hex(8)}/pause", {},
+             space.bearer(node.api_key), 404)]
+
+    def held_later(k, out):
+        url, method, path, body, headers, _ = held[k]
+        began = time.monotonic()
+        out[("held", k)] = (space.http_request(url, method, path, body, headers, timeout=60),
+                            time.monotonic() - began)
+
     def create_later(out):
         # An api process's create: its template read and its intent wait for the database.
         began = time.monotonic()
@@ -313,6 +331,7 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
         waiting = [threading.Thread(target=read_later, args=(api, path, k, later))
                    for k, (api, path) in enumerate(reads)]
         waiting.append(threading.Thread(target=create_later, args=(later,)))
+        waiting += [threading.Thread(target=held_later, args=(k, later)) for k in range(len(held))]
         for w in waiting:
             w.start()
         time.sleep(0.5)
@@ -342,6 +361,10 @@ def test_a_node_serves_while_postgres_stalls_and_its_writes_land_after(cluster):
     assert took >= STALL_S - 1.5, f"the create was answered in {took:.1f}s while PostgreSQL was stopped"
     assert api0.wait_op(op["id"], timeout=space.CREATE_TIMEOUT)["state"] == "succeeded"
     api0.wait_op(api0.delete_sandbox(made["id"])[1]["id"], timeout=60)
+    for k, (_url, _method, path, _body, _headers, status) in enumerate(held):
+        resp, took = later.pop(("held", k))
+        assert resp.status == status, (path, resp.status, resp.body)
+        assert took >= STALL_S - 1.5, f"{path} answered in {took:.1f}s while PostgreSQL was stopped"
     assert sorted(later) == list(range(len(reads))), later
     for k, (api, path) in enumerate(reads):
         resp, took = later[k]
