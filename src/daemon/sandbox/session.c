@@ -176,24 +176,28 @@ static void budget_reload(struct sandbox *sb)
 	}
 }
 
-/* The sandbox keeps more output than its budget: drop the oldest segment of whichever
- * session keeps most, until it fits. Offsets do not change; readers of dropped bytes are told. */
+/* The sandbox keeps more output than its budget (its sessions in memory and those let go of
+ * alike): drop the oldest segment of whichever session keeps most, until it fits. Offsets do
+ * not change; readers of dropped bytes are told. */
 static void enforce_sandbox_budget(struct sandbox *sb)
 {
 	uint64_t budget = mib(sb->d->cfg.sandbox_output_max_mib);
 	space_err err = { 0 };
 
-	while (budget && sb->out_kept > budget) {
-		struct session *big = largest_kept(sb);
-		int64_t n = big ? spool_drop_oldest(big->spool, &err) : 0;
+	while (budget && sb->out_kept + sb->out_evicted > budget) {
+		struct session *big;
+		int64_t n;
 
-		if (n == 0 && sb->out_evicted) {
-			/* What is over budget is kept by sessions whose objects were let go: made
-			 * again off the loop's thread, then this runs again (budget_read_done). */
+		if (sb->out_evicted) {
+			/* Sessions let go of keep some of it: they are made again (their records
+			 * read off the loop's thread) so that the largest of all gives it back;
+			 * then this runs again (budget_read_done). */
 			sb->out_evicted = 0;
 			budget_reload(sb);
 			return;
 		}
+		big = largest_kept(sb);
+		n = big ? spool_drop_oldest(big->spool, &err) : 0;
 		if (n <= 0) {
 			if (n < 0)
 				log_error("sandbox %s: output budget: %s", sb->rec.id, err.msg);
