@@ -43,9 +43,13 @@ static int64_t saved_bytes(struct store *st, const struct sandbox_rec *sb)
 	return saved;
 }
 
+/* A reply's sandbox (an action's 202): what its saved state takes as this process knows it,
+ * never a store read on the loop (GET reads it on the store's thread). */
 json_t *api_sandbox_json(struct spaced *d, const struct sandbox_rec *sb)
 {
-	return sandbox_to_json(sb, saved_bytes(d->store, sb));
+	const struct sandbox *held = sandbox_find(d, sb->id);
+
+	return sandbox_to_json(sb, held ? sandbox_suspended_bytes(held) : -1);
 }
 
 /* A record another thread read, kept past the read: its JSON members are shared. */

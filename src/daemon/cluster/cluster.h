@@ -40,13 +40,11 @@ int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *
 struct http_route *cluster_api_routes(const struct http_route *routes, size_t n);
 struct http_route *cluster_data_routes(const struct http_route *routes, size_t n);
 
-/* Where requests about sandbox sb_id go: its node's control (data=false) or data plane URL.
- * ENOENT: no such sandbox; EAGAIN: no node owns it (yet, or any more), or its node is lost. */
-/* The same on a given store connection (the store's thread). */
+/* Where requests about sandbox sb_id go: its node's control (data=false) or data plane URL,
+ * read on st (the store's thread). ENOENT: no such sandbox; EAGAIN: no node owns it (yet, or
+ * any more), or its node is lost. */
 int cluster_sandbox_url_on(struct store *st, const char *sb_id, bool data, char *url, size_t len,
 			   space_err *err);
-int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
-			space_err *err);
 
 /* api role: creates written as intent (intent.c). */
 void cluster_create(struct http_req *r);

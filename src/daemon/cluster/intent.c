@@ -150,23 +150,57 @@ void cluster_create(struct http_req *r)
  * be claimed and done, then goes to the node that did it. */
 struct e2b_wait {
 	struct http_hold hold; /* first */
-	struct op_waiter *waiter;
+	struct spaced *d;
+	struct op_waiter *waiter; /* NULL once it fired */
 	enum evhttp_cmd_type method;
 	char sb_id[ID_LEN];
+	bool looking;          /* the node's URL is being read on the store's thread */
+	bool gone;             /* the client left meanwhile */
+	int rc;
+	space_err err;
+	char url[256];
 };
+
+/* Which node has it now, read on the store's thread; the relay from the loop. */
+static void url_read(struct store *conn, void *arg)
+{
+	struct e2b_wait *w = arg;
+
+	w->rc = cluster_sandbox_url_on(conn, w->sb_id, false, w->url, sizeof(w->url), &w->err);
+}
+
+static void url_done(void *arg, bool ran)
+{
+	struct e2b_wait *w = arg;
+	struct http_req r = { .d = w->d, .req = w->hold.req, .method = w->method };
+
+	if (!w->gone) {
+		http_hold_end(&w->hold);
+		if (!ran)
+			e2b_reply_error(r.req, 503, "this api process is stopping");
+		else if (w->rc < 0 || http_proxy(&r, w->url, &w->err) < 0)
+			e2b_reply_error(r.req, err_http_status(w->err.code), "%s", w->err.msg);
+	}
+	free(w);
+}
 
 static void e2b_wait_done(struct spaced *d, const struct op_rec *op, void *arg)
 {
 	struct e2b_wait *w = arg;
-	struct http_req r = { .d = d, .req = w->hold.req, .method = w->method };
-	char url[256];
 	space_err err = { 0 };
 
+	w->waiter = NULL;
+	if (op->state == OP_SUCCEEDED) {
+		w->looking = true;
+		if (store_async(d->store, url_read, url_done, w, &err) == 0)
+			return;
+		w->looking = false;
+	}
 	http_hold_end(&w->hold);
 	if (op->state != OP_SUCCEEDED)
-		e2b_reply_error(r.req, 500, "restoring %s: %s", w->sb_id, op->error[0] ? op->error : "timed out");
-	else if (cluster_sandbox_url(d, w->sb_id, false, url, sizeof(url), &err) < 0 || http_proxy(&r, url, &err) < 0)
-		e2b_reply_error(r.req, err_http_status(err.code), "%s", err.msg);
+		e2b_reply_error(w->hold.req, 500, "restoring %s: %s", w->sb_id, op->error[0] ? op->error : "timed out");
+	else
+		e2b_reply_error(w->hold.req, err_http_status(err.code), "%s", err.msg);
 	free(w);
 }
 
@@ -174,6 +208,9 @@ static void e2b_wait_gone(struct http_hold *h)
 {
 	struct e2b_wait *w = (struct e2b_wait *)h;
 
+	w->gone = true;
+	if (w->looking)
+		return; /* url_done frees it */
 	op_wait_cancel(w->waiter);
 	free(w);
 }
@@ -188,6 +225,7 @@ static void e2b_hold(struct spaced *d, struct evhttp_request *req, enum evhttp_c
 		e2b_reply_error(req, 500, "out of memory");
 		return;
 	}
+	w->d = d;
 	w->method = method;
 	snprintf(w->sb_id, sizeof(w->sb_id), "%s", op->sandbox_id);
 	if (op_wait(d, op->id, 60, e2b_wait_done, w, &w->waiter, &err) < 0) {

@@ -44,11 +44,6 @@ int cluster_sandbox_url_on(struct store *st, const char *sb_id, bool data, char 
 	return 0;
 }
 
-int cluster_sandbox_url(struct spaced *d, const char *sb_id, bool data, char *url, size_t len,
-			space_err *err)
-{
-	return cluster_sandbox_url_on(d->store, sb_id, data, url, len, err);
-}
 
 /* ---- a relay's lookup, on the store's thread ----
  * Which node a request goes to is read from the store by the store's thread (store_async),

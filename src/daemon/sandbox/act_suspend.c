@@ -23,6 +23,7 @@ static void on_saved(struct sandbox *sb, struct snapshot_rec *snap, const char *
 	}
 	drop_previous(sb, snap->id);
 	snprintf(sb->rec.snapshot_id, sizeof(sb->rec.snapshot_id), "%s", snap->id);
+	sb->suspended_bytes = snap->bytes;
 	sandbox_persist(sb);
 	/* Suspended once QEMU is gone (act_suspend_vm_exited): a restore must
 	 * not race the old QEMU for the sandbox's sockets. */

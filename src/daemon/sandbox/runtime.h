@@ -66,6 +66,7 @@ struct sandbox {
 	uint64_t gw_seq;           /* counts its gateways: which one a secrets read was for */
 	bool vm_next;              /* launch: the network is ready, QEMU starts on the next turn */
 	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
+	int64_t suspended_bytes;   /* what the saved state of its last suspend here takes (0: not known) */
 	struct sandbox *next;
 };
 

@@ -65,6 +65,11 @@ struct sandbox *sandbox_find(struct spaced *d, const char *id)
 	return NULL;
 }
 
+int64_t sandbox_suspended_bytes(const struct sandbox *sb)
+{
+	return sb->rec.state == SB_SUSPENDED && sb->suspended_bytes > 0 ? sb->suspended_bytes : -1;
+}
+
 const struct sandbox_rec *sandbox_record(const struct sandbox *sb)
 {
 	return &sb->rec;

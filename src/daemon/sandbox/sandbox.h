@@ -114,6 +114,9 @@ void sandbox_secret_changed(struct spaced *d, const char *name);
 /* <run_dir>/egress: the gateway's audit log directory. */
 void path_egress_dir(struct spaced *d, const char *sb_id, char out[PATH_MAX]);
 
+/* What the saved state of a suspended sandbox this process holds takes, as its suspend here
+ * measured it; -1: not suspended, or not known here (GET reads it on the store's thread). */
+int64_t sandbox_suspended_bytes(const struct sandbox *sb);
 /* A sandbox a client may see (warm-pool VMs and the daemon's own are not): one this process
  * holds, or the one a control-plane request names, read before its handler (d->sb_pre).
  * Never a store read: anything else is ENOENT. */
@@ -135,10 +138,9 @@ void sandbox_shutdown(struct spaced *d);
 
 /* ---- snapshots (snapshots.c) ---- */
 
-/* ref: an id ("sn-...") or a named snapshot's name. Only named snapshots are
- * visible by name; ready, fork and suspend ones by id. */
-int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err);
-/* The same on a given store connection (the store's thread: store_async, api_read). */
+/* ref: an id ("sn-...") or a named snapshot's name, read on st (the store's thread:
+ * store_async, api_read). Only named snapshots are visible by name; ready, fork and suspend
+ * ones by id. */
 struct store;
 int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err);
 /* 0 if name is a valid snapshot name no snapshot has (EINVAL, EEXIST, or the store's error). */

@@ -87,15 +87,19 @@ static bool disk_low(struct spaced *d)
 /* Sessions whose acknowledgements wait for disk space: sessions_tick retries them. */
 static bool any_paused;
 
-/* The session with the most output kept in sb, the oldest of equals (NULL if none keeps any).
- * The list is newest first. */
+/* The session with the most output kept in sb, the oldest of equals (NULL if none keeps any). */
 static struct session *largest_kept(struct sandbox *sb)
 {
 	struct session *s, *big = NULL;
 
-	for (s = sb->sessions; s; s = s->next)
-		if (spool_kept(s->spool) && (!big || spool_kept(s->spool) >= spool_kept(big->spool)))
+	/* (by creation: the list is newest first only until sessions are let go of and made
+	 * again) */
+	for (s = sb->sessions; s; s = s->next) {
+		uint64_t k = spool_kept(s->spool), kb = big ? spool_kept(big->spool) : 0;
+
+		if (k && (!big || k > kb || (k == kb && s->rec.created_ms < big->rec.created_ms)))
 			big = s;
+	}
 	return big;
 }
 

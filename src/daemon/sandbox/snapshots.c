@@ -233,10 +233,6 @@ int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out,
 	return rc;
 }
 
-int snapshot_get(struct spaced *d, const char *ref, struct snapshot_rec *out, space_err *err)
-{
-	return snapshot_lookup(d->store, ref, out, err);
-}
 
 int snapshot_delete_on(struct store *conn, const char *ref, char dir[PATH_MAX], space_err *err)
 {
