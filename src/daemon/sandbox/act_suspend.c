@@ -38,17 +38,27 @@ int act_suspend_start(struct sandbox *sb, const struct lc_args *a, space_err *er
 	return capture_start(sb, SNAP_SUSPEND, NULL, false, false, on_saved, err);
 }
 
+static void disk_shared(struct sandbox *sb, const char *error)
+{
+	if (error)
+		log_warn("sandbox %s: %s; it can be restored on this node only", sb->rec.id, error);
+	lifecycle_done(sb, NULL);
+}
+
 bool act_suspend_vm_exited(struct sandbox *sb)
 {
 	if (sb->capture || !sb->op.id[0] || sb->op.kind != OPK_SUSPEND || op_state_done(sb->op.state))
 		return false;
 	/* A node with a shared directory: its disk too, so that any node can restore it (its
-	 * memory and devices are there already: path_snapshot_dir). Without it, only here. */
+	 * memory and devices are there already: path_snapshot_dir). Without it, only here. The
+	 * suspend is done once the copy is. */
 	if (sb->d->cfg.shared_dir[0]) {
 		space_err err = { 0 };
 
-		if (disk_share(sb->d, &sb->rec, &err) < 0)
-			log_warn("sandbox %s: %s; it can be restored on this node only", sb->rec.id, err.msg);
+		if (disk_share(sb, disk_shared, &err) == 0)
+			return true;
+		disk_shared(sb, err.msg);
+		return true;
 	}
 	lifecycle_done(sb, NULL);
 	return true;

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "runtime.h"
+#include "vmm/proc_async.h"
 #include "store/store.h"
 #include "vmm/proc.h"
 #include "vmm/qcow2.h"
@@ -89,34 +90,84 @@ int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space
 	return 0;
 }
 
-int disk_share(struct spaced *d, struct sandbox_rec *r, space_err *err)
-{
-	char dir[PATH_MAX], out[PATH_MAX], tmp[PATH_MAX + 8], old[PATH_MAX], id[ID_LEN];
+/* A suspended sandbox's disk copied to the shared directory, by a qemu-img the loop does not
+ * wait for (a disk of gigabytes takes its time). */
+struct disk_share {
+	struct sandbox *sb;
+	struct proc_job *job;
+	char dir[PATH_MAX], out[PATH_MAX], tmp[PATH_MAX + 8];
+	disk_shared_cb done;
+};
 
-	snprintf(dir, sizeof(dir), "%s/disks", d->cfg.shared_dir);
-	if (path_mkdirs(dir, err) < 0)
+static void share_done(const space_err *err, void *arg)
+{
+	struct disk_share *s = arg;
+	struct sandbox *sb = s->sb;
+	struct sandbox_rec *r = &sb->rec;
+	disk_shared_cb done = s->done;
+	char old[PATH_MAX];
+	space_err e = { 0 };
+
+	sb->share = NULL;
+	if (err) {
+		e = *err;
+		err_wrap(&e, "copying the disk of %s to the shared directory", r->id);
+		unlink(s->tmp);
+	} else if (rename(s->tmp, s->out) < 0) {
+		err_sys(&e, errno, "rename %s", s->tmp);
+		unlink(s->tmp);
+	} else {
+		snprintf(old, sizeof(old), "%s", r->disk);
+		snprintf(r->disk, sizeof(r->disk), "%s", s->out);
+		/* A layer shared by an earlier suspend is nobody's now (local ones go by disks_gc). */
+		if (strncmp(old, s->dir, strlen(s->dir)) == 0 && old[strlen(s->dir)] == '/')
+			unlink(old);
+	}
+	free(s);
+	done(sb, e.code ? e.msg : NULL);
+}
+
+int disk_share(struct sandbox *sb, disk_shared_cb done, space_err *err)
+{
+	struct disk_share *s;
+	char id[ID_LEN];
+
+	if (sb->share)
+		return err_set(err, EBUSY, "sandbox %s: its disk is being shared already", sb->rec.id);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return err_set(err, ENOMEM, "out of memory");
+	snprintf(s->dir, sizeof(s->dir), "%s/disks", sb->d->cfg.shared_dir);
+	if (path_mkdirs(s->dir, err) < 0) {
+		free(s);
 		return err_wrap(err, "the shared disk directory");
+	}
 	id_new(id, "dk-");
-	snprintf(out, sizeof(out), "%s/%s.qcow2", dir, id);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+	snprintf(s->out, sizeof(s->out), "%s/%s.qcow2", s->dir, id);
+	snprintf(s->tmp, sizeof(s->tmp), "%s.tmp", s->out);
+	s->sb = sb;
+	s->done = done;
 	/* The whole chain in one layer, backed by nothing: what it stood on (this node's ready
 	 * snapshot on tmpfs, its copy of the template) is nowhere else. Zeroes stay holes. */
-	char *argv[] = { (char *)vm_qemu_img_binary(), "convert", "-q", "-O", "qcow2", r->disk, tmp, NULL };
-	if (proc_run(argv, -1, QEMU_IMG_TIMEOUT_MS * 10, err) < 0) {
-		unlink(tmp);
-		return err_wrap(err, "copying the disk of %s to the shared directory", r->id);
+	char *argv[] = { (char *)vm_qemu_img_binary(), "convert", "-q", "-O", "qcow2", sb->rec.disk, s->tmp, NULL };
+	if (proc_job_start(sb->d->base, argv, QEMU_IMG_TIMEOUT_MS * 10, share_done, s, &s->job, err) < 0) {
+		free(s);
+		return err_wrap(err, "copying the disk of %s to the shared directory", sb->rec.id);
 	}
-	if (rename(tmp, out) < 0) {
-		int e = errno;
-		unlink(tmp);
-		return err_sys(err, e, "rename %s", tmp);
-	}
-	snprintf(old, sizeof(old), "%s", r->disk);
-	snprintf(r->disk, sizeof(r->disk), "%s", out);
-	/* A layer shared by an earlier suspend is nobody's now (local ones go by disks_gc). */
-	if (strncmp(old, dir, strlen(dir)) == 0 && old[strlen(dir)] == '/')
-		unlink(old);
+	sb->share = s;
 	return 0;
+}
+
+void disk_share_cancel(struct sandbox *sb)
+{
+	struct disk_share *s = sb->share;
+
+	if (!s)
+		return;
+	sb->share = NULL;
+	proc_job_cancel(s->job);
+	unlink(s->tmp);
+	free(s);
 }
 
 int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err)

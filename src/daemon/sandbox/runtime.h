@@ -67,6 +67,7 @@ struct sandbox {
 	bool vm_next;              /* launch: the network is ready, QEMU starts on the next turn */
 	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	int64_t suspended_bytes;   /* what the saved state of its last suspend here takes (0: not known) */
+	struct disk_share *share;  /* its disk being copied to the shared directory (disks.c) */
 	struct sandbox *next;
 };
 
@@ -299,10 +300,15 @@ void disk_new_path(struct spaced *d, char out[PATH_MAX]);
 /* A new layer for a sandbox: a copy of `seed` (an empty overlay whose backing
  * file is a template image or a frozen layer). */
 int disk_from_seed(struct spaced *d, const char *seed, char out[PATH_MAX], space_err *err);
-/* The template's seed overlay, made once (qemu-img) next to its image. */
 /* --shared-dir (a node of a cluster): a suspended sandbox's disk, its whole chain, copied into
- * one layer under <shared>/disks so that any node can restore it; r->disk names the copy. */
-int disk_share(struct spaced *d, struct sandbox_rec *r, space_err *err);
+ * one layer under <shared>/disks so that any node can restore it, by a qemu-img the loop does
+ * not wait for; then sb->rec.disk names the copy and done(sb, NULL) runs (done(sb, why): it
+ * stays where it was). disk_share_cancel (a deletion, the daemon stopping) kills the copy;
+ * done is not called. */
+typedef void (*disk_shared_cb)(struct sandbox *sb, const char *error);
+int disk_share(struct sandbox *sb, disk_shared_cb done, space_err *err);
+void disk_share_cancel(struct sandbox *sb);
+/* The template's seed overlay, made once (qemu-img) next to its image. */
 int disk_template_seed(struct spaced *d, const struct template_rec *t, char out[PATH_MAX], space_err *err);
 /* Deletes layers no sandbox or snapshot reaches through its backing chain. */
 void disks_gc(struct spaced *d);

@@ -148,6 +148,7 @@ struct sandbox *sandbox_new(struct spaced *d)
 void sandbox_free(struct sandbox *sb)
 {
 	capture_drop(sb);
+	disk_share_cancel(sb);
 	if (sb->act_timer)
 		event_free(sb->act_timer);
 	if (sb->launch_ev)
@@ -372,6 +373,7 @@ void sandbox_start_delete(struct sandbox *sb, const char *why)
 	space_err err = { 0 };
 
 	capture_abort(sb, cancelled);
+	disk_share_cancel(sb);
 	if (sb->op.id[0] && !op_state_done(sb->op.state))
 		op_finish(sb->d, &sb->op, cancelled);
 	op_rec_clear(&sb->op);
