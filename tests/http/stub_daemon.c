@@ -279,19 +279,24 @@ int token_check(struct spaced *d, const char *sb_id, const char *scope, const ch
 	return err_set(err, EACCES, "invalid token");
 }
 
-void token_read(struct store *conn, struct token_row *row)
+struct token_job *token_job_new(const char *sb_id, const char *scope, const struct token_row *row)
 {
-	(void)conn;
-	row->rc = err_set(&row->err, ENOENT, "no such token");
-}
-
-int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const struct token_row *row,
-		  space_err *err)
-{
-	(void)d;
 	(void)sb_id;
 	(void)scope;
 	(void)row;
+	return NULL;
+}
+
+void token_job_read(struct store *conn, void *arg)
+{
+	(void)conn;
+	(void)arg;
+}
+
+int token_job_verdict(struct spaced *d, const struct token_job *j, space_err *err)
+{
+	(void)d;
+	(void)j;
 	return err_set(err, EACCES, "invalid token");
 }
 

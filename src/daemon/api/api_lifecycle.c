@@ -119,21 +119,9 @@ void api_sandboxes_fork(struct http_req *r)
 }
 
 /* Whether the name is free is asked on the store's thread; the snapshot begins on the loop. */
-struct snap_job {
-	char *id;
-	char name[SPEC_NAME_MAX + 1];
-};
-
-static int snap_name_read(struct store *conn, void *arg, space_err *err)
-{
-	struct snap_job *j = arg;
-
-	return snapshot_name_free(conn, j->name, err);
-}
-
 static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *rerr)
 {
-	struct snap_job *j = arg;
+	struct snapshot_req *j = arg;
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
 	struct snapshot_rec snap = { 0 };
@@ -155,35 +143,26 @@ static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, 
 	snapshot_rec_clear(&snap);
 }
 
-static void snap_job_free(void *arg)
-{
-	struct snap_job *j = arg;
-
-	free(j->id);
-	free(j);
-}
-
 void api_sandboxes_snapshot(struct http_req *r)
 {
 	space_err err = { 0 };
 	json_t *body = http_body_json(r);
-	struct snap_job *j;
+	struct snapshot_req *j;
 
 	if (!body)
 		return;
-	j = calloc(1, sizeof(*j));
-	if (!j || !(j->id = strdup(r->param[0]))) {
-		free(j);
+	j = snapshot_req_new(r->param[0]);
+	if (!j) {
 		http_reply_error(r->req, 500, "internal", "out of memory");
 	} else if (req_snapshot(body, j->name, sizeof(j->name), &err) < 0) {
 		http_reply_err(r->req, &err);
-		snap_job_free(j);
+		snapshot_req_free(j);
 	} else if (!sandbox_find(r->d, j->id)) {
 		/* not held here: refused now, from the record read before */
 		snap_begin(r->d, r->req, j, 0, &err);
-		snap_job_free(j);
+		snapshot_req_free(j);
 	} else {
-		api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+		api_read(r, snapshot_req_read, snap_begin, snapshot_req_free, j);
 	}
 	json_decref(body);
 }

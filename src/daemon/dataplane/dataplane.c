@@ -80,22 +80,11 @@ static bool is_stream_route(const struct http_req *r)
 }
 
 /* A files token this process has not seen: its row is read on the store's thread. */
-struct files_later {
-	char sb_id[ID_LEN];
-	struct token_row row;
-};
-
-static void files_read(struct store *conn, void *arg)
-{
-	token_read(conn, &((struct files_later *)arg)->row);
-}
-
 static int files_verdict(struct http_req *r, void *arg)
 {
-	struct files_later *q = arg;
 	space_err err = { 0 };
 
-	if (token_verdict(r->d, q->sb_id, TOKEN_SCOPE_FILES, &q->row, &err) < 0) {
+	if (token_job_verdict(r->d, arg, &err) < 0) {
 		http_reply_err(r->req, &err);
 		return -1;
 	}
@@ -105,7 +94,7 @@ static int files_verdict(struct http_req *r, void *arg)
 /* /v1/sandboxes/{id}/files...: opened by a files token of that sandbox. */
 static int dp_auth_files(struct http_req *r, const char *token)
 {
-	struct files_later *q;
+	struct token_job *q;
 	struct token_row row;
 	space_err err = { 0 };
 	int rc;
@@ -121,13 +110,11 @@ static int dp_auth_files(struct http_req *r, const char *token)
 	}
 	if (rc == 0)
 		return 0;
-	if (!(q = calloc(1, sizeof(*q)))) {
+	if (!(q = token_job_new(r->param[0], TOKEN_SCOPE_FILES, &row))) {
 		http_reply_error(r->req, 500, "internal", "out of memory");
 		return -1;
 	}
-	snprintf(q->sb_id, sizeof(q->sb_id), "%s", r->param[0]);
-	q->row = row;
-	return api_step_read(r, files_read, files_verdict, free, q);
+	return api_step_read(r, token_job_read, files_verdict, free, q);
 }
 
 /* The token of this request into `token`; -1 having answered 401. */

@@ -520,21 +520,9 @@ void e2b_fork(struct http_req *r)
 }
 
 /* Whether the name is free is asked on the store's thread; the snapshot begins on the loop. */
-struct snap_job {
-	char *id;
-	char name[SPEC_NAME_MAX + 1];
-};
-
-static int snap_name_read(struct store *conn, void *arg, space_err *err)
-{
-	struct snap_job *j = arg;
-
-	return snapshot_name_free(conn, j->name, err);
-}
-
 static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *rerr)
 {
-	struct snap_job *j = arg;
+	struct snapshot_req *j = arg;
 	struct sandbox_rec sb = { 0 };
 	struct op_rec op = { 0 };
 	struct snapshot_rec snap = { 0 };
@@ -558,29 +546,20 @@ static void snap_begin(struct spaced *d, struct evhttp_request *req, void *arg, 
 	snapshot_rec_clear(&snap);
 }
 
-static void snap_job_free(void *arg)
-{
-	struct snap_job *j = arg;
-
-	free(j->id);
-	free(j);
-}
-
 void e2b_snapshot(struct http_req *r)
 {
 	space_err err = { 0 };
 	json_t *body = e2b_body(r);
-	struct snap_job *j;
+	struct snapshot_req *j;
 
 	if (!body)
 		return;
-	j = calloc(1, sizeof(*j));
-	if (!j || !(j->id = strdup(r->param[0]))) {
-		free(j);
+	j = snapshot_req_new(r->param[0]);
+	if (!j) {
 		e2b_reply_error(r->req, 500, "out of memory");
 	} else if (e2b_req_snapshot(body, j->name, sizeof(j->name), &err) < 0) {
 		e2b_reply_err(r->req, &err);
-		snap_job_free(j);
+		snapshot_req_free(j);
 	} else {
 		if (!j->name[0]) {
 			char id[ID_LEN];
@@ -589,11 +568,11 @@ void e2b_snapshot(struct http_req *r)
 			snprintf(j->name, sizeof(j->name), "%s", id);
 		}
 		if (sandbox_find(r->d, j->id)) {
-			api_read(r, snap_name_read, snap_begin, snap_job_free, j);
+			api_read(r, snapshot_req_read, snap_begin, snapshot_req_free, j);
 		} else {
 			/* not held here: refused now, from the record read before */
 			snap_begin(r->d, r->req, j, 0, &err);
-			snap_job_free(j);
+			snapshot_req_free(j);
 		}
 	}
 	json_decref(body);

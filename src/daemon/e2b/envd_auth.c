@@ -51,22 +51,11 @@ static void refuse_token(struct http_req *r, const space_err *err)
 }
 
 /* A token this process has not seen: its row is read on the store's thread. */
-struct envd_later {
-	char sb_id[ID_LEN];
-	struct token_row row;
-};
-
-static void envd_read(struct store *conn, void *arg)
-{
-	token_read(conn, &((struct envd_later *)arg)->row);
-}
-
 static int envd_verdict(struct http_req *r, void *arg)
 {
-	struct envd_later *q = arg;
 	space_err err = { 0 };
 
-	if (token_verdict(r->d, q->sb_id, TOKEN_SCOPE_ENVD, &q->row, &err) < 0) {
+	if (token_job_verdict(r->d, arg, &err) < 0) {
 		refuse_token(r, &err);
 		return -1;
 	}
@@ -79,7 +68,7 @@ int envd_auth(struct http_req *r)
 	const char *id = e2b_sandbox_id(r);
 	const char *tok = evhttp_find_header(h, "X-Access-Token");
 	space_err err = { 0 };
-	struct envd_later *q;
+	struct token_job *q;
 	struct token_row row;
 	struct sandbox *sb;
 	int rc;
@@ -111,13 +100,11 @@ int envd_auth(struct http_req *r)
 	}
 	if (rc == 0)
 		return 0;
-	if (!(q = calloc(1, sizeof(*q)))) {
+	if (!(q = token_job_new(id, TOKEN_SCOPE_ENVD, &row))) {
 		refuse(r, 500, "internal", "out of memory");
 		return -1;
 	}
-	snprintf(q->sb_id, sizeof(q->sb_id), "%s", id);
-	q->row = row;
-	return api_step_read(r, envd_read, envd_verdict, free, q);
+	return api_step_read(r, token_job_read, envd_verdict, free, q);
 }
 
 /* ---- base64 ---- */

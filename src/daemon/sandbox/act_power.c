@@ -141,23 +141,9 @@ static void on_boot_up(struct sandbox *sb, const char *error)
 /* A clone whose state was still loading when the daemon stopped starts over
  * from its snapshot, once that QEMU is gone: its guest never ran, so its disk
  * is as the snapshot left it. The snapshot's record is read on the store's thread. */
-struct relaunch_read {
-	char id[ID_LEN];
-	struct snapshot_rec snap;
-	int rc;
-	space_err err;
-};
-
-static void relaunch_read(struct store *conn, void *arg)
-{
-	struct relaunch_read *q = arg;
-
-	q->rc = store_snapshot_get(conn, q->id, &q->snap, &q->err);
-}
-
 static void relaunch_step(struct sandbox *sb, void *arg)
 {
-	struct relaunch_read *q = arg;
+	struct snapshot_read *q = arg;
 	space_err err = { 0 };
 
 	if (!sb) {
@@ -169,13 +155,12 @@ static void relaunch_step(struct sandbox *sb, void *arg)
 		if (sandbox_launch(sb, &q->snap, on_boot_up, &err) < 0)
 			on_boot_up(sb, err.msg);
 	}
-	snapshot_rec_clear(&q->snap);
-	free(q);
+	snapshot_read_free(q);
 }
 
 static void relaunch(struct sandbox *sb, const char *error)
 {
-	struct relaunch_read *q;
+	struct snapshot_read *q;
 	space_err err = { 0 };
 
 	(void)error;
@@ -185,13 +170,12 @@ static void relaunch(struct sandbox *sb, const char *error)
 			on_boot_up(sb, err.msg);
 		return;
 	}
-	if (!sb->rec.source_snapshot[0] || !(q = calloc(1, sizeof(*q)))) {
+	if (!sb->rec.source_snapshot[0] || !(q = snapshot_read_new(sb->rec.source_snapshot))) {
 		on_boot_up(sb, "interrupted by a daemon restart before its VM ran; its snapshot is gone");
 		return;
 	}
-	snprintf(q->id, sizeof(q->id), "%s", sb->rec.source_snapshot);
-	if (act_read(sb, relaunch_read, relaunch_step, q, &err) < 0) {
-		free(q);
+	if (act_read(sb, snapshot_read_run, relaunch_step, q, &err) < 0) {
+		snapshot_read_free(q);
 		on_boot_up(sb, err.msg);
 	}
 }

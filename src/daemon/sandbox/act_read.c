@@ -57,3 +57,27 @@ int act_read(struct sandbox *sb, void (*read)(struct store *conn, void *arg),
 	}
 	return 0;
 }
+
+struct snapshot_read *snapshot_read_new(const char *id)
+{
+	struct snapshot_read *q = calloc(1, sizeof(*q));
+
+	if (q)
+		snprintf(q->id, sizeof(q->id), "%s", id);
+	return q;
+}
+
+void snapshot_read_run(struct store *conn, void *arg)
+{
+	struct snapshot_read *q = arg;
+
+	q->rc = store_snapshot_get(conn, q->id, &q->snap, &q->err);
+}
+
+void snapshot_read_free(struct snapshot_read *q)
+{
+	if (!q)
+		return;
+	snapshot_rec_clear(&q->snap);
+	free(q);
+}

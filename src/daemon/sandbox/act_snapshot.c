@@ -1,4 +1,5 @@
 /* act_snapshot.c -- a named snapshot of a running sandbox: memory and disk, outliving it */
+#include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
@@ -54,4 +55,29 @@ int snapshot_name_free(struct store *conn, const char *name, space_err *err)
 		return -1;
 	err_clear(err);
 	return 0;
+}
+
+struct snapshot_req *snapshot_req_new(const char *sb_id)
+{
+	struct snapshot_req *q = calloc(1, sizeof(*q));
+
+	if (q && !(q->id = strdup(sb_id))) {
+		free(q);
+		q = NULL;
+	}
+	return q;
+}
+
+int snapshot_req_read(struct store *conn, void *arg, space_err *err)
+{
+	return snapshot_name_free(conn, ((struct snapshot_req *)arg)->name, err);
+}
+
+void snapshot_req_free(void *arg)
+{
+	struct snapshot_req *q = arg;
+
+	if (q)
+		free(q->id);
+	free(q);
 }

@@ -78,23 +78,9 @@ static void on_restored(struct sandbox *sb, const char *error)
 }
 
 /* The saved state's record, read on the store's thread. */
-struct restore_read {
-	char id[ID_LEN];
-	struct snapshot_rec snap;
-	int rc;
-	space_err err;
-};
-
-static void restore_read(struct store *conn, void *arg)
-{
-	struct restore_read *rr = arg;
-
-	rr->rc = store_snapshot_get(conn, rr->id, &rr->snap, &rr->err);
-}
-
 static void restore_step(struct sandbox *sb, void *arg)
 {
-	struct restore_read *rr = arg;
+	struct snapshot_read *rr = arg;
 	space_err e = { 0 };
 
 	if (!sb)
@@ -109,13 +95,12 @@ static void restore_step(struct sandbox *sb, void *arg)
 		lifecycle_done(sb, e.msg);
 	}
 out:
-	snapshot_rec_clear(&rr->snap);
-	free(rr);
+	snapshot_read_free(rr);
 }
 
 int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *err)
 {
-	struct restore_read *rr;
+	struct snapshot_read *rr;
 
 	(void)a;
 	if (!sb->rec.snapshot_id[0])
@@ -123,12 +108,11 @@ int act_restore_start(struct sandbox *sb, const struct lc_args *a, space_err *er
 	/* Restoring counts already: no VM beyond this one. */
 	if (capacity_admit(sb->d, sb->rec.vcpus, sb->rec.memory_mib, 0, err) < 0)
 		return -1;
-	rr = calloc(1, sizeof(*rr));
+	rr = snapshot_read_new(sb->rec.snapshot_id);
 	if (!rr)
 		return err_set(err, ENOMEM, "out of memory");
-	snprintf(rr->id, sizeof(rr->id), "%s", sb->rec.snapshot_id);
-	if (act_read(sb, restore_read, restore_step, rr, err) < 0) {
-		free(rr);
+	if (act_read(sb, snapshot_read_run, restore_step, rr, err) < 0) {
+		snapshot_read_free(rr);
 		return -1;
 	}
 	return 0;

@@ -236,6 +236,18 @@ struct sandbox *sandbox_find_for(struct spaced *d, const char *id, enum op_kind 
 int act_read(struct sandbox *sb, void (*read)(struct store *conn, void *arg),
 	     void (*step)(struct sandbox *sb, void *arg), void *arg, space_err *err);
 
+/* A snapshot record an action reads by id (act_read): snapshot_read_new (NULL when out of
+ * memory), snapshot_read_run on the store's thread, snapshot_read_free after the step. */
+struct snapshot_read {
+	char id[ID_LEN];
+	struct snapshot_rec snap;
+	int rc;
+	space_err err;
+};
+struct snapshot_read *snapshot_read_new(const char *id);
+void snapshot_read_run(struct store *conn, void *arg);
+void snapshot_read_free(struct snapshot_read *q);
+
 /* act_*.c: each action's start and reconcile */
 int act_pause_start(struct sandbox *sb, const struct lc_args *a, space_err *err);
 int act_resume_start(struct sandbox *sb, const struct lc_args *a, space_err *err);

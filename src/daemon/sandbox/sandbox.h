@@ -145,6 +145,15 @@ struct store;
 int snapshot_lookup(struct store *st, const char *ref, struct snapshot_rec *out, space_err *err);
 /* 0 if name is a valid snapshot name no snapshot has (EINVAL, EEXIST, or the store's error). */
 int snapshot_name_free(struct store *conn, const char *name, space_err *err);
+/* A front end's POST of a named snapshot: the name asked for is checked on the store's thread
+ * (snapshot_req_read, an api_read read), then sandbox_snapshot runs on the loop. */
+struct snapshot_req {
+	char *id;                      /* the sandbox */
+	char name[SPEC_NAME_MAX + 1];
+};
+struct snapshot_req *snapshot_req_new(const char *sb_id);
+int snapshot_req_read(struct store *conn, void *arg, space_err *err);
+void snapshot_req_free(void *arg);
 /* DELETE of a named snapshot, whole on the store's thread (conn: store_async, api_read): its
  * files and row; dir is where its files were, for snapshot_forget_image on the loop after. */
 int snapshot_delete_on(struct store *conn, const char *ref, char dir[PATH_MAX], space_err *err);
@@ -271,6 +280,17 @@ int token_check(struct spaced *d, const char *sb_id, const char *scope, const ch
 void token_read(struct store *conn, struct token_row *row);
 int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const struct token_row *row,
 		  space_err *err);
+/* The same as one job for a step that holds its request (api_step_read): token_job_new (NULL
+ * when out of memory) after token_check answered 1; token_job_read on the store's thread;
+ * token_job_verdict on the loop; free() it. */
+struct token_job {
+	char sb_id[ID_LEN];
+	char scope[16];
+	struct token_row row;
+};
+struct token_job *token_job_new(const char *sb_id, const char *scope, const struct token_row *row);
+void token_job_read(struct store *conn, void *arg);
+int token_job_verdict(struct spaced *d, const struct token_job *j, space_err *err);
 /* Runtime session by id, among those in memory (no store read): an ended session let go of is
  * made again by session_find_stored from its record, read on the store's thread. */
 struct session *session_loaded(struct spaced *d, const char *ss_id);

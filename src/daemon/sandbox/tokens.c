@@ -129,19 +129,11 @@ void tokens_free(struct spaced *d)
 
 /* The row is written on the store's thread, in order with the writes queued before it: a
  * reply that hands the token out goes through a barrier (api_reply_stored, E2B's
- * reply_stored) and so leaves once the row is in. */
-struct token_write {
-	char hash[65];
-	char owner[ID_LEN];
-	char scope[16];
-	int64_t expires_ms;
-	int rc;
-	space_err err;
-};
+ * reply_stored) and so leaves once the row is in. (A struct token_row: what a read gets.) */
 
 static void write_token(struct store *conn, void *arg)
 {
-	struct token_write *w = arg;
+	struct token_row *w = arg;
 
 	/* Expired tokens go as new ones come: the table stays as small as what is live. */
 	if (store_tokens_prune(conn, NULL, now_ms(), &w->err) < 0)
@@ -152,7 +144,7 @@ static void write_token(struct store *conn, void *arg)
 
 static void token_written(void *arg, bool ran)
 {
-	struct token_write *w = arg;
+	struct token_row *w = arg;
 
 	if (ran && w->rc < 0)
 		log_warn("token of sandbox %s: %s (it opens its routes on this process only)", w->owner, w->err.msg);
@@ -164,7 +156,7 @@ int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t 
 		int64_t *expires_ms, space_err *err)
 {
 	struct sandbox *sb = sandbox_find(d, sb_id);
-	struct token_write *w;
+	struct token_row *w;
 	char hash[65];
 
 	if (!sb || !sandbox_visible(&sb->rec))
@@ -235,4 +227,26 @@ int token_verdict(struct spaced *d, const char *sb_id, const char *scope, const 
 	if (sandbox_find(d, row->owner))
 		mem_put(d, row->hash, row->owner, row->scope, row->expires_ms);
 	return verdict(sb_id, scope, row->owner, row->scope, row->expires_ms, err);
+}
+
+struct token_job *token_job_new(const char *sb_id, const char *scope, const struct token_row *row)
+{
+	struct token_job *j = calloc(1, sizeof(*j));
+
+	if (j) {
+		snprintf(j->sb_id, sizeof(j->sb_id), "%s", sb_id);
+		snprintf(j->scope, sizeof(j->scope), "%s", scope);
+		j->row = *row;
+	}
+	return j;
+}
+
+void token_job_read(struct store *conn, void *arg)
+{
+	token_read(conn, &((struct token_job *)arg)->row);
+}
+
+int token_job_verdict(struct spaced *d, const struct token_job *j, space_err *err)
+{
+	return token_verdict(d, j->sb_id, j->scope, &j->row, err);
 }
