@@ -121,7 +121,8 @@ st, _, raw = attach(f"/v1/sessions/{SA}/attach", {"Authorization": "Bearer tokb"
 ok(st == 401 and json.loads(raw)["error"]["code"] == "unauthorized", "another session's token is 401")
 st, _, raw = attach(f"/v1/sessions/{SA}/attach")
 ok(st == 401, "no token is 401")
-# A session not in memory is read from the store (dp_later.c) before the verdict: none here.
+# A session not in memory is read from the store (api_step_read, api/read_async.c) before the
+# verdict: none here.
 st, _, raw = req(DATA, "GET", "/v1/sessions/ss-00000000000000cc", T)
 ok(st == 404 and json.loads(raw)["error"]["code"] == "not_found", "a session the process does not hold is looked up: 404")
 st, _, raw = attach("/v1/sessions/ss-00000000000000cc/attach", T)

@@ -116,7 +116,7 @@ struct session *session_loaded(struct spaced *d, const char *id)
 }
 
 /* Every session of the stub is in memory: one the data plane does not know is read from the
- * "store" (dp_later.c, on the real path) and is not there either. */
+ * "store" (api_step_read in api/read_async.c, the real path) and is not there either. */
 int store_session_get(struct store *st, const char *id, struct session_rec *out, space_err *err)
 {
 	(void)st;
