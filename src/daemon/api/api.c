@@ -154,9 +154,9 @@ static int api_prepare(struct http_req *r)
 {
 	struct sandbox_pre *q;
 
-	/* An api process relays the rest to the sandbox's node (cluster/route.c), and GET
-	 * /v1/sandboxes/{id} reads for itself. */
-	if (r->d->cfg.role == DROLE_API && r->next != e2b_get)
+	/* GET /v1/sandboxes/{id} reads for itself (with its saved state); an api process relays
+	 * the rest to the sandbox's node (cluster/route.c). */
+	if (r->next == api_sandboxes_get || (r->d->cfg.role == DROLE_API && r->next != e2b_get))
 		return 0;
 	if (!names_sandbox(r) || sandbox_find(r->d, r->param[0]))
 		return 0;
