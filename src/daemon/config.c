@@ -37,6 +37,9 @@ static void usage(FILE *f)
 		"  --max-connections N       open HTTP connections, both planes (SPACE_MAX_CONNECTIONS; default from the fd limit)\n"
 		"  --max-connections-per-client N  from one client address (default: half of --max-connections)\n"
 		"  --request-timeout SECONDS a whole request (headers and body) must arrive within this (default 30)\n"
+		"  --unauth-body-budget MIB  request body bytes buffered at once for clients whose credentials are not\n"
+		"                            yet checked (a token to read from the store), whole daemon (default 64)\n"
+		"  --unauth-body-budget-per-client MIB  the same, from one client address (default 16)\n"
 		"  --max-streams N           attached output streams in all (SPACE_MAX_STREAMS; default: half the connections)\n"
 		"  --max-streams-per-sandbox N  attached output streams per sandbox (default 32)\n"
 		"  --session-output-max MIB  output kept per session, older bytes dropped (default 64)\n"
@@ -238,6 +241,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "advertise-data-url", required_argument, NULL, 1013 },
 		{ "lease", required_argument, NULL, 1014 },
 		{ "shared-dir", required_argument, NULL, 1015 },
+		{ "unauth-body-budget", required_argument, NULL, 1100 },
+		{ "unauth-body-budget-per-client", required_argument, NULL, 1101 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -260,6 +265,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->ready_snapshots = true;
 	cfg->boot_timeout_s = 60;
 	cfg->request_timeout_s = 30;
+	cfg->unauth_budget_mib = 64;
+	cfg->unauth_budget_per_client_mib = 16;
 	cfg->max_streams_per_sandbox = 32;
 	cfg->session_output_max_mib = 64;
 	cfg->sandbox_output_max_mib = 256;
@@ -318,6 +325,10 @@ void config_load(struct config *cfg, int argc, char **argv)
 			break;
 		case 1014: cfg->lease_s = parse_int(optarg, "--lease", 2, 3600); break;
 		case 1015: set_str(cfg->shared_dir, sizeof(cfg->shared_dir), optarg, "--shared-dir"); break;
+		case 1100: cfg->unauth_budget_mib = parse_int(optarg, "--unauth-body-budget", 1, 1 << 20); break;
+		case 1101:
+			cfg->unauth_budget_per_client_mib = parse_int(optarg, "--unauth-body-budget-per-client", 1, 1 << 20);
+			break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

@@ -48,6 +48,9 @@ struct config {
 	int max_conns;             /* open HTTP connections, both planes */
 	int max_conns_per_client;  /* from one client address */
 	int request_timeout_s;     /* whole request, headers and body (default 30) */
+	/* Body bytes buffered for requests whose credentials are not yet known (http/preauth.c). */
+	int unauth_budget_mib;     /* whole daemon (default 64) */
+	int unauth_budget_per_client_mib; /* from one client address (default 16) */
 	int max_streams;           /* attached output streams, whole daemon */
 	int max_streams_per_sandbox;
 	/* Bounds on command sessions (docs/design/guest-bounds.md). */

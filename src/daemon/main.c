@@ -1,6 +1,7 @@
 /* main.c -- spaced: start-up, the event loop, and shutdown (VMs are left running) */
 #include <event2/event.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 #include <signal.h>
@@ -253,6 +254,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (d->cfg.role != DROLE_API)
 		sandbox_tick(d);
 	cluster_tick(d);
+	/* Bodies of unauthenticated clients came and went (preauth.c): what the allocator keeps of
+	 * them goes back to the system, so that a burst leaves no lasting footprint. */
+	if (http_conns_unauth_released(d->conns) >= (8u << 20))
+		malloc_trim(0);
 }
 
 /* An api process: operations finish in other processes, so its long-polls look. */
@@ -339,7 +344,9 @@ static int run(struct spaced *d)
 	limits_init(&d->cfg);
 	lim = (struct http_limits){ .max_conns = (unsigned)d->cfg.max_conns,
 				    .max_conns_per_client = (unsigned)d->cfg.max_conns_per_client,
-				    .request_timeout_s = d->cfg.request_timeout_s };
+				    .request_timeout_s = d->cfg.request_timeout_s,
+				    .unauth_bytes = (uint64_t)d->cfg.unauth_budget_mib << 20,
+				    .unauth_bytes_per_client = (uint64_t)d->cfg.unauth_budget_per_client_mib << 20 };
 	d->conns = http_conns_new(d->base, &lim);
 	if (!d->conns) {
 		err_set(&err, ENOMEM, "out of memory");

@@ -187,8 +187,10 @@ def body_before_auth():
     s.sendall(f"POST /v1/sessions/{SA}/stdin HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
               f"Content-Length: {100 << 20}\r\n\r\n".encode())
     head = s.recv(4096)
-    ok(head.startswith(b"HTTP/1.1 413") and time.monotonic() - t0 < 2,
-       "a 100 MiB body with a wrong token is refused before a byte of it is sent")
+    # The head check refuses the token before the body (401); a token it cannot decide from
+    # memory would meet evhttp's limit first (413). Either way no byte of the body is read.
+    ok((head.startswith(b"HTTP/1.1 401") or head.startswith(b"HTTP/1.1 413")) and time.monotonic() - t0 < 2,
+       f"a 100 MiB body with a wrong token is refused before a byte of it is sent ({head[:12]!r})")
     s.close()
     status, body = request(st.data, f"POST /v1/sessions/{SA}/stdin",
                            "Authorization: Bearer wrong\r\nContent-Length: 5\r\n\r\nhello")

@@ -15,7 +15,7 @@ trap '[[ -n $pid ]] && kill -TERM $pid 2>/dev/null || true; wait $pid 2>/dev/nul
 cc=${CC:-gcc}
 $cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/common -Isrc -Isrc/daemon -O1 -g -DSSE_KEEPALIVE_S=1 \
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
-    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/http/stream.c src/daemon/http/ws.c src/daemon/limits.c \
+    -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/http/stream.c src/daemon/http/preauth.c src/daemon/http/ws.c src/daemon/limits.c \
     src/daemon/dataplane/dataplane.c \
     src/daemon/dataplane/dp_attach.c src/daemon/dataplane/dp_ws.c src/daemon/api/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c src/daemon/api/read_async.c \
     src/daemon/e2b/envd_auth.c src/daemon/e2b/connect.c src/daemon/e2b/e2b_reply.c src/daemon/sandbox/spec.c \

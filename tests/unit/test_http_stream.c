@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "daemon/http/body.h"
+#include "daemon/http/preauth.h"
 #include "daemon/http/stream.h"
 #include "log.h"
 #include "test_http_server.h"
@@ -340,6 +341,134 @@ static void test_lf(void)
 	free(body);
 	evbuffer_free(dst);
 	http_sf_free(sf);
+}
+
+/* ---- the head check (preauth.c): no body byte of a refused request reaches evhttp ---- */
+
+static const struct http_route all_routes[] = {
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", noop },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
+};
+
+static int head_calls;
+
+/* "Bearer good": authed; "Bearer bad" or none: refused; any other: unknown. */
+static enum http_head_verdict test_head_auth(struct http_req *r, struct evkeyvalq *hdrs)
+{
+	const char *a = evhttp_find_header(hdrs, "Authorization");
+
+	head_calls++;
+	if (!r->next || !a || strcmp(a, "Bearer bad") == 0)
+		return HTTP_HEAD_REFUSED;
+	return strcmp(a, "Bearer good") == 0 ? HTTP_HEAD_AUTHED : HTTP_HEAD_UNKNOWN;
+}
+
+static const struct http_plane head_plane = {
+	.name = "test", .routes = all_routes, .nroutes = 2, .max_body = 1 << 20, .head_auth = test_head_auth,
+};
+
+static char *head_feed(const char *req, enum http_sf_state *state)
+{
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *dst = evbuffer_new();
+	char *out;
+
+	http_sf_set_plane(sf, &head_plane);
+	out = feed(sf, req, strlen(req), 7, dst);
+	*state = http_sf_state(sf);
+	evbuffer_free(dst);
+	http_sf_free(sf);
+	return out;
+}
+
+static void test_head_refused(void)
+{
+	enum http_sf_state st;
+	char *out;
+
+	/* no credentials: the head goes on without its body, marked; the rest is dropped */
+	out = head_feed("POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"
+			"0123456789GET /next HTTP/1.1\r\n\r\n", &st);
+	EXPECT(strcmp(out, "POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+			   HTTP_SF_HEADER ": " HTTP_SF_REFUSED "\r\n\r\n") == 0);
+	EXPECT(st == HTTP_SF_DEAD);
+	free(out);
+	/* a wrong key, chunked, with Expect: the same, and no 100 Continue can follow */
+	out = head_feed("POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nAuthorization: Bearer bad\r\nExpect: 100-continue\r\n"
+			"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", &st);
+	EXPECT(strstr(out, HTTP_SF_HEADER ": " HTTP_SF_REFUSED) && !strstr(out, "hello") && !strstr(out, "Expect"));
+	EXPECT(st == HTTP_SF_DEAD);
+	free(out);
+	/* no route: nothing of the body either */
+	out = head_feed("POST /nowhere HTTP/1.1\r\nAuthorization: Bearer good\r\nContent-Length: 3\r\n\r\nabc", &st);
+	EXPECT(strstr(out, HTTP_SF_REFUSED) && !strstr(out, "abc"));
+	free(out);
+}
+
+static void test_head_passes(void)
+{
+	enum http_sf_state st;
+	char *out;
+	int before = head_calls;
+
+	out = head_feed("POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nAuthorization: Bearer good\r\n"
+			"Content-Length: 3\r\n\r\nabc", &st);
+	EXPECT(strcmp(out, "POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nAuthorization: Bearer good\r\n"
+			   "Content-Length: 3\r\n\r\nabc") == 0);
+	EXPECT(st == HTTP_SF_WAIT);
+	free(out);
+	/* unknown credentials and no connection (so no budget): passed, byte for byte */
+	out = head_feed("POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nAuthorization: Bearer maybe\r\n"
+			"Content-Length: 3\r\n\r\nabc", &st);
+	EXPECT(strstr(out, "\r\n\r\nabc") != NULL && !strstr(out, HTTP_SF_HEADER));
+	free(out);
+	/* a request without a body is never checked here (its credentials are checked as always) */
+	out = head_feed("GET /v1/sessions/ss-1 HTTP/1.1\r\nHost: x\r\n\r\n", &st);
+	EXPECT(strcmp(out, "GET /v1/sessions/ss-1 HTTP/1.1\r\nHost: x\r\n\r\n") == 0);
+	free(out);
+	EXPECT_EQ(head_calls - before, 2);
+}
+
+/* A head outside the strict subset with a body: evhttp would read the body whole, unchecked;
+ * it gets at most HTTP_SF_RAW_CAP of it, then the connection ends. Without a body it still goes
+ * raw (an upgrade, say). */
+static void test_head_unreadable(void)
+{
+	static const char dup[] = "POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nContent-Length: 9\r\n"
+				  "Content-Length: 9\r\n\r\n";
+	enum http_sf_state st;
+	size_t big = 3 * HTTP_SF_RAW_CAP;
+	char *out, *req = malloc(sizeof(dup) + big);
+
+	out = head_feed("POST /v1/sessions/ss-1/stdin HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+			&st);
+	EXPECT(strstr(out, "abc") != NULL);
+	EXPECT(st == HTTP_SF_RAW);
+	free(out);
+	memcpy(req, dup, sizeof(dup) - 1);
+	memset(req + sizeof(dup) - 1, 'x', big);
+	req[sizeof(dup) - 1 + big] = '\0';
+	out = head_feed(req, &st);
+	EXPECT(strlen(out) <= sizeof(dup) + HTTP_SF_RAW_CAP);
+	EXPECT(st == HTTP_SF_DEAD);
+	free(out);
+	free(req);
+	out = head_feed("GET /v1/sessions/ss-1/ws HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", &st);
+	EXPECT(strstr(out, "Upgrade: websocket") != NULL);
+	EXPECT(st == HTTP_SF_RAW);
+	free(out);
+}
+
+static void test_head_headers(void)
+{
+	static const char h[] = "POST / HTTP/1.1\r\nA:1\r\nB-Name:   two words \t\r\nc:\r\n\r\n";
+	struct evkeyvalq kv;
+
+	EXPECT(http_head_headers(h, sizeof(h) - 1, &kv) == 0);
+	EXPECT(strcmp(evhttp_find_header(&kv, "a"), "1") == 0);
+	EXPECT(strcmp(evhttp_find_header(&kv, "b-name"), "two words") == 0);
+	EXPECT(strcmp(evhttp_find_header(&kv, "C"), "") == 0);
+	evhttp_clear_headers(&kv);
 }
 
 /* ---- through a real listener ---- */
@@ -1057,6 +1186,10 @@ int main(void)
 	RUN(test_unclaimed);
 	RUN(test_discard);
 	RUN(test_lf);
+	RUN(test_head_refused);
+	RUN(test_head_passes);
+	RUN(test_head_unreadable);
+	RUN(test_head_headers);
 	test_listener();
 	test_listener_limits();
 	return DONE();

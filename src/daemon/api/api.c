@@ -84,34 +84,45 @@ static void refuse(struct http_req *r, const char *msg)
 		http_reply_error(r->req, 401, "unauthorized", "%s", msg);
 }
 
-static int api_auth(struct http_req *r)
+/* The API key in hdrs: NULL when it is the daemon's, else why not. */
+static const char *key_refusal(const struct spaced *d, struct evkeyvalq *hdrs)
 {
-	struct evkeyvalq *hdrs = evhttp_request_get_input_headers(r->req);
 	const char *h = evhttp_find_header(hdrs, "Authorization");
 	const char *x = evhttp_find_header(hdrs, "X-API-KEY");
-	char key[sizeof(r->d->cfg.api_key)];
+	char key[sizeof(d->cfg.api_key)];
+	const char *why = NULL;
+
+	if (!h && !x)
+		return "missing Authorization: Bearer <api key> (or X-API-KEY)";
+	if (h && http_bearer(h, key, sizeof(key)) < 0)
+		why = "invalid API key";
+	else if (!h && snprintf(key, sizeof(key), "%s", x) >= (int)sizeof(key))
+		why = "invalid API key";
+	else if (!d->cfg.api_key[0] || !http_secret_equal(key, d->cfg.api_key))
+		why = "invalid API key";
+	explicit_bzero(key, sizeof(key));
+	return why;
+}
+
+static int api_auth(struct http_req *r)
+{
+	const char *why;
 
 	if (api_ui_public(r) || api_health_public(r))
 		return 0;
-	if (!h && !x) {
-		refuse(r, "missing Authorization: Bearer <api key> (or X-API-KEY)");
+	why = key_refusal(r->d, evhttp_request_get_input_headers(r->req));
+	if (why) {
+		refuse(r, why);
 		return -1;
 	}
-	if (h && http_bearer(h, key, sizeof(key)) < 0) {
-		refuse(r, "invalid API key");
-		return -1;
-	}
-	if (!h && snprintf(key, sizeof(key), "%s", x) >= (int)sizeof(key)) {
-		refuse(r, "invalid API key");
-		return -1;
-	}
-	if (!r->d->cfg.api_key[0] || !http_secret_equal(key, r->d->cfg.api_key)) {
-		explicit_bzero(key, sizeof(key));
-		refuse(r, "invalid API key");
-		return -1;
-	}
-	explicit_bzero(key, sizeof(key));
 	return 0;
+}
+
+/* The same check from a request's head, before its body is read: a body comes only with the
+ * key (the public routes are GETs, which carry none). */
+static enum http_head_verdict api_head_auth(struct http_req *r, struct evkeyvalq *hdrs)
+{
+	return key_refusal(r->d, hdrs) ? HTTP_HEAD_REFUSED : HTTP_HEAD_AUTHED;
 }
 
 /* ---- the sandbox a request names, when this process does not hold it ----
@@ -178,6 +189,7 @@ static struct http_plane api_plane = {
 	.auth = api_auth,
 	.auth_first = true,
 	.prepare = api_prepare,
+	.head_auth = api_head_auth,
 };
 
 int api_start(struct spaced *d, space_err *err)

@@ -244,6 +244,7 @@ int files_parse_range(const char *h, uint64_t *off, uint64_t *len)
 
 struct read_ctx {
 	bool ranged;
+	uint64_t off, len; /* what was asked for (len UINT64_MAX: to the end) */
 };
 
 static void http_date(double t, char *out, size_t len)
@@ -266,13 +267,17 @@ static int read_header(struct fop *f)
 	json_int_t mode = json_integer_value(json_object_get(h, "mode"));
 	char buf[128];
 
+	/* The header is the guest's word: it must describe what was asked for, and the engine
+	 * holds the body to exactly len bytes (fop_reply_start_sized). */
 	if (size < 0 || off < 0 || len < 0 || off > size || len > size - off)
+		return -1;
+	if ((uint64_t)off != c->off)
+		return -1;
+	if (c->len != UINT64_MAX && (uint64_t)len > c->len)
 		return -1;
 	if (c->ranged && len == 0 && size > 0)
 		return FOP_RANGE_NOT_SATISFIABLE;
 	evhttp_add_header(hdrs, "Content-Type", "application/octet-stream");
-	snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)len);
-	evhttp_add_header(hdrs, "Content-Length", buf);
 	snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)size);
 	evhttp_add_header(hdrs, "X-Space-File-Size", buf);
 	snprintf(buf, sizeof(buf), "%04o", (unsigned)(mode & 07777));
@@ -284,9 +289,9 @@ static int read_header(struct fop *f)
 		snprintf(buf, sizeof(buf), "bytes %" PRId64 "-%" PRId64 "/%" PRId64, (int64_t)off,
 			 (int64_t)(off + len - 1), (int64_t)size);
 		evhttp_add_header(hdrs, "Content-Range", buf);
-		fop_reply_start(f, 206, "Partial Content");
+		fop_reply_start_sized(f, 206, "Partial Content", (uint64_t)len);
 	} else {
-		fop_reply_start(f, 200, "OK");
+		fop_reply_start_sized(f, 200, "OK", (uint64_t)len);
 	}
 	return 0;
 }
@@ -326,6 +331,8 @@ void api_files_read(struct http_req *r)
 		return;
 	}
 	c->ranged = rc == 0;
+	c->off = off;
+	c->len = len;
 	snprintf(so, sizeof(so), "%" PRIu64, off);
 	if (len != UINT64_MAX)
 		snprintf(sl, sizeof(sl), "%" PRIu64, len);

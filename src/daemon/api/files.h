@@ -47,7 +47,12 @@ struct fop_kind {
  * k->free_ctx). Answers errors itself. */
 void fop_run(struct http_req *r, const char *sb_id, const struct fop_kind *k, const char *const *argv,
 	     const char *user, void *ctx);
+/* Starts a streamed reply (chunked, so the guest's bytes never frame it). */
 void fop_reply_start(struct fop *f, int status, const char *reason);
+/* Starts a reply of exactly len raw bytes (Content-Length: len). The engine counts what the
+ * route's on_raw passes on against it: a byte beyond len, or an end short of it, cuts the
+ * connection, so no length the guest declares can frame what a client reads next. */
+void fop_reply_start_sized(struct fop *f, int status, const char *reason, uint64_t len);
 /* on_header's answer when the asked-for range lies past the end: the reply is 416. */
 #define FOP_RANGE_NOT_SATISFIABLE (-2)
 /* A unary reply's status, when not the kind's ok_status (from on_end). */

@@ -19,6 +19,9 @@
 #include "log.h"
 #include "sandbox/sandbox.h"
 
+/* fop_stdout: raw bytes beyond a sized reply's length. */
+#define FOP_OVERRUN (-3)
+
 /* Bytes of output read from the spool at once. */
 #define FOP_CHUNK (256u << 10)
 /* Reply bytes queued toward a client before we wait for it: a slow reader costs this much. */
@@ -50,6 +53,8 @@ struct fop {
 	int status;            /* a unary reply's, when on_end set one */
 	bool first;
 	uint64_t body_bytes;   /* raw body bytes sent */
+	uint64_t sized;        /* fop_reply_start_sized's length: body_bytes must end equal to it */
+	bool is_sized;
 	int nentries;
 };
 
@@ -167,6 +172,19 @@ static void fop_send(struct fop *f, struct evbuffer *chunk)
 
 void fop_reply_start(struct fop *f, int status, const char *reason)
 {
+	http_reply_start(f->req, status, reason);
+	f->replying = true;
+}
+
+void fop_reply_start_sized(struct fop *f, int status, const char *reason, uint64_t len)
+{
+	char cl[24];
+
+	snprintf(cl, sizeof(cl), "%" PRIu64, len);
+	evhttp_remove_header(evhttp_request_get_output_headers(f->req), "Content-Length");
+	evhttp_add_header(evhttp_request_get_output_headers(f->req), "Content-Length", cl);
+	f->sized = len;
+	f->is_sized = true;
 	evhttp_send_reply_start(f->req, status, reason);
 	f->replying = true;
 }
@@ -274,6 +292,8 @@ static int fop_stdout(struct fop *f, const uint8_t *p, size_t n)
 {
 	while (n) {
 		if (f->header_done && f->k->on_raw) {
+			if (f->is_sized && n > f->sized - f->body_bytes)
+				return FOP_OVERRUN;
 			f->body_bytes += n;
 			return f->k->on_raw(f, p, n, f->out);
 		}
@@ -319,6 +339,10 @@ static void fop_end(struct fop *f, struct session *s)
 		int e = rec->exit_code > 0 && rec->exit_code < 256 ? rec->exit_code : EIO;
 
 		fop_fail(f, e);
+		return;
+	}
+	if (f->is_sized && f->body_bytes != f->sized) {
+		fop_abort(f, "the guest ended after fewer bytes than it declared");
 		return;
 	}
 	if (f->k->on_end && f->k->on_end(f, f->out) < 0) {
@@ -475,7 +499,8 @@ static void fop_pump(struct fop *f)
 		if (rc < 0) {
 			session_signal(s, 9, &err);
 			if (f->replying) {
-				fop_abort(f, "the operation's output was malformed");
+				fop_abort(f, rc == FOP_OVERRUN ? "the guest sent more bytes than it declared"
+							       : "the operation's output was malformed");
 			} else {
 				if (f->held)
 					http_hold_end(&f->hold);

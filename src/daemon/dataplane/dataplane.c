@@ -241,6 +241,48 @@ static int dp_auth(struct http_req *r)
 	return rc;
 }
 
+/* dp_auth's verdict from a request's head, before its body is read (http_plane.head_auth):
+ * from memory only; a session or token this process has not seen is UNKNOWN (budgeted). */
+static enum http_head_verdict dp_head_auth(struct http_req *r, struct evkeyvalq *hdrs)
+{
+	const char *h = evhttp_find_header(hdrs, "Authorization");
+	enum http_head_verdict v = HTTP_HEAD_REFUSED;
+	struct token_row row;
+	space_err err = { 0 };
+	struct session *s;
+	char token[128];
+	int rc;
+
+	if (!r->next)
+		return HTTP_HEAD_REFUSED; /* no route: answered 404 without its body */
+	if (envd_path(r))
+		return envd_head_auth(r, hdrs);
+	if (!h || http_bearer(h, token, sizeof(token)) < 0)
+		return HTTP_HEAD_REFUSED;
+	if (strcmp(r->seg[1], "sandboxes") == 0) {
+		if (id_valid(r->param[0], "sb-") && sandbox_find(r->d, r->param[0])) {
+			rc = token_check(r->d, r->param[0], TOKEN_SCOPE_FILES, token, &row, &err);
+			v = rc == 0 ? HTTP_HEAD_AUTHED : rc > 0 ? HTTP_HEAD_UNKNOWN : HTTP_HEAD_REFUSED;
+		}
+	} else if (id_valid(r->param[0], "ss-")) {
+		s = session_loaded(r->d, r->param[0]);
+		v = !s ? HTTP_HEAD_UNKNOWN : session_check_token(s, token, &err) == 0 ? HTTP_HEAD_AUTHED : HTTP_HEAD_REFUSED;
+	}
+	explicit_bzero(token, sizeof(token));
+	return v;
+}
+
+/* An api process checks no token (the node does): a body with one is budgeted, one without
+ * any is refused before it is read. */
+static enum http_head_verdict dp_head_relay(struct http_req *r, struct evkeyvalq *hdrs)
+{
+	(void)r;
+	if (evhttp_find_header(hdrs, "Authorization") || evhttp_find_header(hdrs, "X-Access-Token") ||
+	    evhttp_find_header(hdrs, "E2B-Traffic-Access-Token"))
+		return HTTP_HEAD_UNKNOWN;
+	return HTTP_HEAD_REFUSED;
+}
+
 static void dp_session_get(struct http_req *r)
 {
 	struct session *s = r->obj;
@@ -352,6 +394,7 @@ static struct http_plane dp_plane = {
 	.nstream_routes = sizeof(dp_stream_routes) / sizeof(dp_stream_routes[0]),
 	.auth = dp_auth,
 	.auth_first = false, /* the route names the session the token must open */
+	.head_auth = dp_head_auth,
 };
 
 int dataplane_start(struct spaced *d, space_err *err)
@@ -367,6 +410,7 @@ int dataplane_start(struct spaced *d, space_err *err)
 		dp_plane.stream_routes = NULL;
 		dp_plane.nstream_routes = 0;
 		dp_plane.auth = NULL;
+		dp_plane.head_auth = dp_head_relay;
 		dp_plane.max_body = CLUSTER_MAX_BODY;
 	}
 	d->data_http = http_listen(d->base, d->cfg.data_listen, &dp_plane, err);

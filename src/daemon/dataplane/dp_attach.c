@@ -355,7 +355,7 @@ void dp_attach(struct http_req *r)
 	evhttp_add_header(hdrs, "Content-Type", "text/event-stream");
 	evhttp_add_header(hdrs, "Cache-Control", "no-store");
 	evhttp_add_header(hdrs, "X-Accel-Buffering", "no");
-	evhttp_send_reply_start(r->req, 200, "OK");
+	http_reply_start(r->req, 200, "OK");
 	http_hold_begin(&c->hold, r->req, sse_gone, r->d->conns);
 	bufferevent_set_max_single_write(sse_bev(c), SSE_SINGLE_WRITE);
 	if (started < 0) {

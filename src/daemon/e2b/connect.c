@@ -335,7 +335,7 @@ struct connect_stream *connect_stream_begin(struct http_req *r, const struct con
 	}
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Type", "application/connect+json");
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Cache-Control", "no-store");
-	evhttp_send_reply_start(r->req, 200, "OK");
+	http_reply_start(r->req, 200, "OK");
 	http_hold_begin(&cs->hold, r->req, stream_gone, r->d->conns);
 	if (cs->ka_timer)
 		evtimer_add(cs->ka_timer, &cs->ka_every);

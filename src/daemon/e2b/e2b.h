@@ -70,6 +70,8 @@ json_t *e2b_error_body(int status, const char *message);
  * interpreter's SDK sends only that one on /contexts). envd_auth sets r->obj to nothing;
  * handlers read the id with e2b_sandbox_id(). */
 int envd_auth(struct http_req *r);
+/* envd_auth's verdict from a request's head alone (http_plane.head_auth), from memory. */
+enum http_head_verdict envd_head_auth(struct http_req *r, struct evkeyvalq *hdrs);
 /* Is this request one of the routes below (not /v1/...)? */
 bool envd_path(const struct http_req *r);
 /* The E2b-Sandbox-Id header of an authorised request ("" if absent). */

@@ -107,6 +107,23 @@ int envd_auth(struct http_req *r)
 	return api_step_read(r, token_job_read, envd_verdict, free, q);
 }
 
+enum http_head_verdict envd_head_auth(struct http_req *r, struct evkeyvalq *hdrs)
+{
+	const char *id = evhttp_find_header(hdrs, HDR_SANDBOX), *tok = evhttp_find_header(hdrs, "X-Access-Token");
+	struct sandbox *sb;
+	struct token_row row;
+	space_err err = { 0 };
+	int rc;
+
+	if (!tok)
+		tok = evhttp_find_header(hdrs, "E2B-Traffic-Access-Token");
+	sb = id && tok && id_valid(id, "sb-") ? sandbox_find(r->d, id) : NULL;
+	if (!sb || !sandbox_visible(sandbox_record(sb)))
+		return HTTP_HEAD_REFUSED; /* what envd_auth answers 401 or 502 */
+	rc = token_check(r->d, id, TOKEN_SCOPE_ENVD, tok, &row, &err);
+	return rc == 0 ? HTTP_HEAD_AUTHED : rc > 0 ? HTTP_HEAD_UNKNOWN : HTTP_HEAD_REFUSED;
+}
+
 /* ---- base64 ---- */
 
 static int b64_val(unsigned char c)

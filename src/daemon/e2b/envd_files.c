@@ -45,15 +45,16 @@ static int read_header(struct fop *f)
 {
 	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(fop_req(f));
 	json_t *h = fop_header(f);
+	json_int_t size = json_integer_value(json_object_get(h, "size"));
+	json_int_t off = json_integer_value(json_object_get(h, "offset"));
 	json_int_t len = json_integer_value(json_object_get(h, "length"));
-	char buf[32];
 
-	if (len < 0)
+	/* The whole file was asked for: the guest's header must say so, and the engine holds
+	 * the body to exactly that length (fop_reply_start_sized). */
+	if (size < 0 || off != 0 || len != size)
 		return -1;
 	evhttp_add_header(hdrs, "Content-Type", "application/octet-stream");
-	snprintf(buf, sizeof(buf), "%" PRId64, (int64_t)len);
-	evhttp_add_header(hdrs, "Content-Length", buf);
-	fop_reply_start(f, 200, "OK");
+	fop_reply_start_sized(f, 200, "OK", (uint64_t)len);
 	return 0;
 }
 

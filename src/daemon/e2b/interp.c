@@ -628,7 +628,7 @@ void interp_execute(struct http_req *r)
 	e->held = true;
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Content-Type", "application/x-ndjson");
 	evhttp_add_header(evhttp_request_get_output_headers(r->req), "Cache-Control", "no-store");
-	evhttp_send_reply_start(r->req, 200, "OK");
+	http_reply_start(r->req, 200, "OK");
 	http_hold_begin(&e->hold, r->req, exec_gone, r->d->conns);
 	if (c->tail)
 		c->tail->next = e;

@@ -46,6 +46,7 @@ struct http_conn {
 	struct http_hold *hold;          /* a held request's close hook */
 	struct http_sf *sf;              /* the stream filter, on planes with stream routes */
 	const char *plane;               /* the listener's plane name ("api", "data") */
+	uint64_t unauth;                 /* unauthenticated body bytes this connection holds */
 };
 
 struct http_listener {
@@ -72,6 +73,9 @@ struct http_conns {
 	struct http_listener listeners[MAX_LISTENERS];
 	int nlisteners;
 	uint64_t refused;           /* connections refused over a cap (for logs) */
+	uint64_t unauth;            /* unauthenticated body bytes held by all connections */
+	uint64_t unauth_released;   /* given back since http_conns_unauth_released last asked */
+	uint64_t unauth_refused;    /* bodies refused over the budget (for logs) */
 };
 
 enum http_cap http_cap_check(unsigned used_total, unsigned used_group, unsigned max_total, unsigned max_group)
@@ -145,6 +149,59 @@ const struct http_limits *http_conns_limits(const struct http_conns *cs)
 	return &cs->lim;
 }
 
+/* ---- the unauthenticated body budget ---- */
+
+static uint64_t unauth_from(const struct http_conns *cs, const struct sockaddr_storage *peer)
+{
+	uint64_t n = 0;
+
+	for (const struct http_conn *c = cs->live; c; c = c->next)
+		if (same_host(&c->peer, peer))
+			n += c->unauth;
+	return n;
+}
+
+bool http_conn_unauth_take(struct http_conn *c, uint64_t n)
+{
+	struct http_conns *cs = c->owner;
+	const struct http_limits *lim = &cs->lim;
+
+	if ((lim->unauth_bytes && cs->unauth + n > lim->unauth_bytes) ||
+	    (lim->unauth_bytes_per_client && unauth_from(cs, &c->peer) + n > lim->unauth_bytes_per_client)) {
+		if (cs->unauth_refused++ % 1000 == 0)
+			log_warn("http: refusing request bodies of clients not yet authenticated: %llu bytes of "
+				 "them in flight (%llu refused so far)", (unsigned long long)cs->unauth,
+				 (unsigned long long)cs->unauth_refused);
+		return false;
+	}
+	c->unauth += n;
+	cs->unauth += n;
+	return true;
+}
+
+void http_conn_unauth_give(struct http_conn *c)
+{
+	if (!c || !c->unauth)
+		return;
+	c->owner->unauth -= c->unauth;
+	c->owner->unauth_released += c->unauth;
+	c->unauth = 0;
+}
+
+uint64_t http_conns_unauth_held(const struct http_conns *cs)
+{
+	return cs ? cs->unauth : 0;
+}
+
+uint64_t http_conns_unauth_released(struct http_conns *cs)
+{
+	uint64_t n = cs ? cs->unauth_released : 0;
+
+	if (cs)
+		cs->unauth_released = 0;
+	return n;
+}
+
 /* ---- per-connection lifetime ---- */
 
 static void conn_free(struct http_conn *c)
@@ -168,6 +225,7 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
 		http_hold_gone(h);
 	if (c->sf) /* after the hold: its on_gone may still look at the body */
 		http_sf_conn_gone(c->sf);
+	http_conn_unauth_give(c);
 	conn_free(c);
 }
 
@@ -340,8 +398,10 @@ static struct bufferevent *make_filtered(struct event_base *base, const struct h
 	struct bufferevent *under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE), *f = NULL;
 	struct http_sf *sf = under ? http_sf_new(plane->stream_routes, plane->nstream_routes, HTTP_BODY_BUFFER) : NULL;
 
-	if (sf)
+	if (sf) {
+		http_sf_set_plane(sf, plane);
 		f = http_sf_wrap(sf, base, under); /* frees both on failure */
+	}
 	else if (under)
 		bufferevent_free(under);
 	if (!f)
@@ -357,7 +417,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	struct http_conn *c = calloc(1, sizeof(*c));
 	struct bufferevent *bev = NULL;
 
-	if (c && hl->plane && hl->plane->nstream_routes)
+	if (c && hl->plane && (hl->plane->nstream_routes || hl->plane->head_auth))
 		bev = make_filtered(base, hl->plane, &c->sf);
 	if (!bev)
 		bev = bufferevent_socket_new(base, -1, 0);

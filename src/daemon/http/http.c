@@ -5,6 +5,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <event2/http_struct.h>
 #include <netdb.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
@@ -339,6 +340,14 @@ static void run_steps(struct http_req *r)
 			return;
 		}
 	}
+	if (r->withheld) {
+		/* The filter found the head's credentials wanting (preauth.c) but no step refused
+		 * them: the handler must not run with a body that was never read. */
+		http_reply_error(r->req, 401, "unauthorized", "missing or invalid credentials (the request body was "
+							     "not read)");
+		req_free(r);
+		return;
+	}
 	r->next(r);
 	req_free(r);
 }
@@ -364,8 +373,14 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	r->conn = conn_request_read(plane, req);
 	/* Before anything can answer: a streaming body marks its reply (stream.h). */
 	if (http_conn_sf(r->conn))
-		r->body = http_sf_dispatch(r->conn, req);
+		r->body = http_sf_dispatch(r->conn, req, &r->withheld);
 	TAILQ_INIT(&r->query);
+	if (r->withheld == 429) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+		http_reply_error(req, 429, "at_capacity", "too many request bodies of clients not yet authenticated "
+							  "are in flight; retry later");
+		goto out;
+	}
 	r->d = plane->d;
 	r->req = req;
 	r->method = evhttp_request_get_command(req);
@@ -643,6 +658,22 @@ void http_reply_err(struct evhttp_request *req, const space_err *e)
 void http_reply_empty(struct evhttp_request *req, int status)
 {
 	evhttp_send_reply(req, status, NULL, NULL);
+}
+
+/* evhttp frames a streamed reply to HTTP/1.1 as chunks; to an HTTP/1.0 client that asked for
+ * keep-alive it would send `Content-Length: 0` and then the stream unframed, so whatever the
+ * stream carries (a guest's bytes) would be read as the next replies. Such a client gets the
+ * stream delimited by the connection's close instead (its Connection header is dropped, which
+ * is what evhttp consults both when it writes the head and when the reply ends). */
+void http_reply_start(struct evhttp_request *req, int status, const char *reason)
+{
+	struct evkeyvalq *out = evhttp_request_get_output_headers(req);
+
+	if ((req->major < 1 || (req->major == 1 && req->minor < 1)) && !evhttp_find_header(out, "Content-Length")) {
+		evhttp_remove_header(evhttp_request_get_input_headers(req), "Connection");
+		evhttp_remove_header(out, "Connection");
+	}
+	evhttp_send_reply_start(req, status, reason);
 }
 
 /* ---- held requests ---- */

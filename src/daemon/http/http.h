@@ -28,6 +28,10 @@ struct http_limits {
 	unsigned max_conns;            /* open connections, both planes together */
 	unsigned max_conns_per_client; /* from one client address */
 	int request_timeout_s;         /* a whole request (headers and body) must arrive within this */
+	/* Body bytes of requests whose credentials are not yet known (preauth.c), in flight at
+	 * once: in the daemon, and from one client address. 0: no budget (every such body waits
+	 * for nothing: only tests that drive the filter alone). */
+	uint64_t unauth_bytes, unauth_bytes_per_client;
 };
 struct http_conns;
 struct http_conn;
@@ -55,6 +59,8 @@ struct http_req {
 	void (*next)(struct http_req *r); /* the route's handler */
 	const struct http_plane *plane;
 	int stage;                        /* the steps run so far (http.c) */
+	int withheld;                     /* !0: the filter did not read the body (preauth.c): the
+					   * status the request is answered with if no step refuses */
 };
 
 typedef void (*http_handler)(struct http_req *r);
@@ -89,6 +95,26 @@ void http_conn_deadline_arm(struct http_conn *c);
 void http_conn_deadline_stop(struct http_conn *c);
 /* While set, the connection's end calls http_hold_gone(h). */
 void http_conn_set_hold(struct http_conn *c, struct http_hold *h);
+/* The budget of unauthenticated body bytes (http_limits.unauth_bytes*): take n for c (false,
+ * taking nothing, when the daemon's or c's client address's share would go over), give back
+ * all c holds (when its request's reply has gone, or it closes). */
+bool http_conn_unauth_take(struct http_conn *c, uint64_t n);
+void http_conn_unauth_give(struct http_conn *c);
+/* Unauthenticated body bytes in flight now, and released since the last call (main's tick
+ * gives freed memory back to the system when that grew). */
+uint64_t http_conns_unauth_held(const struct http_conns *cs);
+uint64_t http_conns_unauth_released(struct http_conns *cs);
+
+/* What a plane's head check says of a request's credentials before a byte of its body is read
+ * (http/preauth.c, docs/design/http.md "Before the body"). */
+enum http_head_verdict {
+	HTTP_HEAD_UNKNOWN, /* not decidable from memory (a token to read from the store): the body
+			    * is read within the unauthenticated budget */
+	HTTP_HEAD_AUTHED,  /* good credentials: the body is read as any */
+	HTTP_HEAD_REFUSED, /* none, or known to be wrong: the body is never read; the request is
+			    * answered 401 (by the plane's auth, in its own dialect) and the
+			    * connection closed */
+};
 
 /* A listener's routes and its authorisation step. */
 struct http_plane {
@@ -112,6 +138,11 @@ struct http_plane {
 	 * max_body does not apply. Any size, memory bounded. */
 	const struct http_route *stream_routes;
 	size_t nstream_routes;
+	/* The head check (NULL: none; every body is read as evhttp reads it). Called for a request
+	 * with a body, from its head alone, before a byte of the body is read: r is routed (seg,
+	 * param, query; HTTP_MATCH or not: r->next is the route's handler or NULL) but has no
+	 * evhttp request (r->req NULL); hdrs are the head's header lines. Must answer from memory. */
+	enum http_head_verdict (*head_auth)(struct http_req *r, struct evkeyvalq *hdrs);
 };
 
 /* Binds "ADDR:PORT" ("127.0.0.1:7070", "[::1]:7070", ":7070" = every
@@ -166,6 +197,9 @@ void http_reply_error(struct evhttp_request *req, int status, const char *code, 
 /* Status and code from e->code (err_http_status / err_code_name). */
 void http_reply_err(struct evhttp_request *req, const space_err *e);
 void http_reply_empty(struct evhttp_request *req, int status);
+/* evhttp_send_reply_start for a streamed reply (no Content-Length): chunked to HTTP/1.1, and
+ * ended by closing the connection to HTTP/1.0, never unframed on a kept-alive connection. */
+void http_reply_start(struct evhttp_request *req, int status, const char *reason);
 /* The body an error reply carries (pure; unit-tested). */
 json_t *http_error_body(const char *code, const char *message);
 

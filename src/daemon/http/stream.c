@@ -31,11 +31,13 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <http_parser.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "log.h"
+#include "preauth.h"
 
 /* The socket's bufferevent: what it reads ahead of the filter, and what it holds for writing. */
 #define UNDER_READ_HIGH (256u << 10)
@@ -83,6 +85,11 @@ struct http_sf {
 	int idle_s;
 	size_t emitted;            /* bytes handed to evhttp, ever */
 	size_t inflight, foreign;  /* output: our bytes copied to the socket's buffer; 100 Continue there */
+	const struct http_plane *plane; /* its head check (preauth.c), when it has one */
+	bool authed;               /* the request being passed on: credentials known good (or no check) */
+	bool upgraded;             /* raw since an upgrade request: closed if its reply is not a switch */
+	bool raw_capped;           /* raw since a head we could not read: at most raw_left more bytes */
+	size_t raw_left;
 };
 
 /* ---- the head ---- */
@@ -351,6 +358,47 @@ static size_t go_raw(struct http_sf *sf, struct evbuffer *dst)
 	return n;
 }
 
+static bool checks_heads(const struct http_sf *sf)
+{
+	return sf->plane && sf->plane->head_auth;
+}
+
+/* Input from now on is dropped and the connection closed (from the loop, outside evhttp). */
+static void kill_conn(struct http_sf *sf, const char *why)
+{
+	log_debug("http: %s; closing the connection", why);
+	sf->state = HTTP_SF_DEAD;
+	if (sf->closer)
+		event_active(sf->closer, EV_TIMEOUT, 0);
+}
+
+/* A request whose body will not be read: evhttp gets its head with no body and a marker saying
+ * why (http_sf_dispatch), the rest of the connection's input is dropped, and the reply closes
+ * it. */
+static size_t withhold(struct http_sf *sf, struct evbuffer *dst, const char *h, size_t hl,
+		       const struct head_info *hi, const char *why)
+{
+	size_t before = evbuffer_get_length(dst);
+
+	emit_head(dst, h, hl, hi, true);
+	evbuffer_add_printf(dst, "Content-Length: 0\r\n%s: %s\r\n\r\n", HTTP_SF_HEADER, why);
+	evbuffer_drain(sf->head, evbuffer_get_length(sf->head));
+	sf->state = HTTP_SF_DEAD;
+	return evbuffer_get_length(dst) - before;
+}
+
+/* go_raw for a request the head check could not look at: on a plane with one, evhttp gets what
+ * came so far and at most HTTP_SF_RAW_CAP more bytes, and the connection ends after its reply
+ * (so an unauthenticated client cannot make evhttp buffer a whole body by malforming a head). */
+static size_t raw_capped(struct http_sf *sf, struct evbuffer *dst)
+{
+	if (checks_heads(sf)) {
+		sf->raw_capped = true;
+		sf->raw_left = HTTP_SF_RAW_CAP;
+	}
+	return go_raw(sf, dst);
+}
+
 /* The head is whole (its last byte is still the first of src). */
 static size_t on_head(struct http_sf *sf, struct evbuffer *src, struct evbuffer *dst)
 {
@@ -368,9 +416,35 @@ static size_t on_head(struct http_sf *sf, struct evbuffer *src, struct evbuffer 
 	if (sf->p.upgrade || head_parse(h, hl + 1, &hi) < 0 || (hi.ncl && sf->p.content_length != hi.cl) ||
 	    !!(sf->p.flags & F_CHUNKED) != hi.chunked) {
 		free(h);
+		sf->upgraded = sf->p.upgrade;
+		/* A head whose credentials we cannot read, with a body evhttp would buffer unchecked:
+		 * evhttp may answer it, but gets little of its body (raw_capped). */
+		if (checks_heads(sf) && ((sf->p.flags & F_CHUNKED) ||
+					 (sf->p.content_length != ULLONG_MAX && sf->p.content_length > 0)))
+			return raw_capped(sf, dst);
 		return go_raw(sf, dst);
 	}
 	if (!is_stream_route(sf, &hi)) {
+		sf->authed = true;
+		if (checks_heads(sf) && (hi.chunked || hi.cl > 0)) {
+			uint64_t len = hi.chunked ? UINT64_MAX : hi.cl;
+
+			switch (http_preauth(sf->plane, sf->conn, h, hl + 1, hi.method, hi.target, hi.target_len, len)) {
+			case HTTP_PREAUTH_AUTHED:
+				break;
+			case HTTP_PREAUTH_BUDGETED:
+				sf->authed = false;
+				break;
+			case HTTP_PREAUTH_REFUSED:
+				len = withhold(sf, dst, h, hl, &hi, HTTP_SF_REFUSED);
+				free(h);
+				return len;
+			case HTTP_PREAUTH_BUSY:
+				len = withhold(sf, dst, h, hl, &hi, HTTP_SF_BUSY);
+				free(h);
+				return len;
+			}
+		}
 		if (hi.nmarker)
 			emit_head(dst, h, hl, &hi, false);
 		else
@@ -479,6 +553,15 @@ size_t http_sf_input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *
 		}
 		if (st == HTTP_SF_RAW) {
 			n = avail;
+			if (sf->raw_capped) {
+				if (!sf->raw_left) {
+					kill_conn(sf, "more than the bytes a request left unchecked may send");
+					continue;
+				}
+				if (n > sf->raw_left)
+					n = sf->raw_left;
+				sf->raw_left -= n;
+			}
 			if (lim >= 0) {
 				if (out >= (size_t)lim)
 					break;
@@ -545,9 +628,11 @@ size_t http_sf_input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *
 				  st == HTTP_SF_STREAM || st == HTTP_SF_DISCARD ? "closing the connection"
 									      : "passing the rest through");
 			if (st == HTTP_SF_HEAD)
-				out += go_raw(sf, dst);
-			else if (st == HTTP_SF_PASS)
+				out += raw_capped(sf, dst);
+			else if (st == HTTP_SF_PASS && (sf->authed || !checks_heads(sf)))
 				sf->state = HTTP_SF_RAW;
+			else if (st == HTTP_SF_PASS)
+				kill_conn(sf, "a malformed body from a client not yet authenticated");
 			else
 				body_fail(sf);
 		}
@@ -562,6 +647,15 @@ void http_sf_reply_done(struct http_sf *sf)
 	sf->stalled = false;
 	if (sf->idle)
 		evtimer_del(sf->idle);
+	if (sf->conn)
+		http_conn_unauth_give(sf->conn);
+	/* An upgrade that was answered instead of switching (a refused token, say): what follows
+	 * on the connection would pass unchecked, so it ends here. */
+	if (sf->state == HTTP_SF_RAW && (sf->upgraded || sf->raw_capped) && checks_heads(sf)) {
+		kill_conn(sf, sf->upgraded ? "an upgrade request answered without a switch"
+					   : "the reply to a request the head check could not read");
+		return;
+	}
 	switch (sf->state) {
 	case HTTP_SF_STREAM: /* answered before the whole body came: drop the rest */
 		sf->state = HTTP_SF_DISCARD;
@@ -889,6 +983,11 @@ struct bufferevent *http_sf_wrap(struct http_sf *sf, struct event_base *base, st
 	return f;
 }
 
+void http_sf_set_plane(struct http_sf *sf, const struct http_plane *plane)
+{
+	sf->plane = plane;
+}
+
 void http_sf_set_conn(struct http_sf *sf, struct http_conn *c, int idle_s)
 {
 	sf->conn = c;
@@ -913,7 +1012,7 @@ void http_sf_conn_gone(struct http_sf *sf)
 	sf->bev = NULL; /* evhttp frees it next */
 }
 
-struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req)
+struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld)
 {
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
 	const char *v = evhttp_find_header(in, HTTP_SF_HEADER);
@@ -921,8 +1020,15 @@ struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *r
 	struct http_body *b = sf ? sf->body : NULL;
 	uint64_t id = 0;
 
+	*withheld = 0;
 	if (!v)
 		return NULL;
+	if (sf && (strcmp(v, HTTP_SF_REFUSED) == 0 || strcmp(v, HTTP_SF_BUSY) == 0)) {
+		*withheld = strcmp(v, HTTP_SF_BUSY) == 0 ? 429 : 401;
+		evhttp_remove_header(in, HTTP_SF_HEADER);
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+		return NULL;
+	}
 	if (http_parse_u64(v, &id) < 0 || !b || b->id != id || b->req)
 		b = NULL; /* not the filter's: cannot happen, as it strips a client's */
 	evhttp_remove_header(in, HTTP_SF_HEADER);

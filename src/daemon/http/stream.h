@@ -22,10 +22,16 @@
 #include "body.h"
 #include "http.h"
 
-/* The header the filter adds to a streaming request (and strips from every client's). */
+/* The header the filter adds to a streaming request (and strips from every client's). Its value
+ * is the stream's id, or one of these for a request whose body it did not read (preauth.h):
+ * its credentials were refused, or the unauthenticated budget was spent. */
 #define HTTP_SF_HEADER "X-Space-Body-Stream"
+#define HTTP_SF_REFUSED "refused"
+#define HTTP_SF_BUSY "busy"
 /* A head longer than this passes through raw (evhttp refuses it). */
 #define HTTP_SF_HEAD_MAX (2 * HTTP_MAX_HEADERS)
+/* On a plane with a head check, what passes raw after a head the filter could not read. */
+#define HTTP_SF_RAW_CAP (64u << 10)
 
 enum http_sf_state {
 	HTTP_SF_HEAD,    /* reading a request's head */
@@ -61,6 +67,8 @@ size_t http_sf_peak(const struct http_sf *sf);
 /* Wraps a socket bufferevent (made with BEV_OPT_CLOSE_ON_FREE, fd -1) in the filter; sf and under
  * then belong to the returned bufferevent (freed with it). NULL on failure (both are freed). */
 struct bufferevent *http_sf_wrap(struct http_sf *sf, struct event_base *base, struct bufferevent *under);
+/* The plane whose head check (http_plane.head_auth) runs before a body is passed to evhttp. */
+void http_sf_set_plane(struct http_sf *sf, const struct http_plane *plane);
 /* The connection record (for closing it after a malformed body) and how long a streaming body
  * may go without a byte before it fails (0: forever). */
 void http_sf_set_conn(struct http_sf *sf, struct http_conn *c, int idle_s);
@@ -72,7 +80,10 @@ void http_conn_close(struct http_conn *c);
 
 /* http.c's dispatch: a request that came with HTTP_SF_HEADER. Returns its body (or NULL, when the
  * header does not name the stream the filter is on), strips the header and, when the client
- * waits for `100 Continue`, marks the reply to close the connection until the body is claimed. */
-struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req);
+ * waits for `100 Continue`, marks the reply to close the connection until the body is claimed.
+ * *withheld: 0, or the status a request whose body the filter did not read is answered with
+ * (401: its credentials were refused; 429: the unauthenticated budget is spent); its reply
+ * closes the connection. */
+struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld);
 
 #endif
