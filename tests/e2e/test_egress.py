@@ -9,6 +9,7 @@ echo servers (certificates from a test CA this module's daemon trusts upstream t
 """
 
 import json
+import time
 import os
 import socket
 import threading
@@ -56,7 +57,7 @@ def napi(net_daemon):
 
 @pytest.fixture(scope="module")
 def secret(napi):
-    r = napi.raw("PUT", f"/v1/secrets/{SECRET_NAME}", {"value": SECRET_VALUE})
+    r = napi.raw("PUT", f"/v1/secrets/{SECRET_NAME}", {"value": SECRET_VALUE, "hosts": ["inject.test"]})
     assert r.status in (200, 201), r
     assert SECRET_VALUE not in r.body.decode()
     return SECRET_NAME
@@ -357,6 +358,31 @@ def test_injection_is_audited_by_header_name(napi, gsb):
     assert rc == 0, err
     recs = find(egress(napi, gsb), proto="https", name="inject.test", verdict="allow")
     assert recs and any(r.get("injected") == ["Authorization"] for r in recs), recs
+
+
+def test_a_binding_narrowed_later_stops_the_value_at_the_daemon(napi, net_daemon, gsb, lab):
+    """The policy was accepted while the secret was bound to inject.test; bound elsewhere now,
+    its value is no longer sent to the gateway: the upstream sees the guest's own header."""
+    r = napi.raw("PUT", f"/v1/secrets/{SECRET_NAME}", {"value": SECRET_VALUE, "hosts": ["elsewhere.test"]})
+    assert r.status == 200, r
+    try:
+        mark = lab.mark()
+        deadline = time.monotonic() + 30
+        while True:
+            rc, out, err = curl(napi, gsb, "https://inject.test/narrowed", "-H", "Authorization: Bearer guest")
+            assert rc == 0, err
+            got = lab.wait_request(lambda q: q["kind"] == "https" and q["path"] == "/narrowed", since=mark)
+            auth = {k.lower(): v for k, v in got["headers"].items()}.get("authorization")
+            if auth == "Bearer guest" or time.monotonic() > deadline:
+                break
+            mark = lab.mark()
+            time.sleep(0.5)
+        assert auth == "Bearer guest", got
+        assert SECRET_VALUE not in json.dumps(lab.requests(since=mark))
+        assert "is not bound to inject.test" in net_daemon.log_text()
+    finally:
+        r = napi.raw("PUT", f"/v1/secrets/{SECRET_NAME}", {"value": SECRET_VALUE, "hosts": ["inject.test"]})
+        assert r.status == 200, r
 
 
 # ---------------------------------------------------------------------------

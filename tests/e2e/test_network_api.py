@@ -14,7 +14,7 @@ POLICY = {"allow": ["pypi.org", "*.githubusercontent.com", "203.0.113.0/24", "ap
           "deny": ["evil.example.com"],
           "inject": [{"host": "api.example.com", "header": "Authorization", "secret": "tok",
                       "prefix": "Bearer "}]}
-SECRET = {"name": str, "created_at": space.TIME, "updated_at": space.TIME}
+SECRET = {"name": str, "hosts": space.ListOf(str), "created_at": space.TIME, "updated_at": space.TIME}
 
 
 def netns_path(daemon, sb_id):
@@ -77,10 +77,10 @@ def test_policy_shown_replaced_and_deny_all_by_default(own_daemon, napi):
 
 def test_secrets_never_show_their_value(own_daemon, napi):
     value = "s3cr3t-VALUE-never-shown"
-    r = napi.raw("PUT", "/v1/secrets/tok", {"value": value})
+    r = napi.raw("PUT", "/v1/secrets/tok", {"value": value, "hosts": ["api.example.com"]})
     assert r.status == 201, r
     space.check(r.json, SECRET)
-    r2 = napi.raw("PUT", "/v1/secrets/tok", {"value": value + "2"})
+    r2 = napi.raw("PUT", "/v1/secrets/tok", {"value": value + "2", "hosts": ["api.example.com"]})
     assert r2.status == 200 and r2.json["created_at"] == r.json["created_at"], r2
     texts = [r.body, r2.body, napi.raw("GET", "/v1/secrets").body, napi.raw("GET", "/v1/secrets/tok").body]
     lst = napi.raw("GET", "/v1/secrets").json["secrets"]
@@ -90,10 +90,11 @@ def test_secrets_never_show_their_value(own_daemon, napi):
     assert value not in own_daemon.log_text()
     napi.expect_error("GET", "/v1/secrets/nope", 404)
     napi.expect_error("DELETE", "/v1/secrets/nope", 404)
-    napi.expect_error("PUT", "/v1/secrets/bad%20name", 400, {"value": "x"})
-    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": "a\nb"})
-    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": ""})
-    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"valu": "x"})
+    h = ["api.example.com"]
+    napi.expect_error("PUT", "/v1/secrets/bad%20name", 400, {"value": "x", "hosts": h})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": "a\nb", "hosts": h})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"value": "", "hosts": h})
+    napi.expect_error("PUT", "/v1/secrets/ok", 400, {"valu": "x", "hosts": h})
     r = napi.raw("DELETE", "/v1/secrets/tok")
     assert r.status == 204, r
     napi.expect_error("GET", "/v1/secrets/tok", 404)

@@ -576,16 +576,18 @@ static void test_secrets(struct store *st)
 	char *value = NULL;
 	int n = 0;
 
-	CHECK(store_secret_put(st, "tok", "v1", &r, &created, &err) == 0 && created, "a new secret: %s", err.msg);
-	CHECK(store_secret_put(st, "tok", "v2", &r, &created, &err) == 0 && !created &&
-		      r.updated_ms >= r.created_ms,
-	      "replacing it");
+	CHECK(store_secret_put(st, "tok", "v1", "[\"a.example\"]", &r, &created, &err) == 0 && created &&
+		      !strcmp(r.hosts, "[\"a.example\"]"),
+	      "a new secret: %s", err.msg);
+	CHECK(store_secret_put(st, "tok", "v2", "[\"*.b.example\"]", &r, &created, &err) == 0 && !created &&
+		      r.updated_ms >= r.created_ms && !strcmp(r.hosts, "[\"*.b.example\"]"),
+	      "replacing it (value and hosts)");
 	CHECK(store_secret_get(st, "tok", &got, &value, &err) == 0 && value && !strcmp(value, "v2") &&
-		      !strcmp(got.name, "tok"),
-	      "its value on request");
+		      !strcmp(got.name, "tok") && !strcmp(got.hosts, "[\"*.b.example\"]"),
+	      "its value on request, and its hosts");
 	free(value);
 	CHECK(store_secret_get(st, "tok", &got, NULL, &err) == 0, "metadata alone");
-	store_secret_put(st, "a.b-c_d", "x", &r, &created, &err);
+	store_secret_put(st, "a.b-c_d", "x", "[]", &r, &created, &err);
 	CHECK(store_secret_each(st, count_secret, &n, &err) == 0 && n == 2, "two listed");
 	CHECK(store_secret_delete(st, "tok", &err) == 0, "deleted");
 	CHECK(store_secret_delete(st, "tok", &err) < 0 && err.code == ENOENT, "ENOENT the second time");
@@ -617,7 +619,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 7, "schema version 7");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 8, "schema version 8");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -773,7 +775,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 7, "now at version 7");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 8, "now at version 8");
 	CHECK(pragma_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 			     " ('sandboxes_node', 'sandboxes_intent', 'operations_node', 'snapshots_node',"
 			     " 'nodes_lease')") == 5 &&

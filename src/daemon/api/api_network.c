@@ -22,6 +22,8 @@ static int net_read(struct store *conn, void *arg, space_err *err)
 {
 	struct net_job *j = arg;
 
+	if (egress_check_bindings(conn, j->network, err) < 0)
+		return -1;
 	j->resolved = egress_resolve(conn, j->network, err);
 	return j->resolved ? 0 : -1;
 }

@@ -13,10 +13,12 @@
 static json_t *secret_json(const struct secret_rec *s)
 {
 	char c[32], u[32];
+	json_t *hosts = json_loads(s->hosts[0] ? s->hosts : "[]", 0, NULL);
 
 	fmt_time(c, s->created_ms);
 	fmt_time(u, s->updated_ms);
-	return json_pack("{s:s,s:s,s:s}", "name", s->name, "created_at", c, "updated_at", u);
+	return json_pack("{s:s,s:o,s:s,s:s}", "name", s->name, "hosts", hosts ? hosts : json_array(), "created_at", c,
+			 "updated_at", u);
 }
 
 /* The name in the path, or a 400/404 answered. */
@@ -40,6 +42,7 @@ struct secret_job {
 	char name[EGRESS_SECRET_NAME_MAX + 1];
 	char *value;        /* put: cleared before it is freed */
 	size_t len;
+	char hosts[SECRET_HOSTS_MAX]; /* put: the binding, normalised JSON */
 	struct secret_rec rec;
 	bool created;
 };
@@ -70,7 +73,7 @@ static int put_write(struct store *conn, void *arg, space_err *err)
 {
 	struct secret_job *j = arg;
 
-	return store_secret_put(conn, j->name, j->value, &j->rec, &j->created, err);
+	return store_secret_put(conn, j->name, j->value, j->hosts, &j->rec, &j->created, err);
 }
 
 static void put_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
@@ -91,13 +94,15 @@ void api_secrets_put(struct http_req *r)
 	struct secret_job *j = NULL;
 	space_err err = { 0 };
 	json_t *body, *v;
+	char hosts[SECRET_HOSTS_MAX];
 	size_t len;
 
 	if (!name || !(body = http_body_json(r)))
 		return;
-	if (req_secret(body, &value, &len, &err) < 0) {
+	if (req_secret(body, &value, &len, hosts, sizeof(hosts), &err) < 0) {
 		http_reply_err(r->req, &err);
 	} else if ((j = job_new(r, name))) {
+		snprintf(j->hosts, sizeof(j->hosts), "%s", hosts);
 		j->value = malloc(len + 1);
 		if (!j->value) {
 			job_release(j);

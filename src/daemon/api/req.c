@@ -4,6 +4,7 @@
 
 #include "api/req.h"
 #include "proto.h"
+#include "egress/binding.h"
 #include "egress/policy.h"
 
 /* Refuses fields the request does not know (a typo must not pass silently). */
@@ -116,10 +117,11 @@ int req_network(const json_t *policy, json_t **out, space_err *err)
 	return *out ? 0 : err_set(err, ENOMEM, "out of memory");
 }
 
-int req_secret(json_t *body, const char **value, size_t *len, space_err *err)
+int req_secret(json_t *body, const char **value, size_t *len, char *hosts, size_t hosts_len, space_err *err)
 {
-	static const char *const known[] = { "value", NULL };
-	json_t *v = json_object_get(body, "value");
+	static const char *const known[] = { "value", "hosts", NULL };
+	json_t *v = json_object_get(body, "value"), *norm = NULL;
+	char *text;
 
 	if (only_fields(body, known, err) < 0)
 		return -1;
@@ -128,6 +130,16 @@ int req_secret(json_t *body, const char **value, size_t *len, space_err *err)
 	if (!egress_secret_value_valid(json_string_value(v), json_string_length(v)))
 		return err_set(err, EINVAL, "value must be 1 to %d bytes without CR, LF or NUL",
 			       EGRESS_SECRET_VALUE_MAX);
+	if (egress_binding_parse(json_object_get(body, "hosts"), &norm, err) < 0)
+		return -1;
+	text = json_dumps(norm, JSON_COMPACT);
+	json_decref(norm);
+	if (!text || strlen(text) >= hosts_len) {
+		free(text);
+		return err_set(err, EINVAL, "hosts: longer than %zu bytes as JSON", hosts_len - 1);
+	}
+	snprintf(hosts, hosts_len, "%s", text);
+	free(text);
 	*value = json_string_value(v);
 	*len = json_string_length(v);
 	return 0;

@@ -14,8 +14,9 @@
 /* An egress policy (docs/design/egress.md) as clients send it: its normalised JSON (new
  * reference), or -1 with EINVAL naming the bad entry ("network: allow[2]: ..."). */
 int req_network(const json_t *policy, json_t **out, space_err *err);
-/* PUT /v1/secrets/{name}: {"value": "..."}; *value points into body. */
-int req_secret(json_t *body, const char **value, size_t *len, space_err *err);
+/* PUT /v1/secrets/{name}: {"value": "...", "hosts": [...]}; *value points into body, hosts gets
+ * the binding as normalised JSON text (egress/binding.h). */
+int req_secret(json_t *body, const char **value, size_t *len, char *hosts, size_t hosts_len, space_err *err);
 int req_create(json_t *body, struct create_req *out, space_err *err);
 /* The object of strings at key (absent or null: nothing) into out, each pair checked by the env
  * rules (env) or the metadata rules, NUL refused; shared by every front end. */

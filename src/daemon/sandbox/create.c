@@ -52,6 +52,9 @@ int create_read(struct store *conn, bool net, const struct create_req *req, stru
 	if (policy && egress_injects_secrets(policy)) {
 		space_err e = { 0 };
 
+		/* no secret goes to a host it is not bound to (the create is refused: 400) */
+		if (egress_check_bindings(conn, policy, err) < 0)
+			return -1;
 		out->policy = egress_resolve(conn, policy, &e);
 	}
 	return 0;

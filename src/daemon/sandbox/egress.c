@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "egress/binding.h"
 #include "egress/ca.h"
 #include "egress/policy.h"
 #include "log.h"
@@ -124,10 +125,53 @@ bool egress_injects_secrets(const json_t *network)
 	return json_array_size(json_object_get(network, "inject")) > 0;
 }
 
+/* Is the rule's host inside the secret's binding (its hosts, JSON text as stored)? */
+static bool rule_bound(const json_t *rule, const char *hosts)
+{
+	json_t *binding = json_loads(hosts, 0, NULL), *one = json_pack("{s:[],s:[O]}", "allow", "inject", rule);
+	struct egress_policy *p = NULL;
+	space_err e = { 0 };
+	bool ok = false;
+
+	if (binding && one && egress_policy_parse(one, false, &p, &e) == 0 && p->ninject == 1)
+		ok = egress_binding_covers(binding, &p->inject[0].host);
+	egress_policy_free(p);
+	json_decref(one);
+	json_decref(binding);
+	return ok;
+}
+
+int egress_check_bindings(struct store *st, const json_t *network, space_err *err)
+{
+	json_t *inject = json_object_get(network, "inject"), *rule;
+	size_t i;
+
+	json_array_foreach(inject, i, rule) {
+		const char *name = json_string_value(json_object_get(rule, "secret"));
+		struct secret_rec meta;
+		space_err e = { 0 };
+		json_t *binding;
+		int rc;
+
+		if (!name || store_secret_get(st, name, &meta, NULL, &e) < 0) {
+			if (e.code && e.code != ENOENT)
+				return err_set(err, e.code, "%s", e.msg);
+			continue;
+		}
+		binding = json_loads(meta.hosts, 0, NULL);
+		rc = egress_binding_check(network, name, binding, err);
+		json_decref(binding);
+		if (rc < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* The policy as the gateway gets it: each inject rule's "value" = prefix + the secret's
  * value, read from st (the store's thread: a resolve job, api_read, create_read; NULL only
  * for a policy that injects nothing); a secret that does not exist adds no value (the
- * gateway then injects nothing and audits secret-missing). */
+ * gateway then injects nothing and audits secret-missing), and neither does one whose hosts
+ * no longer include the rule's (its binding was narrowed after the policy was accepted). */
 json_t *egress_resolve(struct store *st, const json_t *network, space_err *err)
 {
 	json_t *p = json_deep_copy(json_is_object(network) ? network : json_object());
@@ -148,6 +192,13 @@ json_t *egress_resolve(struct store *st, const json_t *network, space_err *err)
 				json_decref(p);
 				return err_set(err, e.code, "%s", e.msg), NULL;
 			}
+			continue;
+		}
+		if (!rule_bound(rule, meta.hosts)) {
+			log_warn("secret %s is not bound to %s: not sent to the gateway", name,
+				 json_string_value(json_object_get(rule, "host")));
+			explicit_bzero(value, strlen(value));
+			free(value);
 			continue;
 		}
 		char *full = NULL;

@@ -108,6 +108,11 @@ int sandbox_set_network(struct spaced *d, const char *id, json_t *network, const
  * thread); egress_resolved_free wipes the values as it frees it. */
 bool egress_injects_secrets(const json_t *network);
 json_t *egress_resolve(struct store *conn, const json_t *network, space_err *err);
+/* Every inject rule of network names a host its secret is bound to (PUT /v1/secrets "hosts")?
+ * 0, or -1 with EINVAL naming the secret and the host. Read on the store's thread: a create
+ * (create_read), PUT .../network. A secret that does not exist is no refusal (it injects
+ * nothing until it is put; then its hosts decide, egress_resolve). */
+int egress_check_bindings(struct store *conn, const json_t *network, space_err *err);
 void egress_resolved_free(json_t *policy);
 /* A secret was set or deleted: every running gateway whose policy names it gets it again. */
 void sandbox_secret_changed(struct spaced *d, const char *name);

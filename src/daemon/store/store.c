@@ -433,10 +433,10 @@ int store_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, sp
 	return st->ops->tokens_prune(st, sandbox_id, now, err);
 }
 
-int store_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
-		     bool *created, space_err *err)
+int store_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
+		     struct secret_rec *out, bool *created, space_err *err)
 {
-	return st->ops->secret_put(st, name, value, out, created, err);
+	return st->ops->secret_put(st, name, value, hosts, out, created, err);
 }
 
 int store_secret_get(struct store *st, const char *name, struct secret_rec *out, char **value,

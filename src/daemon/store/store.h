@@ -155,16 +155,20 @@ int store_token_get(struct store *st, const char *hash, char sandbox_id[ID_LEN],
 		    int64_t *expires_ms, space_err *err);
 int store_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
 
-/* Egress secrets (schema v4): values the gateways inject, never shown. put: insert or
- * replace the value (*created true when the name was new); the record's times are set by
- * the store. get: the metadata only unless value != NULL (then *value is malloc'ed: clear
- * and free it). delete: ENOENT if unknown. each: names and times, by name. */
+/* Egress secrets (schema v4; hosts v8): values the gateways inject, never shown, and the hosts
+ * each may be sent to (a JSON array of names and *.suffix patterns, as text; "[]" for one
+ * stored before bindings: it is sent nowhere). put: insert or replace the value and hosts
+ * (*created true when the name was new); the record's times are set by the store. get: the
+ * metadata (hosts included) only unless value != NULL (then *value is malloc'ed: clear and free
+ * it). delete: ENOENT if unknown. each: names, hosts and times, by name. */
+#define SECRET_HOSTS_MAX 4096
 struct secret_rec {
 	char name[72];
 	int64_t created_ms, updated_ms;
+	char hosts[SECRET_HOSTS_MAX];
 };
-int store_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
-		     bool *created, space_err *err);
+int store_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
+		     struct secret_rec *out, bool *created, space_err *err);
 int store_secret_get(struct store *st, const char *name, struct secret_rec *out, char **value,
 		     space_err *err);
 int store_secret_delete(struct store *st, const char *name, space_err *err);

@@ -53,8 +53,8 @@ struct store_ops {
 			 size_t scope_len, int64_t *expires_ms, space_err *err);
 	int (*tokens_prune)(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
 
-	int (*secret_put)(struct store *st, const char *name, const char *value, struct secret_rec *out,
-			  bool *created, space_err *err);
+	int (*secret_put)(struct store *st, const char *name, const char *value, const char *hosts,
+			  struct secret_rec *out, bool *created, space_err *err);
 	int (*secret_get)(struct store *st, const char *name, struct secret_rec *out, char **value,
 			  space_err *err);
 	int (*secret_delete)(struct store *st, const char *name, space_err *err);

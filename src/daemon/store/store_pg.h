@@ -171,8 +171,8 @@ int pg_token_get(struct store *st, const char *hash, char sandbox_id[ID_LEN], ch
 		 size_t scope_len, int64_t *expires_ms, space_err *err);
 int pg_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
 
-int pg_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
-		  bool *created, space_err *err);
+int pg_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
+		  struct secret_rec *out, bool *created, space_err *err);
 int pg_secret_get(struct store *st, const char *name, struct secret_rec *out, char **value,
 		  space_err *err);
 int pg_secret_delete(struct store *st, const char *name, space_err *err);

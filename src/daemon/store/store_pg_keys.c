@@ -60,10 +60,11 @@ static void read_meta(const PGresult *r, int i, struct secret_rec *out)
 	pg_copy(r, i, 0, out->name, sizeof(out->name));
 	out->created_ms = pg_i64(r, i, 1);
 	out->updated_ms = pg_i64(r, i, 2);
+	pg_copy(r, i, 3, out->hosts, sizeof(out->hosts));
 }
 
-int pg_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
-		  bool *created, space_err *err)
+int pg_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
+		  struct secret_rec *out, bool *created, space_err *err)
 {
 	_cleanup_params_ struct pg_params p = { 0 };
 	_cleanup_pgres_ PGresult *r = NULL;
@@ -73,18 +74,19 @@ int pg_secret_put(struct store *st, const char *name, const char *value, struct 
 	pg_text(&p, name);
 	pg_text(&p, value);
 	pg_int(&p, now_ms());
+	pg_text(&p, hosts);
 	/* xmax is 0 on a row this statement inserted: created, in the same round trip */
 	if (pg_exec(st,
-		    "INSERT INTO secrets (name, value, created_ms, updated_ms) VALUES ($1, $2, $3, $3)"
+		    "INSERT INTO secrets (name, value, created_ms, updated_ms, hosts) VALUES ($1, $2, $3, $3, $4)"
 		    " ON CONFLICT (name) DO UPDATE SET value = excluded.value,"
-		    " updated_ms = excluded.updated_ms"
-		    " RETURNING name, created_ms, updated_ms, (xmax = 0)",
+		    " updated_ms = excluded.updated_ms, hosts = excluded.hosts"
+		    " RETURNING name, created_ms, updated_ms, hosts, (xmax = 0)",
 		    &p, &r, err, ctx) < 0)
 		return -1;
 	if (PQntuples(r) != 1)
 		return err_set(err, EIO, "store: %s: no row came back", ctx);
 	read_meta(r, 0, out);
-	*created = !strcmp(pg_str(r, 0, 3), "t");
+	*created = !strcmp(pg_str(r, 0, 4), "t");
 	return 0;
 }
 
@@ -100,13 +102,13 @@ int pg_secret_get(struct store *st, const char *name, struct secret_rec *out, ch
 		*value = NULL;
 	snprintf(ctx, sizeof(ctx), "get secret %.72s", name);
 	pg_text(&p, name);
-	if (pg_exec(st, "SELECT name, created_ms, updated_ms, value FROM secrets WHERE name = $1", &p,
+	if (pg_exec(st, "SELECT name, created_ms, updated_ms, hosts, value FROM secrets WHERE name = $1", &p,
 		    &r, err, ctx) < 0)
 		return -1;
 	if (PQntuples(r) == 0)
 		return err_set(err, ENOENT, "no secret '%.72s'", name);
 	read_meta(r, 0, out);
-	if (value && !(*value = strdup(pg_str(r, 0, 3))))
+	if (value && !(*value = strdup(pg_str(r, 0, 4))))
 		return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
 	return 0;
 }
@@ -139,7 +141,7 @@ int pg_secret_each(struct store *st, int (*fn)(const struct secret_rec *, void *
 {
 	_cleanup_pgvec_ struct pg_vec v = { .size = sizeof(struct secret_rec) };
 
-	if (pg_query_all(st, "SELECT name, created_ms, updated_ms FROM secrets ORDER BY name COLLATE \"C\"", NULL,
+	if (pg_query_all(st, "SELECT name, created_ms, updated_ms, hosts FROM secrets ORDER BY name COLLATE \"C\"", NULL,
 			 &v, read_secret, err, "list secrets") < 0)
 		return -1;
 	for (size_t i = 0; i < v.n; i++)

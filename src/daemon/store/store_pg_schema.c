@@ -161,10 +161,14 @@ static const char schema_v1[] =
 	" renewed_ms BIGINT NOT NULL,"
 	" lease_expires_ms BIGINT NOT NULL);"
 	"CREATE INDEX nodes_lease ON nodes(state, lease_expires_ms);";
+/* 2: a secret is bound to the hosts it may be sent to (SQLite's version 8). */
+static const char schema_v2[] =
+	"ALTER TABLE secrets ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';";
 /* clang-format on */
 
 static const char *const migrations[] = {
 	schema_v1,
+	schema_v2,
 };
 
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

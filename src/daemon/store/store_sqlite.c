@@ -369,6 +369,10 @@ static const char schema_v7[] =
 	"CREATE INDEX operations_node ON operations(node_id, state);"
 	"CREATE INDEX snapshots_node ON snapshots(node_id, created_ms);"
 	"CREATE INDEX nodes_lease ON nodes(state, lease_expires_ms);";
+/* 8: a secret is bound to the hosts it may be sent to (docs/design/egress.md "Secrets"); one
+ * stored before is bound to none, so it is sent nowhere until it is put again with hosts. */
+static const char schema_v8[] =
+	"ALTER TABLE secrets ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';";
 /* clang-format on */
 
 static const struct migration migrations[] = {
@@ -379,6 +383,7 @@ static const struct migration migrations[] = {
 	{ .sql = schema_v5 },
 	{ .sql = schema_v6 },
 	{ .sql = schema_v7 },
+	{ .sql = schema_v8 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -12,10 +12,11 @@ static void read_meta(sqlite3_stmt *s, struct secret_rec *r)
 	sq_col_str(s, 0, r->name, sizeof(r->name));
 	r->created_ms = sqlite3_column_int64(s, 1);
 	r->updated_ms = sqlite3_column_int64(s, 2);
+	sq_col_str(s, 3, r->hosts, sizeof(r->hosts));
 }
 
-int sq_secret_put(struct store *st, const char *name, const char *value, struct secret_rec *out,
-		     bool *created, space_err *err)
+int sq_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
+		  struct secret_rec *out, bool *created, space_err *err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	char ctx[128];
@@ -33,13 +34,14 @@ int sq_secret_put(struct store *st, const char *name, const char *value, struct 
 	*created = rc == SQLITE_DONE;
 	sqlite3_reset(q);
 	if (sq_prepare(st, &s,
-			  "INSERT INTO secrets (name, value, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3)"
+			  "INSERT INTO secrets (name, value, created_ms, updated_ms, hosts) VALUES (?1, ?2, ?3, ?3, ?4)"
 			  " ON CONFLICT (name) DO UPDATE SET value = excluded.value,"
-			  " updated_ms = excluded.updated_ms"
-			  " RETURNING name, created_ms, updated_ms",
+			  " updated_ms = excluded.updated_ms, hosts = excluded.hosts"
+			  " RETURNING name, created_ms, updated_ms, hosts",
 			  err, ctx) < 0)
 		return -1;
-	if (sq_bind_text(s, 1, name) || sq_bind_text(s, 2, value) || sqlite3_bind_int64(s, 3, now))
+	if (sq_bind_text(s, 1, name) || sq_bind_text(s, 2, value) || sqlite3_bind_int64(s, 3, now) ||
+	    sq_bind_text(s, 4, hosts))
 		return sq_fail(st, err, ctx);
 	if (sqlite3_step(s) != SQLITE_ROW)
 		return sq_fail(st, err, ctx);
@@ -59,7 +61,7 @@ int sq_secret_get(struct store *st, const char *name, struct secret_rec *out, ch
 	if (value)
 		*value = NULL;
 	snprintf(ctx, sizeof(ctx), "get secret %.72s", name);
-	if (sq_prepare(st, &s, "SELECT name, created_ms, updated_ms, value FROM secrets WHERE name = ?1", err,
+	if (sq_prepare(st, &s, "SELECT name, created_ms, updated_ms, hosts, value FROM secrets WHERE name = ?1", err,
 			  ctx) < 0)
 		return -1;
 	if (sq_bind_text(s, 1, name))
@@ -71,7 +73,7 @@ int sq_secret_get(struct store *st, const char *name, struct secret_rec *out, ch
 		return sq_fail(st, err, ctx);
 	read_meta(s, out);
 	if (value) {
-		const char *v = (const char *)sqlite3_column_text(s, 3);
+		const char *v = (const char *)sqlite3_column_text(s, 4);
 		*value = strdup(v ? v : "");
 		if (!*value)
 			return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
@@ -110,7 +112,7 @@ int sq_secret_each(struct store *st, int (*fn)(const struct secret_rec *, void *
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
 	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct secret_rec) };
 
-	if (sq_prepare(st, &s, "SELECT name, created_ms, updated_ms FROM secrets ORDER BY name", err, ctx) < 0)
+	if (sq_prepare(st, &s, "SELECT name, created_ms, updated_ms, hosts FROM secrets ORDER BY name", err, ctx) < 0)
 		return -1;
 	if (sq_collect(st, s, &v, read_secret, err, ctx) < 0)
 		return -1;
