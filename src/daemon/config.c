@@ -137,6 +137,19 @@ static void default_beside_bin(char dst[PATH_MAX], const char *name)
 	snprintf(dst, PATH_MAX, "%s/../%s", dirname(exe), name);
 }
 
+/* A variable that carries a secret, once read: wiped where it lies (the process's initial
+ * environment block is what /proc/PID/environ shows, also after unsetenv) and removed, so that
+ * nothing the daemon starts inherits it. */
+static void forget_env(const char *name)
+{
+	char *v = getenv(name);
+
+	if (!v)
+		return;
+	explicit_bzero(v, strlen(v));
+	unsetenv(name);
+}
+
 static void from_env(struct config *cfg)
 {
 	const char *v;
@@ -196,6 +209,9 @@ static void from_env(struct config *cfg)
 		set_str(cfg->node_id, sizeof(cfg->node_id), v, "SPACE_NODE_ID");
 	if ((v = getenv("SPACE_SHARED_DIR")) && *v)
 		set_str(cfg->shared_dir, sizeof(cfg->shared_dir), v, "SPACE_SHARED_DIR");
+	/* the key, and a store URL that may hold a password */
+	forget_env("SPACE_API_KEY");
+	forget_env("SPACE_STORE");
 }
 
 void config_load(struct config *cfg, int argc, char **argv)

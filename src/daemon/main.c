@@ -445,6 +445,7 @@ int main(int argc, char **argv)
 	 * others (a disk layer a jailed QEMU reads) is chmod'ed explicitly. */
 	umask(077);
 	config_load(&d.cfg, argc, argv);
+	store_take_env_secrets();
 	d.started_ms = now_ms();
 	d.base = make_base();
 	if (!d.base) {

@@ -16,6 +16,10 @@ int store_open(struct store **out, const char *path, space_err *err);
  * together migrate once); refuses a schema newer than this build. EINVAL for another scheme. */
 int store_open_url(struct store **out, const char *url, space_err *err);
 void store_close(struct store *st);
+/* Moves what libpq would read from the environment as a secret (PGPASSWORD) into the store's
+ * memory and out of the environment, so that no process the daemon starts (a gateway, a helper)
+ * inherits it. Once, at start-up, before any thread. */
+void store_take_env_secrets(void);
 /* "sqlite" or "postgres". */
 const char *store_backend(const struct store *st);
 /* One round trip (readiness probes): 0 when the database answers. */

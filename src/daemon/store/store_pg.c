@@ -16,9 +16,25 @@
  * of hanging. */
 static const char *const conn_keys[] = {
 	"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-	"keepalives_count", "tcp_user_timeout", "application_name", "dbname", NULL,
+	"keepalives_count", "tcp_user_timeout", "application_name", "password", "dbname", NULL,
 };
-#define CONN_DEFAULTS "5", "1", "10", "5", "3", "15000", "spaced"
+/* PGPASSWORD, moved out of the environment at start-up (store_take_env_secrets) so that no
+ * child of the daemon inherits it; libpq gets it from here on every connection (a URL's own
+ * password wins: it comes after). Written once, before any thread. NULL: none. */
+static char *env_password;
+#define CONN_DEFAULTS "5", "1", "10", "5", "3", "15000", "spaced", env_password
+
+void store_take_env_secrets(void)
+{
+	const char *v = getenv("PGPASSWORD");
+
+	if (v && *v && !env_password)
+		env_password = strdup(v);
+	if (v) {
+		explicit_bzero((char *)v, strlen(v));
+		unsetenv("PGPASSWORD");
+	}
+}
 
 static int64_t mono_ms(void)
 {
