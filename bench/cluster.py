@@ -45,12 +45,13 @@ VM_MIB = 128 + 48
 SLOTS = 14
 
 
-def node(url, key, name, data_url, i, shared):
+def node(url, key, name, data_url, i, shared, peer):
     d = space.Daemon(f"bench-{name}", extra_args=[
         "--role", "node", "--store", url, "--node-id", name, "--memory-budget", str(SLOTS * VM_MIB),
         "--data-url", data_url, "--jail-uid-base", str(2000000000 + (i + 1) * 100000),
-        "--shared-dir", shared, "--accel", "tcg"])
+        "--shared-dir", shared, "--accel", "tcg", "--cluster-key-file", peer[0]])
     d.extra_args += ["--advertise-url", d.url, "--advertise-data-url", d.data_url]
+    d.as_peer(peer[1])  # the bench's direct calls to a node are an api process's
     return own(d, key)
 
 
@@ -118,8 +119,10 @@ def main():
     procs = []
     try:
         url = pg.start()
-        api_d = own(space.Daemon("bench-api", extra_args=["--role", "api", "--store", url]), key)
-        nodes = [node(url, key, f"n{i + 1}", api_d.data_url, i, shared) for i in range(3)]
+        peer = space.cluster_key_file(pgdir)
+        api_d = own(space.Daemon("bench-api", extra_args=["--role", "api", "--store", url,
+                                                          "--cluster-key-file", peer[0]]), key)
+        nodes = [node(url, key, f"n{i + 1}", api_d.data_url, i, shared, peer) for i in range(3)]
         procs = [nodes[0], api_d]
         nodes[0].start()
         nodes[0].api.wait_ready_snapshot("minimal")

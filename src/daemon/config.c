@@ -65,6 +65,13 @@ static void usage(FILE *f)
 		"  --lease SECONDS           a node's lease; its sandboxes are marked lost when it lapses (default 15)\n"
 		"  --shared-dir DIR          suspend and named snapshots, on storage every node mounts (SPACE_SHARED_DIR,\n"
 		"                            default: the state dir)\n"
+		"  --cluster-key-file PATH   the credential api processes present to nodes, which refuse any other\n"
+		"                            caller (SPACE_CLUSTER_KEY_FILE; mode 600; or the key itself in\n"
+		"                            SPACE_CLUSTER_KEY; required for --role api|node)\n"
+		"  --tls-cert FILE --tls-key FILE  serve both listeners over TLS (PEM; a node's, for its api processes)\n"
+		"  --cluster-ca FILE         an api process verifies the nodes it relays to (https:// advertise URLs)\n"
+		"                            against this CA bundle (SPACE_CLUSTER_CA)\n"
+		"  --cluster-tls-name NAME   the name a node's certificate must carry (default: the node's id)\n"
 		"  --version, --help\n");
 }
 
@@ -209,9 +216,16 @@ static void from_env(struct config *cfg)
 		set_str(cfg->node_id, sizeof(cfg->node_id), v, "SPACE_NODE_ID");
 	if ((v = getenv("SPACE_SHARED_DIR")) && *v)
 		set_str(cfg->shared_dir, sizeof(cfg->shared_dir), v, "SPACE_SHARED_DIR");
+	if ((v = getenv("SPACE_CLUSTER_KEY")) && *v)
+		set_str(cfg->cluster_key, sizeof(cfg->cluster_key), v, "SPACE_CLUSTER_KEY");
+	if ((v = getenv("SPACE_CLUSTER_KEY_FILE")) && *v)
+		set_str(cfg->cluster_key_file, sizeof(cfg->cluster_key_file), v, "SPACE_CLUSTER_KEY_FILE");
+	if ((v = getenv("SPACE_CLUSTER_CA")) && *v)
+		set_str(cfg->cluster_ca, sizeof(cfg->cluster_ca), v, "SPACE_CLUSTER_CA");
 	/* the key, and a store URL that may hold a password */
 	forget_env("SPACE_API_KEY");
 	forget_env("SPACE_STORE");
+	forget_env("SPACE_CLUSTER_KEY");
 }
 
 void config_load(struct config *cfg, int argc, char **argv)
@@ -258,6 +272,11 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "lease", required_argument, NULL, 1014 },
 		{ "shared-dir", required_argument, NULL, 1015 },
 		{ "unauth-body-budget", required_argument, NULL, 1100 },
+		{ "cluster-key-file", required_argument, NULL, 1102 },
+		{ "tls-cert", required_argument, NULL, 1103 },
+		{ "tls-key", required_argument, NULL, 1104 },
+		{ "cluster-ca", required_argument, NULL, 1105 },
+		{ "cluster-tls-name", required_argument, NULL, 1106 },
 		{ "unauth-body-budget-per-client", required_argument, NULL, 1101 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -345,6 +364,15 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1101:
 			cfg->unauth_budget_per_client_mib = parse_int(optarg, "--unauth-body-budget-per-client", 1, 1 << 20);
 			break;
+		case 1102:
+			set_str(cfg->cluster_key_file, sizeof(cfg->cluster_key_file), optarg, "--cluster-key-file");
+			break;
+		case 1103: set_str(cfg->tls_cert, sizeof(cfg->tls_cert), optarg, "--tls-cert"); break;
+		case 1104: set_str(cfg->tls_key, sizeof(cfg->tls_key), optarg, "--tls-key"); break;
+		case 1105: set_str(cfg->cluster_ca, sizeof(cfg->cluster_ca), optarg, "--cluster-ca"); break;
+		case 1106:
+			set_str(cfg->cluster_tls_name, sizeof(cfg->cluster_tls_name), optarg, "--cluster-tls-name");
+			break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;
@@ -372,6 +400,10 @@ void config_load(struct config *cfg, int argc, char **argv)
 		snprintf(cfg->advertise_url, sizeof(cfg->advertise_url), "http://%s", cfg->listen);
 	if (!cfg->advertise_data_url[0])
 		snprintf(cfg->advertise_data_url, sizeof(cfg->advertise_data_url), "http://%s", cfg->data_listen);
+	if (!cfg->tls_cert[0] != !cfg->tls_key[0]) {
+		fprintf(stderr, "spaced: give --tls-cert and --tls-key together\n");
+		exit(2);
+	}
 	if (!cfg->node_id[0] && gethostname(cfg->node_id, sizeof(cfg->node_id) - 1) < 0)
 		snprintf(cfg->node_id, sizeof(cfg->node_id), "node");
 	for (char *p = cfg->node_id; *p; p++)
@@ -388,5 +420,23 @@ int config_read_key_file(struct config *cfg, space_err *err)
 		return 0;
 	if (keyfile_read(cfg->api_key_file, cfg->api_key, sizeof(cfg->api_key), err) < 0)
 		return err_wrap(err, "--api-key-file");
+	return 0;
+}
+
+int config_read_cluster_key(struct config *cfg, space_err *err)
+{
+	if (cfg->role == DROLE_ALL)
+		return 0;
+	if (cfg->cluster_key[0] && cfg->cluster_key_file[0])
+		return err_set(err, EINVAL, "give SPACE_CLUSTER_KEY or --cluster-key-file, not both");
+	if (!cfg->cluster_key[0] && !cfg->cluster_key_file[0])
+		return err_set(err, EINVAL, "--role %s needs --cluster-key-file (or SPACE_CLUSTER_KEY): the credential "
+					    "api processes present to nodes (a node refuses every other caller)",
+			       daemon_role_name(cfg->role));
+	if (cfg->cluster_key_file[0] &&
+	    keyfile_read(cfg->cluster_key_file, cfg->cluster_key, sizeof(cfg->cluster_key), err) < 0)
+		return err_wrap(err, "--cluster-key-file");
+	if (strlen(cfg->cluster_key) < 16)
+		return err_set(err, EINVAL, "--cluster-key-file: the key must be at least 16 characters");
 	return 0;
 }

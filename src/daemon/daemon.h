@@ -75,6 +75,15 @@ struct config {
 	char advertise_data_url[256]; /* --advertise-data-url: data plane as api processes reach it (default http://<data-listen>) */
 	int lease_s;               /* --lease: a node's lease; lost when not renewed within it (default 15) */
 	char shared_dir[PATH_MAX]; /* --shared-dir: suspend and named snapshots, on storage every node mounts ("" = state dir) */
+	/* The credential api processes present to nodes (X-Space-Cluster-Key), read from
+	 * --cluster-key-file at start; roles api and node need one (docs/design/cluster.md). */
+	char cluster_key_file[PATH_MAX];
+	char cluster_key[256];
+	/* TLS: --tls-cert/--tls-key serve both listeners over TLS (a node's, for its api
+	 * processes); --cluster-ca verifies the nodes an api process relays to (https:// URLs),
+	 * whose certificates must name --cluster-tls-name (default: the node's id). */
+	char tls_cert[PATH_MAX], tls_key[PATH_MAX], cluster_ca[PATH_MAX];
+	char cluster_tls_name[256];
 };
 
 /* Event priorities (libevent): client I/O and everything else at the
@@ -131,6 +140,9 @@ struct spaced {
 	/* While a control-plane handler runs: the record of the sandbox its request names, read
 	 * on the store's thread because this process does not hold it (api.c; sandbox_get). */
 	const struct sandbox_pre *sb_pre;
+	/* TLS (http/tls.h): the listeners' server context (--tls-cert), and an api process's
+	 * client context for https:// nodes (--cluster-ca); NULL when not configured. */
+	struct ssl_ctx_st *tls_server, *tls_client;
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */
@@ -139,6 +151,8 @@ void config_load(struct config *cfg, int argc, char **argv);
  * be a regular file of ours (or root's) that group and others cannot read or
  * write; anything else is refused with a message saying why. */
 int config_read_key_file(struct config *cfg, space_err *err);
+/* The cluster's credential (--cluster-key-file), for roles api and node: required there. */
+int config_read_cluster_key(struct config *cfg, space_err *err);
 
 /* limits.c: raises RLIMIT_NOFILE's soft limit to the hard one and sizes the
  * client caps left at 0 from what it got. Returns the fd limit. */

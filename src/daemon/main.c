@@ -17,6 +17,7 @@
 #include "cluster/cluster.h"
 #include "e2b/e2b_ctl.h"
 #include "http/http.h"
+#include "http/tls.h"
 #include "keyfile.h"
 #include "net/net.h"
 #include "log.h"
@@ -245,6 +246,25 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	event_base_loopexit(d->base, NULL);
 }
 
+/* --tls-cert/--tls-key: both listeners speak TLS; --cluster-ca: an api process verifies the
+ * https:// nodes it relays to (http/tls.h). */
+static int start_tls(struct spaced *d, space_err *err)
+{
+	if (d->cfg.tls_cert[0] && !(d->tls_server = http_tls_server_ctx(d->cfg.tls_cert, d->cfg.tls_key, err)))
+		return err_wrap(err, "--tls-cert");
+	if (d->cfg.cluster_ca[0] && !(d->tls_client = http_tls_client_ctx(d->cfg.cluster_ca, err)))
+		return err_wrap(err, "--cluster-ca");
+	return 0;
+}
+
+/* After the listeners are gone (a context outlives its connections by their references). */
+static void stop_tls(struct spaced *d)
+{
+	SSL_CTX_free(d->tls_server);
+	SSL_CTX_free(d->tls_client);
+	d->tls_server = d->tls_client = NULL;
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct spaced *d = arg;
@@ -337,7 +357,8 @@ static int run(struct spaced *d)
 		goto fail;
 	}
 	/* The key file first: a bad one stops us before anything is made. */
-	if (config_read_key_file(&d->cfg, &err) < 0 || prepare_state_dir(d, &err) < 0)
+	if (config_read_key_file(&d->cfg, &err) < 0 || config_read_cluster_key(&d->cfg, &err) < 0 ||
+	    prepare_state_dir(d, &err) < 0)
 		goto fail;
 	if (open_store(d, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
 		goto fail;
@@ -355,6 +376,8 @@ static int run(struct spaced *d)
 	if (d->cfg.role == DROLE_API)
 		snprintf(d->accel_reason, sizeof(d->accel_reason),
 			 "an api process runs no VMs: each node has its own (GET /v1/nodes)");
+	if (start_tls(d, &err) < 0)
+		goto fail;
 	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) ||
 	    (d->cfg.role == DROLE_API && cluster_start(d, &err) < 0) || api_start(d, &err) < 0 ||
 	    dataplane_start(d, &err) < 0)
@@ -376,7 +399,7 @@ static int run(struct spaced *d)
 		       accel_name(d->accel), store_backend(d->store));
 	else
 		printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
-	printf("  control plane: http://%s\n", d->cfg.listen);
+	printf("  control plane: %s://%s\n", d->tls_server ? "https" : "http", d->cfg.listen);
 	printf("  data plane:    %s\n", d->cfg.data_url);
 	printf("  state dir:     %s\n", d->cfg.state_dir);
 	show_api_key(d, key_origin);
@@ -396,6 +419,7 @@ static int run(struct spaced *d)
 	if (d->store_ev)
 		event_free(d->store_ev);
 	store_close(d->store);
+	stop_tls(d);
 	return 0;
 fail:
 	log_error("%s", err.msg);
@@ -410,6 +434,7 @@ fail:
 		store_close(d->store);
 		d->store = NULL;
 	}
+	stop_tls(d);
 	return 1;
 }
 

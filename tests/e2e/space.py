@@ -271,15 +271,40 @@ class ApiError(AssertionError):
 
 def split_url(url):
     u = urllib.parse.urlsplit(url)
-    return u.hostname, u.port or 80
+    return u.hostname, u.port or (443 if u.scheme == "https" else 80)
+
+
+# CA bundles to verify https:// daemons with (a cluster's TLS node), by address.
+TLS_CAS = {}
+
+
+def connection(url, timeout):
+    """An http.client connection to url's host: HTTPS (verified against the CA registered for
+    it in TLS_CAS) for an https:// URL."""
+    host, port = split_url(url)
+    if not url.startswith("https://"):
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+    import ssl
+    ctx = ssl.create_default_context(cafile=TLS_CAS.get((host, port)))
+    return http.client.HTTPSConnection(host, port, timeout=timeout, context=ctx)
+
+
+# Headers every request to an address carries unless the caller sets its own (a cluster's node
+# admits only its api processes, which send the cluster's credential: a test that talks to a
+# node directly, as an api process would, registers it here with Daemon.peer_key).
+PEER_HEADERS = {}
+
+
+def peer_headers(url):
+    return dict(PEER_HEADERS.get(split_url(url), {}))
 
 
 def http_request(url, method, path, body=None, headers=None, timeout=READ_TIMEOUT):
     """One request on a fresh connection; returns a Response with the whole body read."""
-    host, port = split_url(url)
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn = connection(url, timeout)
     try:
-        hdrs = dict(headers or {})
+        hdrs = peer_headers(url)
+        hdrs.update(headers or {})
         if body is not None and not isinstance(body, (bytes, bytearray)):
             body = json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
@@ -564,11 +589,11 @@ class Stream:
     def __init__(self, session, offset=None, how="header", method="POST", token=None,
                  timeout=READ_TIMEOUT):
         self.session = session
-        host, port = split_url(session.url)
-        self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        self.conn = connection(session.url, timeout)
         path = f"/v1/sessions/{session.id}/attach"
         token = session.token if token is None else token
-        headers = {"Accept": "text/event-stream"}
+        headers = peer_headers(session.url)
+        headers["Accept"] = "text/event-stream"
         query = {}
         if how == "query-token":
             query["token"] = token
@@ -1022,6 +1047,19 @@ def store_for_daemon(store):
     return pgserver.PgServer(pg_dir).create_database("e2e_" + secrets.token_hex(6))
 
 
+PEER_HEADER = "X-Space-Cluster-Key"
+
+
+def cluster_key_file(dirpath):
+    """A cluster's credential (--cluster-key-file), mode 600 in dirpath: (path, key)."""
+    key = secrets.token_hex(24)
+    path = os.path.join(dirpath, "cluster-key")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    return path, key
+
+
 class Daemon:
     """One spaced on loopback. Every instance alive is in Daemon.running (for log dumps)."""
 
@@ -1052,6 +1090,21 @@ class Daemon:
         self.san_prefix = os.path.join(self.root, "sanitizer")
         # Exit statuses of stops a test did not ask for (cleanup reports them).
         self.unexpected_exits = []
+
+    def serve_tls(self, cert, key, ca):
+        """Both listeners over TLS (--tls-cert/--tls-key); this test verifies them with ca."""
+        self.extra_args += ["--tls-cert", cert, "--tls-key", key]
+        self.url = self.url.replace("http://", "https://")
+        self.data_url = self.data_url.replace("http://", "https://")
+        self.api = Api(self.url, self.api_key, self)
+        for url in (self.url, self.data_url):
+            TLS_CAS[split_url(url)] = ca
+
+    def as_peer(self, key):
+        """Requests from this test to the daemon (a node) carry the cluster's credential, as an
+        api process's relays do."""
+        for url in (self.url, self.data_url):
+            PEER_HEADERS[split_url(url)] = {PEER_HEADER: key}
 
     def argv(self):
         return [self.binary, "--listen", f"127.0.0.1:{self.port}",

@@ -32,11 +32,35 @@ STALL_S = 5                # PostgreSQL stopped for this long (well inside a lea
 CREATES = 30
 
 
+TLS_NODES = {"n3"}         # serves both planes over TLS; the others plain HTTP
+TLS_NAME = "space-node"    # the name its certificate carries (--cluster-tls-name)
+
+
+def make_tls(d):
+    """A CA and a node certificate for TLS_NAME (and 127.0.0.1), signed by it."""
+    import subprocess
+    ca, cakey = os.path.join(d, "ca.crt"), os.path.join(d, "ca.key")
+    cert, key, csr = os.path.join(d, "node.crt"), os.path.join(d, "node.key"), os.path.join(d, "node.csr")
+    ext = os.path.join(d, "node.ext")
+    with open(ext, "w") as f:
+        f.write(f"subjectAltName=DNS:{TLS_NAME},IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+        "-subj", "/CN=space test cluster CA", "-keyout", cakey, "-out", ca)
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", f"/CN={TLS_NAME}",
+        "-keyout", key, "-out", csr)
+    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial", "-days", "2",
+        "-extfile", ext, "-out", cert)
+    return {"ca": ca, "cert": cert, "key": key}
+
+
 class Cluster:
     def __init__(self):
         self.pgdir = tempfile.mkdtemp(prefix="space-pg-")
         self.pg = PgServer(self.pgdir)
         self.key = secrets.token_hex(16)
+        self.peer_file, self.peer_key = space.cluster_key_file(self.pgdir)
+        self.tls = make_tls(self.pgdir)
         self.shared = None
         self.apis = []
         self.nodes = {}
@@ -51,7 +75,11 @@ class Cluster:
         self.url = url
         # Storage every node mounts: suspended sandboxes' memory and disks.
         self.shared = tempfile.mkdtemp(prefix="space-shared-")
-        self.apis = [self._own(space.Daemon(f"api{i}", extra_args=["--role", "api", "--store", url]))
+        peer = ["--cluster-key-file", self.peer_file]
+        # the api processes verify TLS nodes (n3) against the cluster's CA, by the name its
+        # certificate carries
+        verify = ["--cluster-ca", self.tls["ca"], "--cluster-tls-name", TLS_NAME]
+        self.apis = [self._own(space.Daemon(f"api{i}", extra_args=["--role", "api", "--store", url] + peer + verify))
                      for i in (1, 2)]
         for i, (name, slots) in enumerate(SLOTS.items()):
             args = ["--role", "node", "--store", url, "--node-id", name,
@@ -59,8 +87,11 @@ class Cluster:
                     # clients stream through an api process, not from the node itself
                     "--data-url", self.apis[0].data_url,
                     "--jail-uid-base", str(2000000000 + (i + 1) * 100000),
-                    "--jail-uid-count", "65536", "--shared-dir", self.shared]
+                    "--jail-uid-count", "65536", "--shared-dir", self.shared] + peer
             d = self._own(space.Daemon(f"node-{name}", extra_args=args))
+            if name in TLS_NODES:
+                d.serve_tls(self.tls["cert"], self.tls["key"], self.tls["ca"])
+            d.as_peer(self.peer_key)
             d.extra_args += ["--advertise-url", d.url, "--advertise-data-url", d.data_url]
             self.nodes[name] = d
         for d in self.nodes.values():
@@ -135,6 +166,19 @@ def test_metrics_of_an_api_process_show_the_cluster(cluster):
     assert 'space_cluster_nodes{state="up"} 3' in text
 
 
+def bare(url, method, path, body=None, headers=None):
+    """A request to a node from nobody in particular: no cluster credential added."""
+    import http.client
+    host, port = space.split_url(url)
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        c.request(method, path, body, headers or {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
 def test_creates_through_either_api_spread_by_capacity(cluster):
     ops = []
     for i in range(CREATES):
@@ -168,6 +212,76 @@ def test_exec_through_the_other_api_streams_from_the_owning_node(cluster):
         r = cluster.apis[1].api.run(sb_id, ["sh", "-c", "echo out-$0; echo err-$0 >&2; exit 7", name])
         assert r.exit_code == 7, r
         assert r.stdout == f"out-{name}\n".encode() and r.stderr == f"err-{name}\n".encode(), r
+
+
+def test_a_node_serves_its_api_processes_only(cluster):
+    """Whoever reaches a node's listeners directly (another pod, a compromised sandbox host)
+    gets nothing without the cluster's credential, on either plane, bodies unread; probes and
+    the metrics (API key) still answer; through an api process everything works."""
+    node = cluster.nodes["n1"]
+    key = space.bearer(cluster.key)
+    for url, method, path, body, headers in (
+            (node.url, "GET", "/v1/sandboxes", None, key),
+            (node.url, "POST", "/v1/sandboxes", b'{"template":"minimal"}', key),
+            (node.url, "GET", "/v1/info", None, dict(key, **{space.PEER_HEADER: "0" * 48})),
+            (node.data_url, "GET", "/v1/sessions/ss-0000000000000000", None, space.bearer("a" * 64)),
+            (node.data_url, "POST", "/v1/sessions/ss-0000000000000000/stdin", b"x" * (1 << 20), space.bearer("a" * 64)),
+            (node.data_url, "GET", "/files?path=/etc/hostname", None, {"E2b-Sandbox-Id": "sb-0000000000000000"})):
+        status, got = bare(url, method, path, body, headers)
+        assert status == 401 and b"cluster" in got, (method, path, status, got[:200])
+    assert bare(node.url, "GET", "/v1/healthz")[0] == 200
+    assert bare(node.url, "GET", "/metrics", None, key)[0] == 200
+    # with it, as the api processes send it
+    status, _ = bare(node.url, "GET", "/v1/sandboxes", None, dict(key, **{space.PEER_HEADER: cluster.peer_key}))
+    assert status == 200
+    # a client cannot smuggle one through an api process: the relay replaces it
+    sb_id = cluster.spread["n1"][0]
+    status, got = bare(cluster.apis[0].url, "POST", f"/v1/sandboxes/{sb_id}/timeout", b'{"timeout_s": 3600}',
+                       dict(key, **{space.PEER_HEADER: "x" * 48}))
+    assert status == 200, got
+
+
+def test_a_tls_node_is_reached_over_verified_tls_only(cluster):
+    """n3 serves both planes over TLS: its api processes verify it (the cluster's CA, the name
+    space-node) and everything through them works (the rest of this module); plain HTTP to it
+    gets nothing, and an api process that expects another name is refused by the handshake."""
+    import ssl
+    node = cluster.nodes["n3"]
+    assert node.url.startswith("https://") and node.api.info()["version"]
+    host, port = space.split_url(node.url)
+    import socket
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(b"GET /v1/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        try:
+            got = s.recv(4096)
+        except (ConnectionResetError, socket.timeout):
+            got = b""
+    assert not got.startswith(b"HTTP/"), got
+    # the certificate a client sees is the cluster CA's, for space-node
+    ctx = ssl.create_default_context(cafile=cluster.tls["ca"])
+    with socket.create_connection((host, port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname=TLS_NAME) as s:
+            assert s.version() in ("TLSv1.2", "TLSv1.3"), s.version()
+            assert s.selected_alpn_protocol() is None or s.selected_alpn_protocol() == "http/1.1"
+    sb_id = cluster.spread["n3"][0]
+    r = cluster.apis[1].api.run(sb_id, ["echo", "over-tls"])
+    assert bytes(r.stdout) == b"over-tls\n", r
+    wrong = cluster._own(space.Daemon("api-wrong-name", extra_args=[
+        "--role", "api", "--store", cluster.url, "--cluster-key-file", cluster.peer_file,
+        "--cluster-ca", cluster.tls["ca"], "--cluster-tls-name", "someone-else"]))
+    try:
+        wrong.start()
+        resp = wrong.api.raw("POST", f"/v1/sandboxes/{sb_id}/timeout", {"timeout_s": 3600})
+        assert resp.status == 502 and "certificate" in resp.body.decode().lower(), resp
+    finally:
+        # not cleanup(): it would delete every sandbox of the cluster it lists
+        rc = wrong.stop()
+        reports = wrong.sanitizer_reports()
+        unexpected = wrong.unexpected_exits
+        if rc == 0 and not reports and not unexpected:
+            shutil.rmtree(wrong.root, ignore_errors=True)
+        assert rc == 0 and not reports and not unexpected, (rc, reports, unexpected, wrong.log_tail())
 
 
 def test_e2b_through_the_apis(cluster):

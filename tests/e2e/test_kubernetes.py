@@ -32,8 +32,16 @@ SECRET_FILES = {
     "overlays/dev/secrets/api-key": "sk-k8s-test-dev\n",
     "overlays/production/secrets/api-key": "sk-k8s-test-production\n",
     "postgres/secrets/password": "k8s-test-password\n",
+    "postgres/secrets/ca.crt": "k8s-test postgres ca\n",
+    "postgres/secrets/tls.crt": "k8s-test postgres certificate\n",
+    "postgres/secrets/tls.key": "k8s-test postgres key\n",
     "external-postgres/secrets/url": "postgres://space:k8s-test@db.example.com:5432/space?sslmode=verify-full\n",
 }
+for _ov in ("dev", "production"):
+    SECRET_FILES.update({f"overlays/{_ov}/secrets/cluster-key": f"k8s-test-cluster-key-{_ov}\n",
+                         f"overlays/{_ov}/secrets/cluster-ca.crt": "k8s-test cluster ca\n",
+                         f"overlays/{_ov}/secrets/node.crt": "k8s-test node certificate\n",
+                         f"overlays/{_ov}/secrets/node.key": "k8s-test node key\n"})
 WORKLOADS = ("Deployment", "DaemonSet", "StatefulSet")
 
 
@@ -59,7 +67,8 @@ def tree(tmp_path_factory):
     need(KUBECTL, "make k8s-tools")
     need(os.path.join(space.REPO, "tests", "k8s", "node_modules", "kubernetes-models"), "make k8s-test-deps")
     root = tmp_path_factory.mktemp("k8s") / "kubernetes"
-    shutil.copytree(DEPLOY, root, ignore=shutil.ignore_patterns("api-key", "password", "url"))
+    shutil.copytree(DEPLOY, root, ignore=lambda d, names: [n for n in names if os.path.basename(d) == "secrets"
+                                                            and n != "README.md"])
     for rel, text in SECRET_FILES.items():
         (root / rel).write_text(text)
     return root
@@ -270,9 +279,17 @@ def test_node_daemonset(rendered, k):
     assert one(rendered, k, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteMany"]
     assert spec["nodeSelector"]["space.dev/kvm"] == "true"
     assert not spec.get("hostNetwork")
-    # The api reaches the node at its own pod address; its name is the Kubernetes node's.
-    assert flag_value(c, "--advertise-url") == "http://$(POD_IP):7070"
-    assert flag_value(c, "--advertise-data-url") == "http://$(POD_IP):7071"
+    # The api reaches the node at its own pod address, over TLS; its name is the Kubernetes node's.
+    assert flag_value(c, "--advertise-url") == "https://$(POD_IP):7070"
+    assert flag_value(c, "--advertise-data-url") == "https://$(POD_IP):7071"
+    tls = mounts[os.path.dirname(flag_value(c, "--tls-cert"))]["secret"]
+    assert tls["secretName"].startswith("space-cluster-tls") and tls["defaultMode"] == 0o400
+    assert os.path.dirname(flag_value(c, "--tls-key")) == os.path.dirname(flag_value(c, "--tls-cert"))
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS", probe
+    # the cluster's credential, root-only like the key
+    ck = mounts[os.path.dirname(flag_value(c, "--cluster-key-file"))]["secret"]
+    assert ck["secretName"].startswith("space-cluster") and ck["defaultMode"] == 0o400
     assert env_of(c, "POD_IP")["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env_of(c, "SPACE_NODE_ID")["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     # The key from a root-only file of the Secret (spaced refuses one others may read).
@@ -290,6 +307,14 @@ def test_api_deployment(rendered, k):
     assert pod_sc["runAsNonRoot"] is True and pod_sc["runAsUser"] != 0
     assert not c["securityContext"].get("privileged")
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    # it verifies the nodes (the cluster CA, the name their certificate carries) and presents
+    # the cluster's credential to them
+    assert flag_value(c, "--cluster-tls-name") == "space-node"
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    vols = {v["name"]: v for v in d["spec"]["template"]["spec"]["volumes"]}
+    ca = vols[mounts[os.path.dirname(flag_value(c, "--cluster-ca"))]]["secret"]
+    assert ca["items"] == [{"key": "ca.crt", "path": "ca.crt"}], ca  # the CA only, not the key
+    assert env_of(c, "SPACE_CLUSTER_KEY")["valueFrom"]["secretKeyRef"]["key"] == "cluster-key"
     svc = one(rendered, k, "Service", "space-api")
     assert svc["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
     assert {p["port"] for p in svc["spec"]["ports"]} == {7070, 7071}
@@ -364,3 +389,30 @@ def test_references_resolve(rendered, k):
     assert len(store) == 1
     url = base64.b64decode(store[0]["data"]["url"]).decode()
     assert url.startswith("postgres://")
+
+
+@pytest.mark.parametrize("k", DEPLOYABLE)
+def test_the_cluster_trusts_no_network(rendered, k):
+    """Nodes admit the api pods only; the bundled PostgreSQL admits spaced's pods only and
+    serves TLS; every shipped store URL asks libpq to verify the server."""
+    pols = {o["metadata"]["name"]: o for o in objects(rendered, k, "NetworkPolicy")}
+    node = pols["space-node"]["spec"]
+    assert node["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "node"
+    assert [f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in node["ingress"][0]["from"]] == ["api"]
+    secrets = {o["metadata"]["name"]: o for o in objects(rendered, k, "Secret")}
+    url = base64.b64decode([s for n, s in secrets.items() if n.startswith("space-store")
+                            and "url" in s.get("data", {})][0]["data"]["url"]).decode()
+    assert "sslmode=verify-full" in url, url
+    if k == "overlays/dev":
+        pg = pols["space-postgres"]["spec"]
+        assert pg["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "space-postgres"}
+        assert pg["ingress"][0]["from"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "space"}}}]
+        assert [p["port"] for p in pg["ingress"][0]["ports"]] == [5432]
+        sts = one(rendered, k, "StatefulSet", "space-postgres")
+        args = the_container(sts, "postgres")["args"]
+        assert "ssl=on" in args, args
+        assert "sslrootcert=/etc/space/store-ca/ca.crt" in url
+        for _, spec, c in spaced_containers(rendered, k):
+            m = {x["mountPath"]: x["name"] for x in c["volumeMounts"]}
+            v = {x["name"]: x for x in spec["volumes"]}
+            assert v[m["/etc/space/store-ca"]]["secret"]["secretName"].startswith("space-store-ca")

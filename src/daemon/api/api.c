@@ -180,6 +180,14 @@ static int api_prepare(struct http_req *r)
 	return api_step_read(r, pre_read, pre_verdict, pre_release, q);
 }
 
+/* A node lets through without the cluster's credential only the probes (kubelet's) and the
+ * metrics (which still need the API key). */
+static bool api_peer_exempt(const struct http_req *r)
+{
+	return api_health_public(r) ||
+	       (r->method == EVHTTP_REQ_GET && r->nseg == 1 && strcmp(r->seg[0], "metrics") == 0);
+}
+
 static struct http_plane api_plane = {
 	.name = "api",
 	.routes = api_routes,
@@ -204,6 +212,11 @@ int api_start(struct spaced *d, space_err *err)
 		api_plane.stream_routes = NULL;
 		api_plane.nstream_routes = 0;
 		api_plane.max_body = CLUSTER_MAX_BODY;
+	}
+	api_plane.tls = d->tls_server;
+	if (d->cfg.role == DROLE_NODE) {
+		api_plane.peer_key = d->cfg.cluster_key;
+		api_plane.peer_exempt = api_peer_exempt;
 	}
 	if (!d->cfg.api_key[0])
 		log_warn("api: no API key is configured; every control-plane request will be refused");

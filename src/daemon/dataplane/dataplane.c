@@ -413,6 +413,9 @@ int dataplane_start(struct spaced *d, space_err *err)
 		dp_plane.head_auth = dp_head_relay;
 		dp_plane.max_body = CLUSTER_MAX_BODY;
 	}
+	dp_plane.tls = d->tls_server;
+	if (d->cfg.role == DROLE_NODE)
+		dp_plane.peer_key = d->cfg.cluster_key; /* only its api processes reach a node */
 	d->data_http = http_listen(d->base, d->cfg.data_listen, &dp_plane, err);
 	return d->data_http ? 0 : err_wrap(err, "data plane");
 }

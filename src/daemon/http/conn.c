@@ -15,9 +15,11 @@
  */
 #include <errno.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -47,6 +49,7 @@ struct http_conn {
 	struct http_sf *sf;              /* the stream filter, on planes with stream routes */
 	const char *plane;               /* the listener's plane name ("api", "data") */
 	uint64_t unauth;                 /* unauthenticated body bytes this connection holds */
+	bool tls;                        /* its socket speaks TLS: nothing is written to it raw */
 };
 
 struct http_listener {
@@ -312,9 +315,9 @@ static void refuse(struct http_conns *cs, struct http_conn *c, enum http_cap why
 		log_warn("http: refusing connections over the %s cap (%u open; %llu refused so far)",
 			 why == HTTP_CAP_TOTAL ? "per-daemon" : "per-client", cs->nlive,
 			 (unsigned long long)cs->refused);
-	for (int i = 0; i < 16 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+	for (int i = 0; i < 16 && !c->tls && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
 		;
-	if (s)
+	if (s && !c->tls) /* a TLS client just sees the close (these are a node's api processes) */
 		n = snprintf(reply, sizeof(reply),
 			     "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
 			     "Cache-Control: no-store\r\nRetry-After: 1\r\nConnection: close\r\n"
@@ -392,10 +395,22 @@ static void inspect(evutil_socket_t fd, short what, void *arg)
 /* The socket's bufferevent wrapped in the stream filter. It closes the fd when it is freed (after
  * evhttp's shutdown(), once its events are gone): evhttp closes only a bufferevent's fd that is
  * not BEV_OPT_CLOSE_ON_FREE. NULL: no memory (the connection then goes unfiltered). */
+static struct bufferevent *socket_bev(struct event_base *base, const struct http_plane *plane)
+{
+	SSL *ssl;
+
+	if (!plane->tls)
+		return bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	/* evhttp gives it the socket (bufferevent_setfd), and the handshake starts then */
+	if (!(ssl = SSL_new(plane->tls)))
+		return NULL;
+	return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+}
+
 static struct bufferevent *make_filtered(struct event_base *base, const struct http_plane *plane,
 					 struct http_sf **sfp)
 {
-	struct bufferevent *under = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE), *f = NULL;
+	struct bufferevent *under = socket_bev(base, plane), *f = NULL;
 	struct http_sf *sf = under ? http_sf_new(plane->stream_routes, plane->nstream_routes, HTTP_BODY_BUFFER) : NULL;
 
 	if (sf) {
@@ -417,9 +432,11 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	struct http_conn *c = calloc(1, sizeof(*c));
 	struct bufferevent *bev = NULL;
 
-	if (c && hl->plane && (hl->plane->nstream_routes || hl->plane->head_auth))
+	if (c && hl->plane && (hl->plane->nstream_routes || hl->plane->head_auth || hl->plane->tls))
 		bev = make_filtered(base, hl->plane, &c->sf);
-	if (!bev)
+	if (!bev && hl->plane && hl->plane->tls)
+		bev = socket_bev(base, hl->plane);
+	else if (!bev)
 		bev = bufferevent_socket_new(base, -1, 0);
 	if (!bev) {
 		free(c);
@@ -430,6 +447,7 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
 	c->owner = cs;
 	c->bev = bev;
 	c->plane = hl->name;
+	c->tls = hl->plane && hl->plane->tls;
 	bufferevent_incref(bev);
 	list_add(&cs->pending, c);
 	event_active(cs->inspect, EV_TIMEOUT, 0);

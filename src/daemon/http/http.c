@@ -400,6 +400,13 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		http_reply_error(req, 400, "bad_request", "malformed query string");
 		goto out;
 	}
+	if (plane->peer_key && !(plane->peer_exempt && plane->peer_exempt(r)) &&
+	    !http_peer_ok(plane, evhttp_request_get_input_headers(req))) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+		http_reply_error(req, 401, "unauthorized", "this node serves its cluster's api processes only (%s)",
+				 HTTP_PEER_HEADER);
+		goto out;
+	}
 	if (plane->auth_first && plane->auth && plane->auth(r) < 0)
 		goto out;
 	switch (rc < 0 ? HTTP_NO_ROUTE :
@@ -428,6 +435,15 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	return;
 out:
 	req_free(r);
+}
+
+bool http_peer_ok(const struct http_plane *plane, struct evkeyvalq *hdrs)
+{
+	const char *v = evhttp_find_header(hdrs, HTTP_PEER_HEADER);
+
+	if (!plane->peer_key)
+		return true;
+	return v && plane->peer_key[0] && http_secret_equal(v, plane->peer_key);
 }
 
 void http_auth_done(struct http_req *r, bool go_on)

@@ -143,7 +143,19 @@ struct http_plane {
 	 * param, query; HTTP_MATCH or not: r->next is the route's handler or NULL) but has no
 	 * evhttp request (r->req NULL); hdrs are the head's header lines. Must answer from memory. */
 	enum http_head_verdict (*head_auth)(struct http_req *r, struct evkeyvalq *hdrs);
+	/* A listener only its cluster's api processes may reach (a node's): every request must
+	 * carry HTTP_PEER_HEADER equal to peer_key (compared in constant time), before anything
+	 * else is looked at, except those peer_exempt says (the probes). NULL: anyone. */
+	const char *peer_key;
+	bool (*peer_exempt)(const struct http_req *r);
+	/* Served over TLS with this server context (tls.h; NULL: plain HTTP). */
+	struct ssl_ctx_st *tls;
 };
+
+/* The header an api process puts its cluster credential in (and drops from a client's). */
+#define HTTP_PEER_HEADER "X-Space-Cluster-Key"
+/* Does hdrs carry the plane's peer key (true when the plane needs none)? */
+bool http_peer_ok(const struct http_plane *plane, struct evkeyvalq *hdrs);
 
 /* Binds "ADDR:PORT" ("127.0.0.1:7070", "[::1]:7070", ":7070" = every
  * address) and serves `plane` on base. max_body plus slack is also handed to

@@ -79,7 +79,10 @@ static enum http_head_verdict head_verdict(const struct http_plane *plane, const
 
 		if (http_route_find(plane->routes, plane->nroutes, r, &route, NULL, 0) == HTTP_MATCH)
 			r->next = route->fn;
-		if (!q || !*q || evhttp_parse_query_str(q, &r->query) == 0)
+		/* a node: its api processes bound what they relay; nobody else gets in */
+		if (plane->peer_key && !(plane->peer_exempt && plane->peer_exempt(r)))
+			v = http_peer_ok(plane, &hdrs) ? HTTP_HEAD_AUTHED : HTTP_HEAD_REFUSED;
+		else if (!q || !*q || evhttp_parse_query_str(q, &r->query) == 0)
 			v = plane->head_auth(r, &hdrs);
 	}
 	if (uri)

@@ -3,7 +3,11 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/http_struct.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +16,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "tls.h"
 
 struct proxy {
 	struct http_hold hold; /* first: proxy_gone gets it */
@@ -20,6 +25,7 @@ struct proxy {
 	struct bufferevent *ubev; /* the node's */
 	char upstream[96];
 	bool heard;     /* the node has sent a byte */
+	bool tls;       /* https:// (verified against --cluster-ca) */
 	bool draining;  /* the node is gone: close once the client has what it sent */
 	bool finishing;
 };
@@ -29,9 +35,12 @@ int http_proxy_hostport(const char *url, char *hostport, size_t len, space_err *
 	const char *p;
 	size_t n;
 
-	if (strncmp(url, "http://", 7) != 0)
-		return err_set(err, EINVAL, "proxy: '%.100s' is not an http:// URL", url);
-	p = url + 7;
+	if (strncmp(url, "http://", 7) == 0)
+		p = url + 7;
+	else if (strncmp(url, "https://", 8) == 0)
+		p = url + 8;
+	else
+		return err_set(err, EINVAL, "proxy: '%.100s' is not an http:// or https:// URL", url);
 	n = strcspn(p, "/");
 	if (n == 0 || n >= len || (p[n] == '/' && p[n + 1]))
 		return err_set(err, EINVAL, "proxy: '%.100s' is not http://IP:PORT", url);
@@ -44,7 +53,7 @@ bool http_proxy_drops_header(const char *name)
 {
 	static const char *const drop[] = { "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
 					    "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host",
-					    "Content-Length", "X-Forwarded-For" };
+					    "Content-Length", "X-Forwarded-For", HTTP_PEER_HEADER };
 
 	for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
 		if (strcasecmp(name, drop[i]) == 0)
@@ -87,9 +96,34 @@ static void reply_502(struct proxy *p, const char *why)
 			    n, body);
 }
 
+/* Why the TLS connection to the node failed, from its verification result or the errors
+ * libevent kept for it; false when it was not TLS's doing. */
+static bool tls_failure(struct bufferevent *bev, char *out, size_t len)
+{
+	SSL *ssl = bufferevent_openssl_get_ssl(bev);
+	unsigned long e, last = 0;
+	long v = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+
+	while ((e = bufferevent_get_openssl_error(bev)))
+		last = e;
+	if (v != X509_V_OK) {
+		snprintf(out, len, "TLS: certificate verification failed: %s", X509_verify_cert_error_string(v));
+		return true;
+	}
+	if (!last)
+		return false;
+	snprintf(out, len, "TLS: ");
+	ERR_error_string_n(last, out + strlen(out), len - strlen(out));
+	return true;
+}
+
 /* The node is done (or gone): the client gets what is queued, then the connection closes. */
 static void upstream_done(struct proxy *p, const char *why)
 {
+	char tls[200];
+
+	if (!p->heard && p->tls && tls_failure(p->ubev, tls, sizeof(tls)))
+		why = tls; /* what the handshake said: an unknown CA, a certificate for another name */
 	if (!p->heard)
 		reply_502(p, why);
 	bufferevent_free(p->ubev);
@@ -204,6 +238,10 @@ static int write_request(struct http_req *r, struct evbuffer *out, const char *h
 	}
 	if (evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", peer ? peer : "unknown") < 0)
 		return -1;
+	/* the node serves its api processes only (http_plane.peer_key) */
+	if (r->d->cfg.cluster_key[0] &&
+	    evbuffer_add_printf(out, "%s: %s\r\n", HTTP_PEER_HEADER, r->d->cfg.cluster_key) < 0)
+		return -1;
 	if (is_upgrade(req)) {
 		if (evbuffer_add_printf(out, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n") < 0)
 			return -1;
@@ -211,6 +249,23 @@ static int write_request(struct http_req *r, struct evbuffer *out, const char *h
 		return -1;
 	}
 	return evbuffer_add_buffer(out, body);
+}
+
+/* The name a node's certificate must carry: --cluster-tls-name, else its address. */
+static const char *tls_name(const struct spaced *d, const char *hostport)
+{
+	static char host[64];
+	const char *colon = strrchr(hostport, ':');
+	size_t n = colon ? (size_t)(colon - hostport) : strlen(hostport);
+
+	if (d->cfg.cluster_tls_name[0])
+		return d->cfg.cluster_tls_name;
+	if (*hostport == '[' && n >= 2) { /* [v6]:port */
+		hostport++;
+		n -= 2;
+	}
+	snprintf(host, sizeof(host), "%.*s", (int)n, hostport);
+	return host;
 }
 
 int http_proxy(struct http_req *r, const char *upstream_url, space_err *err)
@@ -228,7 +283,21 @@ int http_proxy(struct http_req *r, const char *upstream_url, space_err *err)
 	if (!p)
 		return err_set(err, ENOMEM, "out of memory");
 	snprintf(p->upstream, sizeof(p->upstream), "%s", hostport);
-	p->ubev = bufferevent_socket_new(r->d->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	p->tls = strncmp(upstream_url, "https://", 8) == 0;
+	if (p->tls) {
+		SSL *ssl = r->d->tls_client ? http_tls_client(r->d->tls_client, tls_name(r->d, hostport)) : NULL;
+
+		if (!r->d->tls_client) {
+			free(p);
+			return err_set(err, EINVAL, "proxy: %s is https:// and this process has no --cluster-ca to verify it",
+				       hostport);
+		}
+		p->ubev = ssl ? bufferevent_openssl_socket_new(r->d->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+								BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)
+			      : NULL;
+	} else {
+		p->ubev = bufferevent_socket_new(r->d->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+	}
 	if (!p->ubev || write_request(r, bufferevent_get_output(p->ubev), hostport) < 0) {
 		if (p->ubev)
 			bufferevent_free(p->ubev);
