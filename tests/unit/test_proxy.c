@@ -15,8 +15,11 @@ static void test_hostport(void)
 	CHECK(http_proxy_hostport("http://[::1]:7071/", hp, sizeof(hp), &err) == 0 && strcmp(hp, "[::1]:7071") == 0,
 	      "an IPv6 literal and one trailing slash (%s)", hp);
 	err_clear(&err);
-	CHECK(http_proxy_hostport("https://10.0.0.5:7070", hp, sizeof(hp), &err) < 0 && err.code == EINVAL,
-	      "https is refused: the relay speaks plain HTTP to nodes (%s)", err.msg);
+	CHECK(http_proxy_hostport("https://10.0.0.5:7070", hp, sizeof(hp), &err) == 0 && strcmp(hp, "10.0.0.5:7070") == 0,
+	      "https://IP:PORT too: a node serving TLS (%s)", hp);
+	err_clear(&err);
+	CHECK(http_proxy_hostport("ftp://10.0.0.5:7070", hp, sizeof(hp), &err) < 0 && err.code == EINVAL,
+	      "another scheme is refused (%s)", err.msg);
 	err_clear(&err);
 	CHECK(http_proxy_hostport("http://10.0.0.5:7070/v1", hp, sizeof(hp), &err) < 0 && err.code == EINVAL,
 	      "a URL with a path is refused (%s)", err.msg);
@@ -33,7 +36,7 @@ static void test_drops(void)
 {
 	static const char *const dropped[] = { "Connection", "keep-alive", "Proxy-Connection", "Proxy-Authorization",
 					       "TE", "Trailer", "transfer-encoding", "Upgrade", "Host",
-					       "Content-Length", "X-Forwarded-For" };
+					       "Content-Length", "X-Forwarded-For", "X-Space-Cluster-Key" };
 	static const char *const kept[] = { "Authorization", "Content-Type", "E2b-Sandbox-Id", "X-Access-Token",
 					    "Last-Event-ID", "Sec-WebSocket-Key", "Sec-WebSocket-Version", "Range" };
 	int bad = 0;
