@@ -167,7 +167,7 @@ static int intercept(struct gw_tls *t, const char *server_name, const char *clie
 {
 	space_err err = { 0 };
 	SSL *s = gw_tls_server(t, server_name, &err);
-	SSL *c = gw_tls_client(t, client_name, &err);
+	SSL *c = gw_tls_client(t, client_name, false, &err);
 	int rc = -1;
 
 	if (s && c) {
@@ -196,7 +196,7 @@ static void leaf_handshake(void)
 	CHECK(intercept(t, "api.example.test", "other.example.test", &verify) == -1 &&
 		      verify == X509_V_ERR_HOSTNAME_MISMATCH,
 	      "a client for another name refuses the leaf");
-	CHECK(gw_tls_server(t, "bad name", &err) == NULL && gw_tls_client(t, "a,DNS:b", &err) == NULL,
+	CHECK(gw_tls_server(t, "bad name", &err) == NULL && gw_tls_client(t, "a,DNS:b", false, &err) == NULL,
 	      "names outside [A-Za-z0-9._-] refused");
 
 	/* More names than the cache holds: the evicted ones are minted again. */
