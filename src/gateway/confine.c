@@ -1,4 +1,4 @@
-/* confine.c -- the gateway's cgroup leaf and seccomp allowlist (confine.h).
+/* confine.c -- the gateway's seccomp allowlist (confine.h).
  *
  * space-gw parses ClientHellos, HTTP and DNS from a guest that runs as root, from the host's
  * network namespace: a bug there must not become a shell on the host. Unlike QEMU's (a
@@ -12,31 +12,12 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
-#include <stdio.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cleanup.h"
-
-int gw_confine_cgroups(const char *const *dirs, int n, space_err *err)
-{
-	char path[4096], pid[24];
-	int len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
-
-	for (int i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/cgroup.procs", dirs[i]);
-		_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd < 0)
-			return err_sys(err, errno, "open %s", path);
-		if (write(fd, pid, (size_t)len) != len)
-			return err_sys(err, errno, "joining %s", path);
-	}
-	return 0;
-}
 
 /* Calls allowed whatever their arguments. */
 static const int plain[] = {

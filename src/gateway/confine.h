@@ -1,14 +1,10 @@
-/* confine.h -- what confines space-gw beyond its uid: the cgroup leaf it joins before anything
- * else (its memory and tasks count against the sandbox's limits), and the seccomp allowlist it
- * installs once set up, before it reads a guest byte (docs/design/egress.md "Confinement"). */
+/* confine.h -- what confines space-gw beyond its uid and its cgroup leaf (the daemon's: see
+ * src/daemon/net/gw.c): the seccomp allowlist it installs once set up, before it reads a
+ * guest byte (docs/design/egress.md "Confinement"). */
 #ifndef SPACE_GW_CONFINE_H
 #define SPACE_GW_CONFINE_H
 
 #include "err.h"
-
-/* Moves the process into each directory's cgroup.procs (one directory under cgroup v2, one
- * per controller under v1). The first failure is returned with the path. */
-int gw_confine_cgroups(const char *const *dirs, int n, space_err *err);
 
 /* Installs the allowlist: what a set-up gateway needs to relay (sockets of inet, inet6 and
  * unix only, epoll, files opened for writing only: the audit log), nothing else: no exec, no

@@ -24,7 +24,6 @@
 #define GW_BUF_HIGH (256 * 1024) /* per direction: reading stops past this much queued */
 #define GW_MAX_CONNS_DEFAULT 4096
 #define GW_MAX_BUFFER_DEFAULT (64 << 20) /* bytes queued in all connections together */
-#define GW_CGROUP_DIRS_MAX 4             /* --cgroup: a v2 leaf, or one per v1 controller */
 #define GW_HOST_ADDRS_MAX 256
 #define GW_CONTROL_CLIENTS_MAX 8
 #define GW_CONTROL_LINE_MAX (1024 * 1024)
@@ -214,6 +213,8 @@ void gw_proxy_stop(struct gw *g);
 /* Is the address one the gateway never connects to: in --refuse (whatever the policy says),
  * or reserved, the host's, the gateway's unless a CIDR names it? The reason goes to why. */
 bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port, char *why, size_t len);
+/* Does a CIDR rule allow the connection's destination (any bytes may go there, named or not)? */
+bool gw_cidr_allows(const struct gw_conn *c);
 /* The verdict for a connection to addr:port made for `name` (SNI or Host; "" for none):
  * deny by name wins; an allowed CIDR; the name allowed for the port with addr handed out
  * for it. */

@@ -36,8 +36,6 @@ struct args {
 	long uid, gid;
 	int max_conns;
 	long max_buffer;
-	const char *cgroups[GW_CGROUP_DIRS_MAX];
-	int ncgroups;
 	bool print_ruleset;
 };
 
@@ -46,7 +44,6 @@ static void usage(void)
 	fprintf(stderr, "usage: space-gw --sandbox ID --netns PATH --control-fd N --audit-dir DIR\n"
 			"                [--dns-upstream ADDR:PORT] [--upstream-ca FILE] [--uid UID --gid GID]\n"
 			"                [--max-conns N] [--max-buffer BYTES] [--refuse CIDR[,CIDR...]]\n"
-			"                [--cgroup DIR]...   (joined first: its cgroup.procs)\n"
 			"       space-gw --print-ruleset\n"
 			"       space-gw --make-netns PATH [--ca-cert FILE --ca-key FILE [--ca-name CN]]\n"
 			"                (a failure is reported on fd 3)\n");
@@ -71,7 +68,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sandbox", 1, 0, 's' }, { "netns", 1, 0, 'n' }, { "control-fd", 1, 0, 'c' },
 		{ "audit-dir", 1, 0, 'a' }, { "dns-upstream", 1, 0, 'd' }, { "upstream-ca", 1, 0, 'C' },
 		{ "uid", 1, 0, 'u' }, { "gid", 1, 0, 'g' }, { "max-conns", 1, 0, 'm' },
-		{ "max-buffer", 1, 0, 'B' }, { "refuse", 1, 0, 'r' }, { "cgroup", 1, 0, 'G' },
+		{ "max-buffer", 1, 0, 'B' }, { "refuse", 1, 0, 'r' },
 		{ "print-ruleset", 0, 0, 'p' }, { "make-netns", 1, 0, 'M' },
 		{ "ca-cert", 1, 0, 'K' }, { "ca-key", 1, 0, 'k' }, { "ca-name", 1, 0, 'N' }, { 0, 0, 0, 0 },
 	};
@@ -98,11 +95,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'm': if (!parse_long(optarg, 1, 1 << 20, &v)) return -1; a->max_conns = (int)v; break;
 		case 'B': if (!parse_long(optarg, 1 << 20, 1L << 40, &a->max_buffer)) return -1; break;
 		case 'r': a->refuse = optarg; break;
-		case 'G':
-			if (a->ncgroups == GW_CGROUP_DIRS_MAX)
-				return -1;
-			a->cgroups[a->ncgroups++] = optarg;
-			break;
 		default: return -1;
 		}
 	}
@@ -300,12 +292,6 @@ int main(int argc, char **argv)
 		gw_make_netns(&a.mkns); /* does not return */
 	signal(SIGPIPE, SIG_IGN);
 	log_set_prefix("space-gw");
-	/* First: everything the gateway allocates from here on counts against its sandbox's
-	 * cgroup leaf (the daemon made it; joining needs root, which setup drops). */
-	if (gw_confine_cgroups(a.cgroups, a.ncgroups, &err) < 0) {
-		log_error("%s", err.msg);
-		return 1;
-	}
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return 1;

@@ -54,6 +54,11 @@ static bool denied(const struct egress_verdict *v)
 	return !v->allow && strncmp(v->reason, "denied", 6) == 0;
 }
 
+bool gw_cidr_allows(const struct gw_conn *c)
+{
+	return egress_check_addr(c->g->policy, c->addr, c->port).allow;
+}
+
 struct egress_verdict gw_decide_name(struct gw *g, const char *name, uint32_t addr, uint16_t port)
 {
 	struct egress_verdict nv = { .allow = false }, av;
@@ -300,8 +305,9 @@ static void decide_opaque(struct gw_conn *c, bool first)
 }
 
 /* Classifies what has been peeked; false: wait for more. final: the sniff window is over. A
- * request line still incomplete then goes to the HTTP relay (whose parser waits for the rest),
- * an incomplete ClientHello is refused: either would otherwise pass as opaque bytes unchecked. */
+ * request line still incomplete then goes to the HTTP relay (whose parser waits for the rest)
+ * unless a CIDR rule allows the address (anything may go there), an incomplete ClientHello is
+ * refused: either would otherwise pass as opaque bytes a name rule never saw. */
 static bool classify(struct gw_conn *c, size_t n, bool final)
 {
 	struct gw_hello hello;
@@ -326,7 +332,7 @@ static bool classify(struct gw_conn *c, size_t n, bool final)
 	h = gw_sniff_http(c->g->peek, n);
 	if (h == 0 && !final && n < GW_SNIFF_MAX)
 		return false;
-	if (h >= 0) {
+	if (h == 1 || (h == 0 && !gw_cidr_allows(c))) {
 		c->proto = GW_HTTP;
 		snprintf(c->reason, sizeof(c->reason), "http");
 		start_relay(c, RELAY_HTTP);

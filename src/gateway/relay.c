@@ -214,8 +214,18 @@ void gw_relay_backpressure(struct gw_conn *c, struct bufferevent *from, struct b
 		c->up_paused = true;
 }
 
-/* The first bytes of a classifying connection: which relay. False if c was freed or the
- * bytes so far decide nothing yet (then they stay queued). */
+static void classifying_timeout(struct gw_conn *c, bool on)
+{
+	struct timeval t = { .tv_sec = on ? GW_SNIFF_SECONDS : GW_IDLE_SECONDS };
+
+	bufferevent_set_timeouts(c->down, &t, NULL);
+}
+
+/* The first bytes of a classifying connection: which relay. final: the guest ended, or sent
+ * for GW_SNIFF_SECONDS bytes that decide nothing; they then go to the HTTP relay unless a
+ * CIDR rule allows the address. Silence decides nothing: a guest that waits out any window
+ * and then speaks HTTP is still parsed. False if c was freed or nothing is decided yet (the
+ * bytes stay queued). */
 static bool classify(struct gw_conn *c, struct bufferevent *b, bool final)
 {
 	uint8_t buf[GW_SNIFF_METHOD_MAX + 64];
@@ -227,6 +237,8 @@ static bool classify(struct gw_conn *c, struct bufferevent *b, bool final)
 		h = gw_sniff_http(buf, n > 0 ? (size_t)n : 0);
 		if (h == 0 && !final && n < (ev_ssize_t)sizeof(buf))
 			return false;
+		if (h == 0 && n > 0 && gw_cidr_allows(c))
+			h = -1;
 		/* a TLS handshake after the silence that made this connection opaque would
 		 * carry a server name no check has seen */
 		if (!c->upstream_tls && n > 0 && buf[0] == 0x16) {
@@ -235,6 +247,7 @@ static bool classify(struct gw_conn *c, struct bufferevent *b, bool final)
 		}
 	}
 	c->classifying = false;
+	classifying_timeout(c, false);
 	if (h == -1 || (h == 0 && (b != c->down || n <= 0))) {
 		if (c->upstream_tls)
 			c->proto = GW_TLS; /* upstream first, or not HTTP: opaque, re-encrypted */
@@ -323,6 +336,16 @@ static void timeout(struct gw_conn *c, struct bufferevent *b)
 {
 	bool paused = b == c->down ? c->down_paused || c->closing : c->up_paused;
 
+	if (c->classifying && b == c->down) {
+		/* undecided bytes for a whole window decide now (false: c was freed); silence
+		 * goes on waiting. A timeout disabled reading: on again either way. */
+		if (!in_empty(b) && !classify(c, b, true))
+			return;
+		bufferevent_enable(b, EV_READ);
+		if (!c->classifying)
+			read_cb(b, c);
+		return;
+	}
 	if (time(NULL) - c->last >= GW_IDLE_SECONDS) {
 		gw_conn_free(c);
 		return;
@@ -403,4 +426,6 @@ void gw_relay_start(struct gw_conn *c)
 	setup(c, c->down);
 	if (c->up)
 		setup(c, c->up);
+	if (c->classifying)
+		classifying_timeout(c, true);
 }

@@ -422,11 +422,11 @@ def tls_http(addr, sni, requests, cafile, port=443, timeout=5):
             return issuer, _exchange(s, requests)
 
 
-def recv_all(sock, timeout=5):
-    """Everything until the peer closes (or goes quiet for `timeout`)."""
+def recv_all(sock, timeout=5, want=None):
+    """Everything until the peer closes, goes quiet for `timeout` or sent `want` bytes."""
     sock.settimeout(timeout)
     buf = b""
-    while True:
+    while want is None or len(buf) < want:
         try:
             chunk = sock.recv(65536)
         except socket.timeout:
@@ -436,6 +436,7 @@ def recv_all(sock, timeout=5):
         if not chunk:
             return buf
         buf += chunk
+    return buf
 
 
 def http_raw(addr, data, port=80, timeout=5, wait=0):
@@ -447,9 +448,10 @@ def http_raw(addr, data, port=80, timeout=5, wait=0):
         return recv_all(s, timeout)
 
 
-def tls_raw(addr, sni, cafile, data, port=443, alpn=None, timeout=5, first=0):
+def tls_raw(addr, sni, cafile, data, port=443, alpn=None, timeout=5, first=0, want=None):
     """TLS (offering `alpn` if given), `first` bytes read before sending data, then data and
-    everything until close: (issuer CN, selected ALPN, bytes read first, the rest)."""
+    everything until close (or `want` bytes): (issuer CN, selected ALPN, bytes read first,
+    the rest)."""
     ctx = ssl.create_default_context(cafile=cafile)
     if alpn:
         ctx.set_alpn_protocols(alpn)
@@ -463,7 +465,7 @@ def tls_raw(addr, sni, cafile, data, port=443, alpn=None, timeout=5, first=0):
                     break
                 head += chunk
             s.sendall(data)
-            return issuer, s.selected_alpn_protocol(), head, recv_all(s, timeout)
+            return issuer, s.selected_alpn_protocol(), head, recv_all(s, timeout, want)
 
 
 def tcp(addr, port, data=b"ping\n", timeout=3):

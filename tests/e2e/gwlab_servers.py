@@ -238,7 +238,7 @@ def main():
     tls = Threaded(("0.0.0.0", 443), Echo)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cfg["cert"], cfg["key"])
-    ctx.set_alpn_protocols(["h2", "http/1.1"])  # what a client offers, a CDN would take
+    ctx.set_alpn_protocols(["http/1.1"])  # (it speaks no HTTP/2: it selects nothing else)
     tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
     threads += [threading.Thread(target=serve_tls_echo, args=(7443, cfg["cert"], cfg["key"])),
                 threading.Thread(target=serve_tls_echo,
