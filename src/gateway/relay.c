@@ -336,6 +336,10 @@ static void timeout(struct gw_conn *c, struct bufferevent *b)
 {
 	bool paused = b == c->down ? c->down_paused || c->closing : c->up_paused;
 
+	if (time(NULL) - c->last >= GW_IDLE_SECONDS) {
+		gw_conn_free(c);
+		return;
+	}
 	if (c->classifying && b == c->down) {
 		/* undecided bytes for a whole window decide now (false: c was freed); silence
 		 * goes on waiting. A timeout disabled reading: on again either way. */
@@ -344,10 +348,6 @@ static void timeout(struct gw_conn *c, struct bufferevent *b)
 		bufferevent_enable(b, EV_READ);
 		if (!c->classifying)
 			read_cb(b, c);
-		return;
-	}
-	if (time(NULL) - c->last >= GW_IDLE_SECONDS) {
-		gw_conn_free(c);
 		return;
 	}
 	if (!paused)
