@@ -305,9 +305,10 @@ static void decide_opaque(struct gw_conn *c, bool first)
 }
 
 /* Classifies what has been peeked; false: wait for more. final: the sniff window is over. A
- * request line still incomplete then goes to the HTTP relay (whose parser waits for the rest)
- * unless a CIDR rule allows the address (anything may go there), an incomplete ClientHello is
- * refused: either would otherwise pass as opaque bytes a name rule never saw. */
+ * request line still incomplete then goes to the HTTP relay (whose parser waits for the rest),
+ * an incomplete ClientHello is refused: either would otherwise pass as opaque bytes a name rule
+ * never saw. Where a CIDR rule allows the address (anything may go there) bytes that are not
+ * yet a request line are opaque at once. */
 static bool classify(struct gw_conn *c, size_t n, bool final)
 {
 	struct gw_hello hello;
@@ -330,9 +331,11 @@ static bool classify(struct gw_conn *c, size_t n, bool final)
 		return true;
 	}
 	h = gw_sniff_http(c->g->peek, n);
+	if (h == 0 && gw_cidr_allows(c))
+		h = -1; /* anything may go there: no need to wait for the rest of a request line */
 	if (h == 0 && !final && n < GW_SNIFF_MAX)
 		return false;
-	if (h == 1 || (h == 0 && !gw_cidr_allows(c))) {
+	if (h >= 0) {
 		c->proto = GW_HTTP;
 		snprintf(c->reason, sizeof(c->reason), "http");
 		start_relay(c, RELAY_HTTP);

@@ -222,8 +222,8 @@ static void classifying_timeout(struct gw_conn *c, bool on)
 }
 
 /* The first bytes of a classifying connection: which relay. final: the guest ended, or sent
- * for GW_SNIFF_SECONDS bytes that decide nothing; they then go to the HTTP relay unless a
- * CIDR rule allows the address. Silence decides nothing: a guest that waits out any window
+ * for GW_SNIFF_SECONDS bytes that decide nothing; they then go to the HTTP relay (under a
+ * CIDR rule they are opaque at once). Silence decides nothing: a guest that waits out any window
  * and then speaks HTTP is still parsed. False if c was freed or nothing is decided yet (the
  * bytes stay queued). */
 static bool classify(struct gw_conn *c, struct bufferevent *b, bool final)
@@ -235,10 +235,10 @@ static bool classify(struct gw_conn *c, struct bufferevent *b, bool final)
 	if (b == c->down) {
 		n = evbuffer_copyout(bufferevent_get_input(b), buf, sizeof(buf));
 		h = gw_sniff_http(buf, n > 0 ? (size_t)n : 0);
-		if (h == 0 && !final && n < (ev_ssize_t)sizeof(buf))
-			return false;
 		if (h == 0 && n > 0 && gw_cidr_allows(c))
 			h = -1;
+		if (h == 0 && !final && n < (ev_ssize_t)sizeof(buf))
+			return false;
 		/* a TLS handshake after the silence that made this connection opaque would
 		 * carry a server name no check has seen */
 		if (!c->upstream_tls && n > 0 && buf[0] == 0x16) {

@@ -213,11 +213,21 @@ def test_tls_that_is_not_http_keeps_the_sni_rule(lab):
     assert head == b"* OK banner first\r\n" and rest == b"a1 CAPABILITY\r\n"
     r = wait_record(lab, proto="tls", name="allowed.test", verdict="allow", dst="198.51.100.10:7993")
     assert r["bytes_out"] == 15 and r["bytes_in"] == 34
-    # bytes that might still become a request line decide at the end of the sniff window:
-    # under a CIDR rule (anything may go there) they are relayed as they are
+    # bytes that might still become a request line: under a name rule they decide at the end
+    # of the sniff window, for the HTTP relay (a request line sent in two halves around it is
+    # still parsed and its Host checked); under a CIDR rule (anything may go there) at once
+    def halves():
+        ctx = ssl.create_default_context(cafile=lab.sandbox_ca[0])
+        with socket.create_connection(("198.51.100.10", 7443), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="allowed.test") as s:
+                s.sendall(b"GE")
+                time.sleep(gwlab.SNIFF_SECONDS + 1)
+                s.sendall(b"T / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+                return gwlab.recv_all(s, 5)
+    assert lab.in_guest(halves).startswith(b"HTTP/1.1 403")
     lab.policy({"allow": ["198.51.100.10/32:7443"]})
     _, _, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0], b"ping",
-                                 port=7443, timeout=gwlab.SNIFF_SECONDS + 3, want=4)
+                                 port=7443, timeout=2, want=4)
     assert rest == b"ping"
 
 
