@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "egress/policy.h"
 #include "keyfile.h"
 
 static void usage(FILE *f)
@@ -53,8 +54,13 @@ static void usage(FILE *f)
 		"                            environment, no mount namespace, no seccomp (SPACE_NO_JAIL=1)\n"
 		"  --dns-upstream ADDR:PORT  the DNS server sandbox gateways resolve allowed names with\n"
 		"                            (SPACE_DNS_UPSTREAM; default: the host's /etc/resolv.conf)\n"
-		"  --egress-ca-file FILE     CA bundle gateways verify upstream TLS against when they inject\n"
-		"                            credentials (SPACE_EGRESS_CA_FILE; default: the system bundle)\n"
+		"  --egress-ca-file FILE     CA bundle gateways verify upstream TLS against (they intercept\n"
+		"                            TLS by default; SPACE_EGRESS_CA_FILE; default: the system bundle)\n"
+		"  --egress-refuse CIDR[,CIDR...]  addresses no gateway connects to whatever a policy allows,\n"
+		"                            e.g. a cluster's pod and service ranges (SPACE_EGRESS_REFUSE; default none)\n"
+		"  --egress-max-conns N      guest connections one sandbox's gateway holds at once (default 256)\n"
+		"  --egress-max-buffer MIB   bytes one gateway buffers for all its connections; past it reading\n"
+		"                            stops and new connections are refused (default 32)\n"
 		"  --store URL               where state lives (SPACE_STORE): sqlite:PATH (default sqlite:<state-dir>/space.db)\n"
 		"                            or postgres://USER@HOST:PORT/DB (a cluster's shared desired state)\n"
 		"  --role all|api|node       what this process does (SPACE_ROLE, default all: everything in one;\n"
@@ -157,6 +163,21 @@ static void forget_env(const char *name)
 	unsetenv(name);
 }
 
+/* Checked here with the gateways' own parser, so that a bad list stops spaced at start
+ * rather than every gateway later. */
+static void set_egress_refuse(struct config *cfg, const char *v, const char *what)
+{
+	struct egress_cidrs *l = malloc(sizeof(*l));
+	space_err err = { 0 };
+
+	set_str(cfg->egress_refuse, sizeof(cfg->egress_refuse), v, what);
+	if (!l || egress_cidrs_parse(v, l, &err) < 0) {
+		fprintf(stderr, "spaced: %s: %s\n", what, l ? err.msg : "out of memory");
+		exit(2);
+	}
+	free(l);
+}
+
 static void from_env(struct config *cfg)
 {
 	const char *v;
@@ -206,6 +227,8 @@ static void from_env(struct config *cfg)
 		set_str(cfg->dns_upstream, sizeof(cfg->dns_upstream), v, "SPACE_DNS_UPSTREAM");
 	if ((v = getenv("SPACE_EGRESS_CA_FILE")) && *v)
 		set_str(cfg->egress_ca_file, sizeof(cfg->egress_ca_file), v, "SPACE_EGRESS_CA_FILE");
+	if ((v = getenv("SPACE_EGRESS_REFUSE")) && *v)
+		set_egress_refuse(cfg, v, "SPACE_EGRESS_REFUSE");
 	if ((v = getenv("SPACE_POOL")) && *v)
 		set_str(cfg->pools, sizeof(cfg->pools), v, "SPACE_POOL");
 	if ((v = getenv("SPACE_STORE")) && *v)
@@ -278,6 +301,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "cluster-ca", required_argument, NULL, 1105 },
 		{ "cluster-tls-name", required_argument, NULL, 1106 },
 		{ "unauth-body-budget-per-client", required_argument, NULL, 1101 },
+		{ "egress-refuse", required_argument, NULL, 1016 },
+		{ "egress-max-conns", required_argument, NULL, 1017 },
+		{ "egress-max-buffer", required_argument, NULL, 1018 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -312,6 +338,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->jail_uid_base = 2000000000u;
 	cfg->jail_uid_count = 65536;
 	cfg->lease_s = 15;
+	cfg->egress_max_conns = 256;
+	cfg->egress_max_buffer_mib = 32;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -373,6 +401,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1106:
 			set_str(cfg->cluster_tls_name, sizeof(cfg->cluster_tls_name), optarg, "--cluster-tls-name");
 			break;
+		case 1016: set_egress_refuse(cfg, optarg, "--egress-refuse"); break;
+		case 1017: cfg->egress_max_conns = parse_int(optarg, "--egress-max-conns", 1, 65536); break;
+		case 1018: cfg->egress_max_buffer_mib = parse_int(optarg, "--egress-max-buffer", 1, 65536); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

@@ -67,6 +67,9 @@ struct config {
 	/* Egress gateways (docs/design/egress.md): passed to every space-gw. */
 	char dns_upstream[128];    /* --dns-upstream ADDR:PORT ("" = the host's resolv.conf) */
 	char egress_ca_file[PATH_MAX]; /* --egress-ca-file: upstream CA bundle ("" = the system's) */
+	char egress_refuse[1024];  /* --egress-refuse CIDR[,CIDR...]: no gateway connects there */
+	int egress_max_conns;      /* --egress-max-conns: connections per gateway (default 256) */
+	int egress_max_buffer_mib; /* --egress-max-buffer: bytes one gateway buffers (default 32 MiB) */
 	/* Scale-out (docs/design/cluster.md). */
 	char store_url[PATH_MAX + 16]; /* --store sqlite:PATH | postgres://... ("" = sqlite:<state>/space.db) */
 	enum daemon_role role;     /* --role api|node|all (default all) */

@@ -174,6 +174,32 @@ static int parse_entry(const char *s, struct egress_entry *e, const char *what, 
 	return 0;
 }
 
+/* An allow entry as an object: {"name": ENTRY, "tls": "passthrough" | "intercept"}. Only the
+ * allow list has them: passthrough weakens what an entry allows (the gateway then sees no
+ * request inside TLS), which a deny never needs. */
+static int parse_entry_object(const json_t *o, struct egress_entry *e, const char *what, space_err *err)
+{
+	const char *name = json_string_value(json_object_get(o, "name"));
+	const json_t *tls = json_object_get(o, "tls");
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)o, k, v) {
+		if (strcmp(k, "name") && strcmp(k, "tls"))
+			return err_set(err, EINVAL, "%s: unknown key \"%.64s\" (name, tls)", what, k);
+	}
+	if (!name)
+		return err_set(err, EINVAL, "%s.name: missing or not a string", what);
+	if (tls && !json_is_null(tls) &&
+	    (!json_is_string(tls) || (strcmp(json_string_value(tls), "passthrough") &&
+				     strcmp(json_string_value(tls), "intercept"))))
+		return err_set(err, EINVAL, "%s.tls: must be \"passthrough\" or \"intercept\"", what);
+	if (parse_entry(name, e, what, err) < 0)
+		return -1;
+	e->tls_passthrough = json_is_string(tls) && strcmp(json_string_value(tls), "passthrough") == 0;
+	return 0;
+}
+
 static int parse_list(const json_t *j, const char *key, struct egress_entry **out, int *count,
 		      space_err *err)
 {
@@ -196,10 +222,15 @@ static int parse_list(const json_t *j, const char *key, struct egress_entry **ou
 		char what[32];
 
 		snprintf(what, sizeof(what), "%s[%zu]", key, i);
-		if (!json_is_string(v))
-			return err_set(err, EINVAL, "%s: not a string", what);
-		if (parse_entry(json_string_value(v), &(*out)[i], what, err) < 0)
+		if (json_is_object(v) && strcmp(key, "allow") == 0) {
+			if (parse_entry_object(v, &(*out)[i], what, err) < 0)
+				return -1;
+		} else if (!json_is_string(v)) {
+			return err_set(err, EINVAL, "%s: not a string%s", what,
+				       strcmp(key, "allow") == 0 ? " or an object" : "");
+		} else if (parse_entry(json_string_value(v), &(*out)[i], what, err) < 0) {
 			return -1;
+		}
 		(*count)++;
 	}
 	return 0;
@@ -407,12 +438,16 @@ void egress_policy_free(struct egress_policy *p)
 	free(p);
 }
 
+/* Entries as strings; one marked passthrough as {"name", "tls"} (interception is the default,
+ * so "intercept" is never shown). */
 static json_t *list_json(const struct egress_entry *e, int n)
 {
 	json_t *a = json_array();
 
 	for (int i = 0; a && i < n; i++)
-		json_array_append_new(a, json_string(e[i].text));
+		json_array_append_new(a, e[i].tls_passthrough
+						 ? json_pack("{s:s, s:s}", "name", e[i].text, "tls", "passthrough")
+						 : json_string(e[i].text));
 	return a;
 }
 
@@ -472,12 +507,13 @@ static bool port_matches(const struct egress_entry *e, uint16_t port, bool deny)
 	return e->port == 0 || e->port == port;
 }
 
-static struct egress_verdict verdict(bool allow, const char *how, const char *text)
+/* e: the entry that decided (NULL: none did, "not allowed"). */
+static struct egress_verdict verdict(bool allow, const char *how, const struct egress_entry *e)
 {
-	struct egress_verdict v = { .allow = allow };
+	struct egress_verdict v = { .allow = allow, .passthrough = allow && e && e->tls_passthrough };
 
-	if (text)
-		snprintf(v.reason, sizeof(v.reason), "%s by %s", how, text);
+	if (e)
+		snprintf(v.reason, sizeof(v.reason), "%s by %s", how, e->text);
 	else
 		snprintf(v.reason, sizeof(v.reason), "not allowed");
 	return v;
@@ -487,10 +523,10 @@ struct egress_verdict egress_check_name(const struct egress_policy *p, const cha
 {
 	for (int i = 0; p && i < p->ndeny; i++)
 		if (name_matches(&p->deny[i], name) && port_matches(&p->deny[i], port, true))
-			return verdict(false, "denied", p->deny[i].text);
+			return verdict(false, "denied", &p->deny[i]);
 	for (int i = 0; p && i < p->nallow; i++)
 		if (name_matches(&p->allow[i], name) && port_matches(&p->allow[i], port, false))
-			return verdict(true, "allowed", p->allow[i].text);
+			return verdict(true, "allowed", &p->allow[i]);
 	return verdict(false, NULL, NULL);
 }
 
@@ -503,10 +539,10 @@ struct egress_verdict egress_check_addr(const struct egress_policy *p, uint32_t 
 {
 	for (int i = 0; p && i < p->ndeny; i++)
 		if (cidr_contains(&p->deny[i], addr) && port_matches(&p->deny[i], port, true))
-			return verdict(false, "denied", p->deny[i].text);
+			return verdict(false, "denied", &p->deny[i]);
 	for (int i = 0; p && i < p->nallow; i++)
 		if (cidr_contains(&p->allow[i], addr) && port_matches(&p->allow[i], port, false))
-			return verdict(true, "allowed", p->allow[i].text);
+			return verdict(true, "allowed", &p->allow[i]);
 	return verdict(false, NULL, NULL);
 }
 
@@ -575,4 +611,44 @@ bool egress_cidr_names(const struct egress_policy *p, uint32_t addr, uint16_t po
 			return true;
 	}
 	return false;
+}
+
+/* ---- refused ranges ---- */
+
+int egress_cidrs_parse(const char *text, struct egress_cidrs *out, space_err *err)
+{
+	const char *p = text ? text : "";
+
+	out->n = 0;
+	while (*p) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		char buf[EGRESS_NAME_MAX + 1], what[32];
+
+		snprintf(what, sizeof(what), "refuse[%d]", out->n);
+		if (n == 0 || n > 18)
+			return err_set(err, EINVAL, "%s: \"%.*s\" is not an IPv4 CIDR", what, (int)(n > 64 ? 64 : n), p);
+		if (out->n == EGRESS_REFUSE_MAX)
+			return err_set(err, E2BIG, "more than %d CIDRs", EGRESS_REFUSE_MAX);
+		memcpy(buf, p, n);
+		buf[n] = '\0';
+		memset(&out->e[out->n], 0, sizeof(out->e[0]));
+		if (!looks_numeric(buf))
+			return err_set(err, EINVAL, "%s: \"%s\" is not an IPv4 CIDR", what, buf);
+		if (parse_cidr(buf, &out->e[out->n], what, err) < 0)
+			return -1;
+		out->n++;
+		p += n + (comma ? 1 : 0);
+		if (comma && !*p)
+			return err_set(err, EINVAL, "refuse[%d]: empty", out->n);
+	}
+	return 0;
+}
+
+const struct egress_entry *egress_cidrs_match(const struct egress_cidrs *l, uint32_t addr)
+{
+	for (int i = 0; l && i < l->n; i++)
+		if (cidr_contains(&l->e[i], addr))
+			return &l->e[i];
+	return NULL;
 }

@@ -24,6 +24,8 @@ struct egress_entry {
 	char name[EGRESS_NAME_MAX + 1]; /* NAME: the name; WILDCARD: the suffix without "*." */
 	uint32_t addr, mask;            /* CIDR, host byte order */
 	uint16_t port;                  /* 0: every port */
+	bool tls_passthrough;           /* allow only: TLS it allows is relayed untouched, never
+					 * terminated (`{"name": ..., "tls": "passthrough"}`) */
 	char text[EGRESS_NAME_MAX + 16]; /* as written (normalised), for reasons */
 };
 
@@ -59,9 +61,10 @@ json_t *egress_policy_json(const struct egress_policy *p, bool with_values);
 bool egress_name_normalise(const char *in, char out[EGRESS_NAME_MAX + 1]);
 
 /* A decision and the entry that made it ("allowed by pypi.org:443", "denied by evil.com",
- * "not allowed"). */
+ * "not allowed"); passthrough: the allow entry says "tls": "passthrough". */
 struct egress_verdict {
 	bool allow;
+	bool passthrough;
 	char reason[EGRESS_NAME_MAX + 48];
 };
 
@@ -82,6 +85,19 @@ int egress_injects_for(const struct egress_policy *p, const char *name,
 bool egress_addr_reserved(uint32_t addr);
 /* Does an allow CIDR entry explicitly contain addr (for a reserved address)? */
 bool egress_cidr_names(const struct egress_policy *p, uint32_t addr, uint16_t port);
+
+/* A comma-separated list of IPv4 CIDRs without ports ("10.244.0.0/16,10.96.0.0/12"; a bare
+ * address is a /32), at most EGRESS_REFUSE_MAX, for the addresses a node's gateways refuse
+ * whatever a policy allows (spaced --egress-refuse). "" is an empty list. -1 with err naming
+ * the entry. */
+#define EGRESS_REFUSE_MAX 64
+struct egress_cidrs {
+	struct egress_entry e[EGRESS_REFUSE_MAX];
+	int n;
+};
+int egress_cidrs_parse(const char *text, struct egress_cidrs *out, space_err *err);
+/* The entry of the list that contains addr, or NULL. */
+const struct egress_entry *egress_cidrs_match(const struct egress_cidrs *l, uint32_t addr);
 
 /* Secret names: [A-Za-z0-9_.-]{1,64}. Values: 1..EGRESS_SECRET_VALUE_MAX bytes, no CR, LF, NUL. */
 bool egress_secret_name_valid(const char *name);

@@ -22,6 +22,8 @@
 #define GW_SNIFF_SECONDS 5
 #define GW_IDLE_SECONDS 600
 #define GW_BUF_HIGH (256 * 1024) /* per direction: reading stops past this much queued */
+#define GW_MAX_CONNS_DEFAULT 4096
+#define GW_MAX_BUFFER_DEFAULT (64 << 20) /* bytes queued in all connections together */
 #define GW_HOST_ADDRS_MAX 256
 #define GW_CONTROL_CLIENTS_MAX 8
 #define GW_CONTROL_LINE_MAX (1024 * 1024)
@@ -62,6 +64,14 @@ struct gw {
 
 	uint32_t host_addrs[GW_HOST_ADDRS_MAX];
 	int nhost_addrs;
+	struct egress_cidrs refuse;     /* --refuse: never connected to, whatever the policy says */
+
+	/* Bytes queued in every connection's buffers (both sides, both directions), kept by
+	 * evbuffer callbacks (relay.c). Past max_buffer no connection reads and no new one is
+	 * accepted; below 3/4 of it `resume` wakes the connections that stopped. */
+	uint64_t buffered, max_buffer;
+	bool buffer_full;
+	struct event *resume;
 
 	struct gw_handout *handout;     /* GW_HANDOUT_MAX slots */
 	uint64_t handout_seq;
@@ -97,6 +107,12 @@ struct gw_conn {
 	bool down_paused, up_paused;     /* reading stopped for back-pressure */
 	bool upstream_tls;
 	bool relaying;                   /* allowed and relaying: audited when freed */
+	/* Relaying, but which relay (HTTP or opaque) waits for the first bytes: intercepted TLS
+	 * after its handshake, plain TCP after the guest stayed silent; upstream bytes first
+	 * mean opaque (a server that speaks first), guest bytes are sniffed. */
+	bool classifying;
+	bool alpn_http11;                /* the guest's ClientHello offered http/1.1 */
+	struct evbuffer_cb_entry *acct[4]; /* buffer accounting: down in/out, up in/out */
 	time_t last;                     /* last byte either way (idle timeout) */
 	uint64_t bytes_out, bytes_in;
 	struct gw_http *http;            /* HTTP request relay, NULL for opaque */
@@ -113,6 +129,14 @@ void gw_conn_refuse(struct gw_conn *c, const char *reason);
 
 /* relay.c */
 void gw_relay_start(struct gw_conn *c);
+/* Frees the upstream side (its buffers leave the accounting). */
+void gw_relay_drop_up(struct gw_conn *c);
+/* Counts b's buffers into g->buffered (gw_relay_start and gw_relay_attach_up do it). */
+void gw_relay_account(struct gw_conn *c, struct bufferevent *b);
+/* Takes b's buffers out of the accounting, before b is freed. */
+void gw_relay_unaccount(struct gw_conn *c, struct bufferevent *b);
+int gw_relay_init(struct gw *g, space_err *err);
+void gw_relay_fini(struct gw *g);
 bool gw_relay_settle(struct gw_conn *c);
 void gw_relay_pump(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to);
 void gw_relay_backpressure(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to);
@@ -120,13 +144,29 @@ void gw_relay_backpressure(struct gw_conn *c, struct bufferevent *from, struct b
 void gw_relay_attach_up(struct gw_conn *c);
 
 /* http.c: the guest->upstream direction of HTTP (plain, or decrypted when intercepted),
- * request by request: each authority checked, injection, re-chunked bodies. */
+ * request by request: each authority checked, injection, re-chunked bodies; the other
+ * direction framed (http_resp.c) to know when the upstream accepted an Upgrade/CONNECT. */
 int gw_http_new(struct gw_conn *c);
 void gw_http_free(struct gw_http *h);
 /* Feeds what the guest sent to the parser; true if that freed c. */
 bool gw_http_feed(struct gw_conn *c);
-/* After an Upgrade/CONNECT: bytes pass through unparsed. */
+/* After the upstream accepted an Upgrade/CONNECT: bytes pass through unparsed. */
 bool gw_http_raw(const struct gw_http *h);
+/* Guest bytes wait, unparsed, for the answer to an Upgrade/CONNECT (or for answers to the
+ * requests already relayed). */
+bool gw_http_holding(const struct gw_http *h);
+enum gw_http_up {
+	GW_HTTP_UP_PASS,   /* relay the upstream's bytes on */
+	GW_HTTP_UP_SWITCH, /* the upstream switched protocols: raw both ways from now */
+	GW_HTTP_UP_RESUME, /* the guest's held bytes may be parsed again (gw_http_resume) */
+	GW_HTTP_UP_BAD,    /* not HTTP framing: end the connection */
+};
+/* Frames what the upstream sent (c->up's input, left in place). */
+enum gw_http_up gw_http_upstream(struct gw_conn *c);
+/* After GW_HTTP_UP_SWITCH: the held guest bytes go upstream as they are. */
+void gw_http_switch(struct gw_conn *c);
+/* After GW_HTTP_UP_RESUME: parse the held guest bytes; true if that freed c. */
+bool gw_http_resume(struct gw_conn *c);
 const char *gw_proto_name(enum gw_proto p);
 
 /* audit.c */
@@ -170,9 +210,11 @@ void gw_control_stop(struct gw *g);
 /* proxy.c */
 int gw_proxy_start(struct gw *g, int fd, space_err *err);
 void gw_proxy_stop(struct gw *g);
-/* Is the address one the gateway never connects to (reserved, the host's, the gateway's),
- * unless a CIDR names it? */
-bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port);
+/* Is the address one the gateway never connects to: in --refuse (whatever the policy says),
+ * or reserved, the host's, the gateway's unless a CIDR names it? The reason goes to why. */
+bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port, char *why, size_t len);
+/* Does a CIDR rule allow the connection's destination (any bytes may go there, named or not)? */
+bool gw_cidr_allows(const struct gw_conn *c);
 /* The verdict for a connection to addr:port made for `name` (SNI or Host; "" for none):
  * deny by name wins; an allowed CIDR; the name allowed for the port with addr handed out
  * for it. */

@@ -2,7 +2,11 @@
  * parsed with http-parser, each request's authorities (Host, absolute-form target) checked
  * like an SNI, the head rebuilt from the parsed fields with injected headers, the body passed
  * on (chunked bodies re-chunked, trailers dropped), a refused request answered 403 and the
- * connection closed. Every guest byte is hostile: the head is bounded, nothing is trusted. */
+ * connection closed. Every guest byte is hostile: the head is bounded, nothing is trusted.
+ * The upstream's answers are framed (http_resp.c) and passed on as they are: guest bytes after
+ * an Upgrade or CONNECT wait, unparsed, until its answer comes; only a 101 (a 2xx to CONNECT)
+ * turns the connection into raw bytes, any other answer and parsing goes on, Host checks
+ * included. */
 #include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -14,6 +18,7 @@
 #include <strings.h>
 
 #include "gw.h"
+#include "http_resp.h"
 
 #define GW_HTTP_HEAD_MAX 65536
 #define GW_HTTP_HEADERS_MAX 128
@@ -34,6 +39,12 @@ struct gw_http {
 	int nhdr;
 	enum last_cb last;
 	bool chunked, raw, forwarding;
+	bool strip_h2c;                      /* this request's Upgrade names h2c: not relayed */
+	enum gw_req_kind kind;               /* this request's, for its response's framing */
+	struct gw_resp resp;                 /* the upstream->guest direction */
+	bool hold, hold_switch;              /* guest bytes wait: for the answer to an Upgrade or
+					      * CONNECT (hold_switch), or for answers to the
+					      * GW_RESP_PENDING_MAX requests relayed */
 	int status;                          /* !0: refuse with this status */
 	int allowed;                         /* requests allowed so far */
 	uint64_t req_bytes;
@@ -46,6 +57,11 @@ struct gw_http {
 bool gw_http_raw(const struct gw_http *h)
 {
 	return h->raw;
+}
+
+bool gw_http_holding(const struct gw_http *h)
+{
+	return h->hold;
 }
 
 static int append(struct gw_http *h, const char *at, size_t n)
@@ -83,6 +99,7 @@ static int on_begin(http_parser *p)
 	h->ninj = 0;
 	h->name[0] = '\0';
 	h->req_bytes = 0;
+	h->strip_h2c = false;
 	return 0;
 }
 
@@ -243,9 +260,44 @@ static int applicable_injects(struct gw_http *h, const struct egress_inject *out
 	return n;
 }
 
+/* Does a comma-separated header value list the token (case-insensitive)? */
+static bool value_has_token(const char *v, size_t n, const char *token)
+{
+	size_t t = strlen(token);
+
+	for (size_t i = 0; i < n;) {
+		size_t j;
+
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		for (j = i; j < n && v[j] != ',' && v[j] != ' ' && v[j] != '\t' && v[j] != '/'; j++)
+			;
+		if (j - i == t && strncasecmp(v + i, token, t) == 0)
+			return true;
+		while (j < n && v[j] != ',')
+			j++;
+		i = j;
+	}
+	return false;
+}
+
+/* An Upgrade to h2c (HTTP/2 in clear text) is dropped, with its settings: the upstream then
+ * answers the request as HTTP/1.1. Relayed, a 101 would carry the connection into frames whose
+ * :authority nobody checks, which on a shared address reaches other hosts. */
+static bool upgrades_to_h2c(const struct gw_http *h)
+{
+	for (int i = 0; i < h->nhdr; i++)
+		if (hdr_is(h, &h->hdr[i], "upgrade") &&
+		    value_has_token(h->buf + h->hdr[i].val, h->hdr[i].val_len, "h2c"))
+			return true;
+	return false;
+}
+
 static bool replaced(const struct gw_http *h, const struct gw_hdr *x,
 		     const struct egress_inject *const *inj, int n)
 {
+	if (h->strip_h2c && (hdr_is(h, x, "upgrade") || hdr_is(h, x, "http2-settings")))
+		return true;
 	for (int i = 0; i < n; i++)
 		if (hdr_is(h, x, inj[i]->header))
 			return true;
@@ -276,14 +328,31 @@ static void write_head(struct gw_http *h, struct evbuffer *out)
 	evbuffer_add(out, "\r\n", 2);
 }
 
+static enum gw_req_kind request_kind(struct gw_http *h)
+{
+	if (h->p.method == HTTP_HEAD)
+		return GW_REQ_HEAD;
+	if (h->p.method == HTTP_CONNECT)
+		return GW_REQ_CONNECT;
+	h->strip_h2c = h->p.upgrade && upgrades_to_h2c(h);
+	return h->p.upgrade && !h->strip_h2c ? GW_REQ_UPGRADE : GW_REQ_PLAIN;
+}
+
 static int on_headers_complete(http_parser *p)
 {
 	struct gw_http *h = p->data;
 	struct gw_conn *c = h->c;
 
 	h->reason[0] = '\0';
+	if (p->http_major != 1)
+		return refuse_req(h, 505, "HTTP/%u.%u is not relayed (HTTP/1.x only)", p->http_major,
+				  p->http_minor);
 	if (check_request(h) || h->status)
 		return 0;
+	/* TRACE echoes the request back, headers the gateway injected included */
+	if (p->method == HTTP_TRACE)
+		return refuse_req(h, 403, "TRACE is not relayed (it would echo injected credentials)");
+	h->kind = request_kind(h);
 	if (!c->up) {
 		c->up = gw_conn_connect(c, NULL);
 		if (!c->up)
@@ -297,6 +366,7 @@ static int on_headers_complete(http_parser *p)
 	h->req_bytes = h->len; /* the head as parsed; the body is added as it passes */
 	h->chunked = (p->flags & F_CHUNKED) != 0;
 	write_head(h, bufferevent_get_output(c->up));
+	gw_resp_expect(&h->resp, h->kind); /* room: parsing stops while the ring is full */
 	h->forwarding = true;
 	h->allowed++;
 	return 0;
@@ -340,6 +410,13 @@ static int on_message_complete(http_parser *p)
 		evbuffer_add(bufferevent_get_output(h->c->up), "0\r\n\r\n", 5);
 	audit_request(h, true);
 	h->forwarding = false;
+	/* Whatever follows an Upgrade or CONNECT is read only once the upstream answered it: as
+	 * the new protocol after a 101 (2xx), as the next request otherwise. */
+	h->hold_switch = h->kind == GW_REQ_UPGRADE || h->kind == GW_REQ_CONNECT;
+	if (h->hold_switch || gw_resp_pending(&h->resp) == GW_RESP_PENDING_MAX) {
+		h->hold = true;
+		http_parser_pause(p, 1);
+	}
 	return 0;
 }
 
@@ -362,6 +439,8 @@ static const char *status_text(int status)
 		return "Forbidden";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 505:
+		return "HTTP Version Not Supported";
 	default:
 		return "Bad Gateway";
 	}
@@ -380,10 +459,7 @@ static bool answer_and_close(struct gw_conn *c, int status, const char *reason)
 		c->relaying = false; /* nothing went out: the request's deny is the record */
 	c->closing = true;
 	bufferevent_disable(c->down, EV_READ);
-	if (c->up) {
-		bufferevent_free(c->up);
-		c->up = NULL;
-	}
+	gw_relay_drop_up(c);
 	return gw_relay_settle(c);
 }
 
@@ -393,27 +469,76 @@ bool gw_http_feed(struct gw_conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->down);
 	struct evbuffer_iovec v;
 
-	while (!h->raw && evbuffer_get_length(in) && evbuffer_peek(in, -1, NULL, &v, 1) >= 1) {
+	while (!h->raw && !h->hold && evbuffer_get_length(in) && evbuffer_peek(in, -1, NULL, &v, 1) >= 1) {
 		size_t n = http_parser_execute(&h->p, &settings, v.iov_base, v.iov_len);
 		enum http_errno e = HTTP_PARSER_ERRNO(&h->p);
 
 		c->bytes_out += n;
 		evbuffer_drain(in, n);
+		if (h->hold && !h->status)
+			break; /* paused by on_message_complete: the rest waits in `in` */
 		if (h->status || e != HPE_OK) {
 			if (!h->status)
 				snprintf(h->reason, sizeof(h->reason), "bad HTTP request: %s", http_errno_name(e));
 			return answer_and_close(c, h->status ? h->status : 400, h->reason);
 		}
-		if (h->p.upgrade)
-			h->raw = true; /* after Upgrade/CONNECT the rest is the upstream's protocol */
-		else if (n < v.iov_len)
+		/* (short of v without an error: http-parser stopped after a request it took for an
+		 * upgrade whose h2c the relay dropped; the next bytes are the next request) */
+		if (n == 0 || (n < v.iov_len && !h->p.upgrade))
 			break;
 	}
-	if (h->raw && c->up)
-		gw_relay_pump(c, c->down, c->up);
-	else
-		gw_relay_backpressure(c, c->down, c->up);
+	gw_relay_backpressure(c, c->down, c->up);
 	return false;
+}
+
+enum gw_http_up gw_http_upstream(struct gw_conn *c)
+{
+	struct gw_http *h = c->http;
+	struct evbuffer *in = bufferevent_get_input(c->up);
+	struct evbuffer_iovec v[8];
+	struct evbuffer_ptr at;
+	enum gw_resp_rc rc = GW_RESP_OK;
+	int k;
+
+	evbuffer_ptr_set(in, &at, 0, EVBUFFER_PTR_SET);
+	/* the bytes are only read here; gw_relay_pump moves them on unmodified */
+	while (rc == GW_RESP_OK && (k = evbuffer_peek(in, -1, &at, v, 8)) > 0) {
+		size_t seen = 0;
+
+		for (int i = 0; i < k && i < 8 && rc == GW_RESP_OK; i++) {
+			rc = gw_resp_feed(&h->resp, v[i].iov_base, v[i].iov_len);
+			seen += v[i].iov_len;
+		}
+		if (k <= 8 || evbuffer_ptr_set(in, &at, seen, EVBUFFER_PTR_ADD) < 0)
+			break;
+	}
+	if (rc == GW_RESP_BAD)
+		return GW_HTTP_UP_BAD;
+	if (rc == GW_RESP_SWITCH)
+		return GW_HTTP_UP_SWITCH;
+	if (h->hold && (h->hold_switch ? gw_resp_pending(&h->resp) == 0
+				       : gw_resp_pending(&h->resp) < GW_RESP_PENDING_MAX))
+		return GW_HTTP_UP_RESUME;
+	return GW_HTTP_UP_PASS;
+}
+
+void gw_http_switch(struct gw_conn *c)
+{
+	struct gw_http *h = c->http;
+
+	h->raw = true;
+	h->hold = false;
+	if (c->up && c->down)
+		gw_relay_pump(c, c->down, c->up);
+}
+
+bool gw_http_resume(struct gw_conn *c)
+{
+	struct gw_http *h = c->http;
+
+	h->hold = h->hold_switch = false;
+	http_parser_pause(&h->p, 0);
+	return gw_http_feed(c);
 }
 
 int gw_http_new(struct gw_conn *c)
@@ -425,6 +550,7 @@ int gw_http_new(struct gw_conn *c)
 	h->c = c;
 	http_parser_init(&h->p, HTTP_REQUEST);
 	h->p.data = h;
+	gw_resp_init(&h->resp);
 	c->http = h;
 	return 0;
 }

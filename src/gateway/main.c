@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "confine.h"
 #include "egress/rules.h"
 #include "gw.h"
 #include "log.h"
@@ -29,11 +30,12 @@
 #define GW_START_NICE 10
 
 struct args {
-	const char *sandbox, *netns, *audit_dir, *dns_upstream, *upstream_ca;
+	const char *sandbox, *netns, *audit_dir, *dns_upstream, *upstream_ca, *refuse;
 	struct gw_mkns mkns;
 	int control_fd;
 	long uid, gid;
 	int max_conns;
+	long max_buffer;
 	bool print_ruleset;
 };
 
@@ -41,7 +43,7 @@ static void usage(void)
 {
 	fprintf(stderr, "usage: space-gw --sandbox ID --netns PATH --control-fd N --audit-dir DIR\n"
 			"                [--dns-upstream ADDR:PORT] [--upstream-ca FILE] [--uid UID --gid GID]\n"
-			"                [--max-conns N]\n"
+			"                [--max-conns N] [--max-buffer BYTES] [--refuse CIDR[,CIDR...]]\n"
 			"       space-gw --print-ruleset\n"
 			"       space-gw --make-netns PATH [--ca-cert FILE --ca-key FILE [--ca-name CN]]\n"
 			"                (a failure is reported on fd 3)\n");
@@ -66,13 +68,15 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "sandbox", 1, 0, 's' }, { "netns", 1, 0, 'n' }, { "control-fd", 1, 0, 'c' },
 		{ "audit-dir", 1, 0, 'a' }, { "dns-upstream", 1, 0, 'd' }, { "upstream-ca", 1, 0, 'C' },
 		{ "uid", 1, 0, 'u' }, { "gid", 1, 0, 'g' }, { "max-conns", 1, 0, 'm' },
+		{ "max-buffer", 1, 0, 'B' }, { "refuse", 1, 0, 'r' },
 		{ "print-ruleset", 0, 0, 'p' }, { "make-netns", 1, 0, 'M' },
 		{ "ca-cert", 1, 0, 'K' }, { "ca-key", 1, 0, 'k' }, { "ca-name", 1, 0, 'N' }, { 0, 0, 0, 0 },
 	};
 	long v;
 	int o;
 
-	*a = (struct args){ .control_fd = -1, .uid = -1, .gid = -1, .max_conns = 4096 };
+	*a = (struct args){ .control_fd = -1, .uid = -1, .gid = -1, .max_conns = GW_MAX_CONNS_DEFAULT,
+			    .max_buffer = GW_MAX_BUFFER_DEFAULT };
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case 's': a->sandbox = optarg; break;
@@ -89,6 +93,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'u': if (!parse_long(optarg, 0, 0x7fffffff, &a->uid)) return -1; break;
 		case 'g': if (!parse_long(optarg, 0, 0x7fffffff, &a->gid)) return -1; break;
 		case 'm': if (!parse_long(optarg, 1, 1 << 20, &v)) return -1; a->max_conns = (int)v; break;
+		case 'B': if (!parse_long(optarg, 1 << 20, 1L << 40, &a->max_buffer)) return -1; break;
+		case 'r': a->refuse = optarg; break;
 		default: return -1;
 		}
 	}
@@ -210,6 +216,8 @@ static int setup(struct gw *g, const struct args *a, space_err *err)
 
 	if (egress_policy_parse(NULL, false, &g->policy, err) < 0 || raise_nofile(err) < 0)
 		return -1;
+	if (egress_cidrs_parse(a->refuse, &g->refuse, err) < 0)
+		return err_wrap(err, "--refuse");
 	if (netns_sockets(a->netns, &g->udp_fd, &tcp, err) < 0)
 		return err_wrap(err, "sandbox sockets");
 	g->base = event_base_new();
@@ -217,7 +225,7 @@ static int setup(struct gw *g, const struct args *a, space_err *err)
 		close(tcp);
 		return err_set(err, EIO, "event_base_new");
 	}
-	if (gw_proxy_start(g, tcp, err) < 0) {
+	if (gw_relay_init(g, err) < 0 || gw_proxy_start(g, tcp, err) < 0) {
 		close(tcp);
 		return -1;
 	}
@@ -234,13 +242,17 @@ static int setup(struct gw *g, const struct args *a, space_err *err)
 		return err_set(err, EIO, "signal events");
 	if (geteuid() == 0 && setpriority(PRIO_PROCESS, 0, 0) < 0)
 		log_warn("setpriority: %s", strerror(errno));
-	return drop_privileges(a, err);
+	if (drop_privileges(a, err) < 0)
+		return -1;
+	/* Last: from here on only what relaying needs (confine.c), before the first guest byte. */
+	return gw_confine_seccomp(err);
 }
 
 static void teardown(struct gw *g)
 {
 	gw_control_stop(g);
 	gw_proxy_stop(g);
+	gw_relay_fini(g); /* after the connections: freeing them may wake it */
 	gw_dns_stop(g);
 	if (g->udp_fd >= 0)
 		close(g->udp_fd);
@@ -287,6 +299,7 @@ int main(int argc, char **argv)
 	g->audit.fd = g->audit.dirfd = -1;
 	g->sandbox = a.sandbox;
 	g->max_conns = a.max_conns;
+	g->max_buffer = (uint64_t)a.max_buffer;
 	if (setup(g, &a, &err) < 0) {
 		log_error("%s", err.msg);
 		rc = 1;

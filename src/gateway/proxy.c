@@ -17,28 +17,46 @@
 #include "egress/rules.h"
 #include "gw.h"
 #include "log.h"
+#include "sniff.h"
 
 static void addr_str(uint32_t a, char *out, size_t len)
 {
 	snprintf(out, len, "%u.%u.%u.%u", a >> 24, (a >> 16) & 255, (a >> 8) & 255, a & 255);
 }
 
-bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port)
+bool gw_addr_refused(struct gw *g, uint32_t addr, uint16_t port, char *why, size_t len)
 {
+	const struct egress_entry *r = egress_cidrs_match(&g->refuse, addr);
 	bool host = false;
 
-	if (addr == EGRESS_GW_ADDR)
+	if (addr == EGRESS_GW_ADDR) {
+		snprintf(why, len, "the gateway itself");
 		return true;
+	}
+	/* The node's own ranges (a cluster's pods and services): before any allow, so that no
+	 * policy, 0.0.0.0/0 or a CIDR naming them, opens them. */
+	if (r) {
+		snprintf(why, len, "refused by the node (--egress-refuse %s)", r->text);
+		return true;
+	}
 	for (int i = 0; i < g->nhost_addrs; i++)
 		host |= g->host_addrs[i] == addr;
 	if (!host && !egress_addr_reserved(addr))
 		return false;
-	return !egress_cidr_names(g->policy, addr, port);
+	if (egress_cidr_names(g->policy, addr, port))
+		return false;
+	snprintf(why, len, "reserved or host address");
+	return true;
 }
 
 static bool denied(const struct egress_verdict *v)
 {
 	return !v->allow && strncmp(v->reason, "denied", 6) == 0;
+}
+
+bool gw_cidr_allows(const struct gw_conn *c)
+{
+	return egress_check_addr(c->g->policy, c->addr, c->port).allow;
 }
 
 struct egress_verdict gw_decide_name(struct gw *g, const char *name, uint32_t addr, uint16_t port)
@@ -107,12 +125,13 @@ void gw_conn_free(struct gw_conn *c)
 		event_free(c->sniff);
 	if (c->http)
 		gw_http_free(c->http);
-	if (c->down)
+	if (c->down) {
+		gw_relay_unaccount(c, c->down);
 		bufferevent_free(c->down);
-	else if (c->fd >= 0)
+	} else if (c->fd >= 0) {
 		close(c->fd);
-	if (c->up)
-		bufferevent_free(c->up);
+	}
+	gw_relay_drop_up(c);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -158,7 +177,9 @@ struct bufferevent *gw_conn_connect(struct gw_conn *c, SSL *ssl)
 
 /* ---- the decision ---- */
 
-/* Intercept TLS to `name`: our leaf for the guest, a verified TLS client upstream. */
+/* Intercept TLS to `name`: our leaf for the guest, a verified TLS client upstream (offering
+ * the ALPN the guest's side will select), connected at once; which relay runs inside is
+ * decided by the first bytes (relay.c classify). */
 static int start_intercept(struct gw_conn *c)
 {
 	space_err err;
@@ -168,7 +189,7 @@ static int start_intercept(struct gw_conn *c)
 		log_warn("intercepting %s: %s", c->name, err.msg);
 		return -1;
 	}
-	client = gw_tls_client(c->g->tls, c->name, &err);
+	client = gw_tls_client(c->g->tls, c->name, c->alpn_http11, &err);
 	if (!client) {
 		log_warn("intercepting %s: %s", c->name, err.msg);
 		SSL_free(server);
@@ -184,23 +205,24 @@ static int start_intercept(struct gw_conn *c)
 	c->fd = -1;
 	c->up = gw_conn_connect(c, client);
 	c->upstream_tls = true;
-	c->proto = GW_HTTPS;
-	if (!c->up || gw_http_new(c) < 0)
-		return -1;
-	return 0;
+	c->proto = GW_HTTPS; /* until the first bytes say otherwise: TLS that is not HTTP */
+	c->classifying = true;
+	return c->up ? 0 : -1;
 }
 
-/* Allowed: connect (opaque and TLS pass-through at once; HTTP on its first allowed request)
- * and relay. */
-static void start_relay(struct gw_conn *c)
-{
-	const struct egress_inject *inj[EGRESS_MAX_INJECT + 1];
-	bool intercept = c->proto == GW_TLS && egress_injects_for(c->g->policy, c->name, inj) > 0 &&
-			 gw_tls_has_ca(c->g->tls);
+enum relay_mode {
+	RELAY_OPAQUE,    /* bytes as they are (TLS passed through; TCP a CIDR or name:port allows) */
+	RELAY_FIRST,     /* opaque after silence: whoever speaks first decides (relay.c classify) */
+	RELAY_HTTP,      /* the HTTP relay, connecting on the first allowed request */
+	RELAY_INTERCEPT, /* TLS terminated with the sandbox's CA */
+};
 
+/* Allowed: connect (opaque at once; HTTP on its first allowed request) and relay. */
+static void start_relay(struct gw_conn *c, enum relay_mode mode)
+{
 	event_free(c->sniff);
 	c->sniff = NULL;
-	if (intercept) {
+	if (mode == RELAY_INTERCEPT) {
 		if (start_intercept(c) < 0) {
 			refuse(c, "interception failed");
 			return;
@@ -212,20 +234,28 @@ static void start_relay(struct gw_conn *c)
 			return;
 		}
 		c->fd = -1;
-		if (c->proto == GW_HTTP ? gw_http_new(c) < 0 : !(c->up = gw_conn_connect(c, NULL))) {
+		if (mode == RELAY_HTTP ? gw_http_new(c) < 0 : !(c->up = gw_conn_connect(c, NULL))) {
 			refuse(c, "upstream connect failed");
 			return;
 		}
+		c->classifying = mode == RELAY_FIRST;
 	}
 	gw_relay_start(c);
 }
 
-static void decide_tls(struct gw_conn *c, const char *sni)
+/* TLS is intercepted unless the allow entry says "tls": "passthrough" (and no inject rule
+ * needs the plaintext), or there is no name to make a certificate for (a CIDR rule alone
+ * allowed a ClientHello without SNI: any bytes may go to that address anyway). Without a CA
+ * (a gateway given none) it is refused, never silently passed through. */
+static void decide_tls(struct gw_conn *c, const struct gw_hello *hello)
 {
+	const struct egress_inject *inj[EGRESS_MAX_INJECT + 1];
 	struct egress_verdict v;
+	size_t r;
 
 	c->proto = GW_TLS;
-	if (*sni && !egress_name_normalise(sni, c->name)) {
+	c->alpn_http11 = hello->alpn_http11;
+	if (*hello->sni && !egress_name_normalise(hello->sni, c->name)) {
 		refuse(c, "bad SNI name");
 		return;
 	}
@@ -235,10 +265,22 @@ static void decide_tls(struct gw_conn *c, const char *sni)
 		refuse(c, v.reason);
 		return;
 	}
-	start_relay(c);
+	if (!c->name[0] || (v.passthrough && egress_injects_for(c->g->policy, c->name, inj) == 0)) {
+		r = strlen(c->reason);
+		snprintf(c->reason + r, sizeof(c->reason) - r, c->name[0] ? " (tls passthrough)" : " (no SNI)");
+		start_relay(c, RELAY_OPAQUE);
+		return;
+	}
+	if (!gw_tls_has_ca(c->g->tls)) {
+		refuse(c, "no CA to intercept TLS with (only an entry marked tls: passthrough passes TLS untouched)");
+		return;
+	}
+	start_relay(c, RELAY_INTERCEPT);
 }
 
-static void decide_opaque(struct gw_conn *c)
+/* first: nothing came within the sniff window; if allowed, the relay starts and the first
+ * bytes either way decide between HTTP and opaque. */
+static void decide_opaque(struct gw_conn *c, bool first)
 {
 	struct egress_verdict v = egress_check_addr(c->g->policy, c->addr, c->port);
 	const char *name;
@@ -259,43 +301,47 @@ static void decide_opaque(struct gw_conn *c)
 		refuse(c, v.reason);
 		return;
 	}
-	start_relay(c);
+	start_relay(c, first ? RELAY_FIRST : RELAY_OPAQUE);
 }
 
-/* 1: an HTTP request line starts here; 0: maybe, need more; -1: no. */
-static int looks_http(const uint8_t *b, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n && i < 17; i++) {
-		if (b[i] == ' ')
-			return i >= 3 ? 1 : -1;
-		if (b[i] < 'A' || b[i] > 'Z')
-			return -1;
-	}
-	return i < 17 ? 0 : -1;
-}
-
-/* Classifies what has been peeked; false: wait for more. */
+/* Classifies what has been peeked; false: wait for more. final: the sniff window is over. A
+ * request line still incomplete then goes to the HTTP relay (whose parser waits for the rest),
+ * an incomplete ClientHello is refused: either would otherwise pass as opaque bytes a name rule
+ * never saw. Where a CIDR rule allows the address (anything may go there) bytes that are not
+ * yet a request line are opaque at once. */
 static bool classify(struct gw_conn *c, size_t n, bool final)
 {
-	char sni[EGRESS_NAME_MAX + 2];
-	int t = gw_tls_peek_sni(c->g->peek, n, sni, sizeof(sni)), h;
+	struct gw_hello hello;
+	int t, h;
 
+	if (n == 0) {
+		if (final)
+			decide_opaque(c, true);
+		return final;
+	}
+	t = gw_tls_peek_hello(c->g->peek, n, &hello);
 	if (t == 1) {
-		decide_tls(c, sni);
+		decide_tls(c, &hello);
 		return true;
 	}
-	h = t == 0 ? 0 : looks_http(c->g->peek, n);
-	if (h == 1) {
-		c->proto = GW_HTTP;
-		snprintf(c->reason, sizeof(c->reason), "http");
-		start_relay(c);
+	if (t == 0) {
+		if (!final && n < GW_SNIFF_MAX)
+			return false;
+		refuse(c, "incomplete TLS ClientHello");
 		return true;
 	}
+	h = gw_sniff_http(c->g->peek, n);
+	if (h == 0 && gw_cidr_allows(c))
+		h = -1; /* anything may go there: no need to wait for the rest of a request line */
 	if (h == 0 && !final && n < GW_SNIFF_MAX)
 		return false;
-	decide_opaque(c);
+	if (h >= 0) {
+		c->proto = GW_HTTP;
+		snprintf(c->reason, sizeof(c->reason), "http");
+		start_relay(c, RELAY_HTTP);
+		return true;
+	}
+	decide_opaque(c, false);
 	return true;
 }
 
@@ -357,8 +403,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
 		refuse(c, "too many connections");
 		return;
 	}
-	if (gw_addr_refused(g, addr, port)) {
-		refuse(c, addr == EGRESS_GW_ADDR ? "the gateway itself" : "reserved or host address");
+	if (g->buffer_full) {
+		refuse(c, "the gateway's buffers are full");
+		return;
+	}
+	if (gw_addr_refused(g, addr, port, c->reason, sizeof(c->reason))) {
+		refuse(c, c->reason);
 		return;
 	}
 	/* Edge-triggered: a peek leaves the bytes queued, so only new bytes wake us again. */

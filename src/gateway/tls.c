@@ -68,7 +68,7 @@ static bool name_ok(const char *s, size_t n)
 struct peek {
 	bool reached;  /* the ClientHello callback ran: the whole hello was parsed */
 	bool bad;      /* its server_name extension is malformed or names something we refuse */
-	char name[NAME_MAX_LEN + 1];
+	struct gw_hello *out;
 };
 
 /* The server_name extension (RFC 6066 3): u16 list length, then entries of u8 type, u16
@@ -91,10 +91,31 @@ static bool parse_sni(const unsigned char *p, size_t n, struct peek *pk)
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = p[5 + i];
 
-		pk->name[i] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+		pk->out->sni[i] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
 	}
-	pk->name[len] = '\0';
+	pk->out->sni[len] = '\0';
 	return true;
+}
+
+/* The ALPN extension (RFC 7301 3.1): u16 list length, then u8-length-prefixed protocol names.
+ * Only whether "http/1.1" is among them matters (the one protocol the gateway speaks inside
+ * TLS); a malformed list is taken as offering nothing. */
+static void parse_alpn(const unsigned char *p, size_t n, struct gw_hello *h)
+{
+	size_t list, i;
+
+	if (n < 2 || (list = (size_t)p[0] << 8 | p[1]) != n - 2)
+		return;
+	h->alpn_offered = true;
+	for (i = 2; i < n;) {
+		size_t len = p[i];
+
+		if (len == 0 || i + 1 + len > n)
+			return;
+		if (len == 8 && memcmp(p + i + 1, "http/1.1", 8) == 0)
+			h->alpn_http11 = true;
+		i += 1 + len;
+	}
 }
 
 static int peek_hello_cb(SSL *ssl, int *alert, void *arg)
@@ -108,6 +129,8 @@ static int peek_hello_cb(SSL *ssl, int *alert, void *arg)
 	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &n) == 1 &&
 	    !parse_sni(ext, n, pk))
 		pk->bad = true;
+	if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext, &n) == 1)
+		parse_alpn(ext, n, pk->out);
 	/* We only wanted to read the hello: stop the handshake here. */
 	*alert = SSL_AD_HANDSHAKE_FAILURE;
 	return SSL_CLIENT_HELLO_ERROR;
@@ -153,12 +176,13 @@ static int peek_run(SSL_CTX *ctx, const uint8_t *buf, size_t len, struct peek *p
 	return rc;
 }
 
-int gw_tls_peek_sni(const uint8_t *buf, size_t len, char *out, size_t outlen)
+int gw_tls_peek_hello(const uint8_t *buf, size_t len, struct gw_hello *out)
 {
-	struct peek pk = { 0 };
+	struct peek pk = { .out = out };
 	SSL_CTX *ctx;
 	int rc;
 
+	memset(out, 0, sizeof(*out));
 	if (len == 0)
 		return 0;
 	if (buf[0] != 0x16) /* a handshake record: anything else is not a ClientHello */
@@ -168,10 +192,20 @@ int gw_tls_peek_sni(const uint8_t *buf, size_t len, char *out, size_t outlen)
 	ERR_clear_error();
 	rc = peek_run(ctx, buf, len, &pk);
 	ERR_clear_error();
+	if (rc != 1)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+int gw_tls_peek_sni(const uint8_t *buf, size_t len, char *out, size_t outlen)
+{
+	struct gw_hello h;
+	int rc = gw_tls_peek_hello(buf, len, &h);
+
 	if (rc == 1) {
-		if (strlen(pk.name) + 1 > outlen)
+		if (strlen(h.sni) + 1 > outlen)
 			return -1;
-		memcpy(out, pk.name, strlen(pk.name) + 1);
+		memcpy(out, h.sni, strlen(h.sni) + 1);
 	}
 	return rc;
 }
@@ -196,6 +230,31 @@ static SSL_CTX *client_ctx_new(const char *ca_file, space_err *err)
 	return ctx;
 }
 
+/* ALPN toward the guest, honestly: the gateway parses HTTP/1.1 inside TLS and nothing else,
+ * so it selects http/1.1 when the guest offers it and otherwise no protocol at all (an
+ * h2-only client then either gives up or speaks HTTP/2 anyway, whose preface the HTTP relay
+ * refuses). Selecting h2 would hand the guest a framing whose :authority nobody checks. */
+static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+		       unsigned int inlen, void *arg)
+{
+	static const unsigned char http11[] = "\x08http/1.1";
+
+	(void)ssl, (void)arg;
+	for (unsigned int i = 0; i < inlen;) {
+		unsigned int len = in[i];
+
+		if (i + 1 + len > inlen)
+			break;
+		if (len == 8 && memcmp(in + i + 1, http11 + 1, 8) == 0) {
+			*out = in + i + 1;
+			*outlen = 8;
+			return SSL_TLSEXT_ERR_OK;
+		}
+		i += 1 + len;
+	}
+	return SSL_TLSEXT_ERR_NOACK;
+}
+
 static SSL_CTX *server_ctx_new(space_err *err)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
@@ -205,7 +264,11 @@ static SSL_CTX *server_ctx_new(space_err *err)
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
+	/* No renegotiation, no 0-RTT data: every byte the relays see has been through one
+	 * handshake whose SNI was checked. */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+	SSL_CTX_set_max_early_data(ctx, 0);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
 	return ctx;
 }
 
@@ -401,8 +464,9 @@ SSL *gw_tls_server(struct gw_tls *t, const char *name, space_err *err)
 	return ssl;
 }
 
-SSL *gw_tls_client(struct gw_tls *t, const char *name, space_err *err)
+SSL *gw_tls_client(struct gw_tls *t, const char *name, bool alpn_http11, space_err *err)
 {
+	static const unsigned char http11[] = "\x08http/1.1";
 	SSL *ssl;
 
 	if (!name || !name_ok(name, strlen(name))) {
@@ -411,7 +475,9 @@ SSL *gw_tls_client(struct gw_tls *t, const char *name, space_err *err)
 	}
 	ERR_clear_error();
 	ssl = SSL_new(t->client_ctx);
-	if (!ssl || SSL_set_tlsext_host_name(ssl, name) != 1 || SSL_set1_host(ssl, name) != 1) {
+	/* (SSL_set_alpn_protos returns 0 on success) */
+	if (!ssl || SSL_set_tlsext_host_name(ssl, name) != 1 || SSL_set1_host(ssl, name) != 1 ||
+	    (alpn_http11 && SSL_set_alpn_protos(ssl, http11, sizeof(http11) - 1) != 0)) {
 		SSL_free(ssl);
 		ssl_fail(err, EIO, "TLS client for", name);
 		return NULL;

@@ -13,7 +13,8 @@
                       it a policy, lab.audit() reads its records, lab.stop_gateway() checks
                       its exit and its stderr for sanitizer reports.
   lab.in_guest(fn)    runs fn in a thread that entered the guest netns (sockets it makes stay
-                      there); dns(), http(), tls_http(), tcp() are such clients.
+                      there); dns(), http(), http_raw(), tls_http(), tls_raw(), tcp() are such
+                      clients.
   lab.requests()      what reached the HTTP(S) servers (lab.mark() / since= for "after now").
   lab.close()         removes everything (also after a failed start).
 Needs root. Other tests (real VMs) reuse Lab and the servers without the sandbox part."""
@@ -38,7 +39,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
-SAN_GW = os.path.join(REPO, "build", "san", "bin", "space-gw")
+# SPACE_TEST_GW: another gateway binary (an older build, to see a test fail without a fix)
+SAN_GW = os.environ.get("SPACE_TEST_GW") or os.path.join(REPO, "build", "san", "bin", "space-gw")
 
 HOST_ADDRS = ["198.51.100.1/24", "203.0.113.1/24"]
 INET_ADDRS = ["198.51.100.2/24", "198.51.100.10/24", "198.51.100.11/24", "198.51.100.12/24",
@@ -60,6 +62,7 @@ NAMES = {
 }
 CERT_NAMES = [n for n in NAMES if n != "nocert.test"] + ["*.wild.test"]
 GUEST_MAC = "52:54:00:a9:00:15"
+SNIFF_SECONDS = 5  # what the gateway waits for a connection's first bytes (GW_SNIFF_SECONDS)
 SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                "SUMMARY: UndefinedBehaviorSanitizer")
 
@@ -159,6 +162,8 @@ class Lab:
         self._wait_tcp("198.51.100.10", 80)
         self._wait_tcp("198.51.100.10", 443)
         self._wait_tcp("203.0.113.10", 7000)
+        self._wait_tcp("198.51.100.10", 7443)
+        self._wait_tcp("198.51.100.10", 7993)
 
     @staticmethod
     def _wait_tcp(addr, port, timeout=10):
@@ -210,6 +215,8 @@ class Lab:
         self.audit_dir = os.path.join(self.tmp, "audit")
         os.makedirs(self.audit_dir, exist_ok=True)
         self.control_path = os.path.join(self.tmp, "gw.sock")
+        if os.path.exists(self.control_path):  # a gateway started again
+            os.unlink(self.control_path)
         lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         lsock.bind(self.control_path)
         lsock.listen(8)
@@ -403,12 +410,62 @@ def http(addr, requests, port=80, timeout=5):
 
 def tls_http(addr, sni, requests, cafile, port=443, timeout=5):
     """HTTPS: (peer certificate issuer CN, responses); raises ssl/OS errors on a refused
-    handshake."""
+    handshake. cafile None: no verification at all (curl -k; the issuer is then None)."""
     ctx = ssl.create_default_context(cafile=cafile)
+    if cafile is None:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection((addr, port), timeout=timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname=sni) as s:
+            cert = s.getpeercert()
+            issuer = dict(x[0] for x in cert["issuer"]).get("commonName") if cert else None
+            return issuer, _exchange(s, requests)
+
+
+def recv_all(sock, timeout=5, want=None):
+    """Everything until the peer closes, goes quiet for `timeout` or sent `want` bytes."""
+    sock.settimeout(timeout)
+    buf = b""
+    while want is None or len(buf) < want:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            return buf
+        except (ConnectionResetError, ssl.SSLError):
+            return buf
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf
+
+
+def http_raw(addr, data, port=80, timeout=5, wait=0):
+    """Raw bytes on one connection (after `wait` seconds of silence); what came back."""
+    with socket.create_connection((addr, port), timeout=timeout) as s:
+        if wait:
+            time.sleep(wait)
+        s.sendall(data)
+        return recv_all(s, timeout)
+
+
+def tls_raw(addr, sni, cafile, data, port=443, alpn=None, timeout=5, first=0, want=None):
+    """TLS (offering `alpn` if given), `first` bytes read before sending data, then data and
+    everything until close (or `want` bytes): (issuer CN, selected ALPN, bytes read first,
+    the rest)."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
     with socket.create_connection((addr, port), timeout=timeout) as raw:
         with ctx.wrap_socket(raw, server_hostname=sni) as s:
             issuer = dict(x[0] for x in s.getpeercert()["issuer"]).get("commonName")
-            return issuer, _exchange(s, requests)
+            head = b""
+            while len(head) < first:
+                chunk = s.recv(first - len(head))
+                if not chunk:
+                    break
+                head += chunk
+            s.sendall(data)
+            return issuer, s.selected_alpn_protocol(), head, recv_all(s, timeout, want)
 
 
 def tcp(addr, port, data=b"ping\n", timeout=3):
@@ -433,4 +490,4 @@ def sha256(s):
     return "sha256:" + hashlib.sha256(s.encode()).hexdigest()
 
 
-__all__ = ["Lab", "dns", "http", "tls_http", "tcp", "sha256"]
+__all__ = ["Lab", "dns", "http", "http_raw", "tls_http", "tls_raw", "tcp", "sha256"]

@@ -1,8 +1,12 @@
 """gwlab_servers.py -- the "internet" of gwlab.py, run inside its netns: a DNS server answering
-from a fixed table, HTTP (:80) and HTTPS (:443) servers that echo the request as JSON, a TCP
-echo (:7000) and a UDP sink (:9999) that records what reached it. Every HTTP(S) request is
-logged (header values as sent) to a file on the host side. Sensitive request headers
-are echoed as sha256 hashes, so a test can check a secret arrived without the guest seeing it.
+from a fixed table, HTTP (:80) and HTTPS (:443) servers that echo the request as JSON (and the
+ALPN protocol the TLS client got), a TCP echo (:7000), TLS echoes where the client speaks first
+(:7443) and where the server does (:7993, a banner line first), and a UDP sink (:9999) that
+records what reached it. The HTTP(S) servers also answer `Upgrade` on /upgrade-101 with a 101
+and then echo raw bytes, CONNECT with a 2xx tunnel (an echo) or, to port 81, a 407, and TRACE
+like any method. Every HTTP(S) request is logged (header values as sent) to a file on the host
+side. Sensitive request headers are echoed as sha256 hashes, so a test can check a secret
+arrived without the guest seeing it.
 
 usage: python3 gwlab_servers.py CONFIG.json   (prints "ready" once every server listens)"""
 
@@ -108,21 +112,54 @@ class Echo(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(chunk[:min(n, len(chunk))])
                 n -= len(chunk)
             return
+        if self.path == "/upgrade-101" and self.headers.get("Upgrade"):
+            self.send_response(101)
+            self.send_header("Upgrade", self.headers["Upgrade"])
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.raw_echo()
+            return
         headers = {}
         for k, v in self.headers.items():
             if k.lower() in HASHED:
                 v = "sha256:" + hashlib.sha256(v.encode()).hexdigest()
             headers.setdefault(k.lower(), []).append(v)
+        tls = isinstance(self.connection, ssl.SSLSocket)
         out = json.dumps({"server": self.connection.getsockname()[0], "method": self.command,
                           "path": self.path, "headers": headers, "body_len": len(body), "body_sha": hashlib.sha256(body).hexdigest(),
-                          "tls": isinstance(self.connection, ssl.SSLSocket)}).encode()
+                          "tls": tls, "alpn": self.connection.selected_alpn_protocol() if tls else None}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
-        self.wfile.write(out)
+        if self.command != "HEAD":
+            self.wfile.write(out)
 
-    do_GET = do_POST = do_PUT = answer
+    def raw_echo(self):
+        """After a 101 or a CONNECT's 200: bytes back as they come, until the client ends."""
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            data = self.rfile.read1(65536)
+            if not data:
+                return
+            self.wfile.write(data)
+            self.wfile.flush()
+
+    def do_CONNECT(self):
+        log_request(self, b"")
+        if self.path.endswith(":81"):
+            body = b"no tunnel here\n"
+            self.send_response(407)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_response(200, "Connection established")
+        self.end_headers()
+        self.raw_echo()
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_TRACE = answer
 
 
 class Threaded(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -153,6 +190,32 @@ def serve_echo(port):
     asyncio.run(main())
 
 
+def serve_tls_echo(port, cert, key, banner=None):
+    """TLS, then bytes back as they come; banner: a line the server sends first."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+
+    def one(conn):
+        try:
+            with ctx.wrap_socket(conn, server_side=True) as s:
+                if banner:
+                    s.sendall(banner)
+                while True:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    s.sendall(data)
+        except (OSError, ssl.SSLError):
+            pass
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(128)
+    while True:
+        conn, _ = srv.accept()
+        threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+
 def serve_udp_sink(port, path):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.bind(("0.0.0.0", port))
@@ -175,7 +238,11 @@ def main():
     tls = Threaded(("0.0.0.0", 443), Echo)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cfg["cert"], cfg["key"])
+    ctx.set_alpn_protocols(["http/1.1"])  # (it speaks no HTTP/2: it selects nothing else)
     tls.socket = ctx.wrap_socket(tls.socket, server_side=True)
+    threads += [threading.Thread(target=serve_tls_echo, args=(7443, cfg["cert"], cfg["key"])),
+                threading.Thread(target=serve_tls_echo,
+                                 args=(7993, cfg["cert"], cfg["key"], b"* OK banner first\r\n"))]
     threads += [threading.Thread(target=plain.serve_forever), threading.Thread(target=tls.serve_forever)]
     for t in threads:
         t.daemon = True

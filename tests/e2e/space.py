@@ -1065,8 +1065,9 @@ class Daemon:
 
     running = []
 
-    def __init__(self, name="spaced", extra_args=(), templates_dir=TEMPLATES_DIR):
+    def __init__(self, name="spaced", extra_args=(), templates_dir=TEMPLATES_DIR, env=None):
         self.name = name
+        self.extra_env = dict(env or {})  # on top of the test's own environment
         self.root = tempfile.mkdtemp(prefix="space-e2e-")
         self.state_dir = os.path.join(self.root, "state")
         os.mkdir(self.state_dir)
@@ -1115,7 +1116,7 @@ class Daemon:
     def start(self, timeout=START_TIMEOUT):
         check_binary(self.binary)
         assert os.path.isdir(self.templates_dir), f"{self.templates_dir} missing (run make)"
-        env = dict(os.environ)
+        env = dict(os.environ, **self.extra_env)
         if self.binary == SAN_SPACED:
             env.update(sanitizer_env(self.san_prefix))
         with open(self.log_path, "ab") as log:

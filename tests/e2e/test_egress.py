@@ -1,7 +1,9 @@
 """test_egress.py -- egress from inside real sandboxes (issue 7): every way out of a `base`
 guest goes through its gateway, which lets through only what the policy allows, refuses DNS
-forgeries, shared CDN addresses, Host switches, spoofed sources, UDP, ICMP, metadata, loopback
-and other sandboxes, injects credentials the guest never sees, and audits each decision.
+forgeries, shared CDN addresses, Host switches (inside TLS too: it intercepts TLS by default),
+spoofed sources, UDP, ICMP, metadata, loopback and other sandboxes, injects credentials the
+guest never sees, and audits each decision; the gateway itself runs confined (issue 21: no
+inherited environment, a seccomp allowlist, its own cgroup leaf).
 
 The "internet" is tests/e2e/gwlab.py (without its standalone gateway): namespaces of our own holding a DNS server and HTTP(S)
 echo servers (certificates from a test CA this module's daemon trusts upstream through
@@ -13,6 +15,7 @@ import time
 import os
 import socket
 import threading
+import time
 
 import pytest
 
@@ -22,6 +25,12 @@ import space
 SECRET_NAME = "api-token"
 SECRET_VALUE = "sk-SPACE-test-9f3c1e0a7b"
 LAB_CA = "/tmp/lab-ca.crt"
+# What the daemon's environment holds and no gateway may (a key it was started with, the
+# store's password): the daemon takes its key from --api-key, these only sit in its env.
+DAEMON_ENV_SECRETS = {"SPACE_API_KEY": "sk-daemon-env-5a1f0c3e9d", "PGPASSWORD": "pg-secret-77c2e1a9b4"}
+# The node's refused range: TEST-NET-1, routed nowhere here (only its appearance on the
+# gateway's command line is checked; the refusal itself is test_gateway.py's).
+NODE_REFUSE = "192.0.2.0/24"
 
 BASE_POLICY = {
     "allow": ["allowed.test", "*.allowed.test", "cdn-a.test", "inject.test:443",
@@ -42,7 +51,10 @@ def lab():
 @pytest.fixture(scope="module")
 def net_daemon(lab):
     d = space.Daemon("spaced-egress", extra_args=["--dns-upstream", gwlab.DNS_ADDR + ":53",
-                                                  "--egress-ca-file", lab.ca_cert])
+                                                  "--egress-ca-file", lab.ca_cert,
+                                                  "--egress-refuse", NODE_REFUSE,
+                                                  "--egress-max-conns", "64"],
+                     env=DAEMON_ENV_SECRETS)
     try:
         d.start()
         yield d
@@ -65,8 +77,9 @@ def secret(napi):
 
 @pytest.fixture(scope="module")
 def gsb(napi, lab, secret):
-    """A running `base` sandbox with BASE_POLICY and the lab's CA at LAB_CA (for TLS the
-    gateway passes through untouched, which the guest verifies against the real server)."""
+    """A running `base` sandbox with BASE_POLICY and the lab's CA at LAB_CA (for TLS an entry
+    marks passthrough, which the guest verifies against the real server; intercepted TLS it
+    verifies with its system bundle, which holds the sandbox's CA)."""
     rec = napi.new_sandbox("base", network=BASE_POLICY, timeout_s=3600)
     with open(lab.ca_cert, "rb") as f:
         r = napi.run(rec["id"], ["sh", "-c", f"cat > {LAB_CA}"], stdin=f.read())
@@ -123,7 +136,7 @@ def test_an_allowed_name_works_over_http_and_https(napi, gsb, lab):
     assert rc == 0, err
     rec = json.loads(out)
     assert rec["headers"]["host"] == ["allowed.test"] and rec["server"] == "198.51.100.10", rec
-    rc, out, err = curl(napi, gsb, "https://allowed.test/tls", "--cacert", LAB_CA)
+    rc, out, err = curl(napi, gsb, "https://allowed.test/tls")
     assert rc == 0, err
     assert json.loads(out)["tls"] is True
     # A wildcard entry covers a name one label down.
@@ -131,10 +144,29 @@ def test_an_allowed_name_works_over_http_and_https(napi, gsb, lab):
     assert rc == 0 and json.loads(out)["headers"]["host"] == ["www.allowed.test"], (rc, out, err)
 
 
-def test_tls_without_an_injection_rule_is_passed_through_untouched(napi, gsb):
+def test_tls_is_intercepted_unless_an_entry_says_passthrough(napi, gsb, policy):
+    rc, out, err = curl(napi, gsb, "https://allowed.test/", "-v")
+    assert rc == 0, err
+    assert f"SPACE sandbox {gsb['id']} egress CA" in err and "gwlab-ca" not in err, err
+    policy({"allow": [{"name": "allowed.test", "tls": "passthrough"}]})
     rc, out, err = curl(napi, gsb, "https://allowed.test/", "--cacert", LAB_CA, "-v")
     assert rc == 0, err
     assert "gwlab-ca" in err, err  # the real server's issuer reached the guest
+    recs = find(egress(napi, gsb), proto="tls", name="allowed.test", verdict="allow")
+    assert any(r["reason"].endswith("(tls passthrough)") for r in recs), recs
+
+
+def test_tls_fronting_on_a_shared_address_is_refused(napi, gsb, lab):
+    """cdn-a.test is allowed, cdn-b.test shares its address: `curl -k https://cdn-a.test/ -H
+    'Host: cdn-b.test'` used to reach cdn-b's virtual host through TLS passed through."""
+    mark = lab.mark()
+    rc, out, err = curl(napi, gsb, "https://cdn-a.test/front", "-k", "-H", "Host: cdn-b.test")
+    assert rc == 22 and "does not match the TLS server name cdn-a.test" in out, (rc, out, err)
+    recs = find(egress(napi, gsb), proto="https", name="cdn-b.test", verdict="deny")
+    assert recs and recs[-1]["dst"] == "198.51.100.13:443", recs
+    rc, out, err = curl(napi, gsb, "https://cdn-a.test/front-ok", "-k")
+    assert rc == 0 and json.loads(out)["headers"]["host"] == ["cdn-a.test"], (rc, out, err)
+    assert not [r for r in lab.requests(since=mark) if r.get("host") == "cdn-b.test"]
 
 
 # ---------------------------------------------------------------------------
@@ -455,6 +487,67 @@ def test_the_network_comes_back_after_suspend_restore_and_fork(napi, gsb):
         assert "BEGIN CERTIFICATE" in pca and "BEGIN CERTIFICATE" in cca and pca != cca
     finally:
         napi.remove_sandbox(child_id)
+
+
+def gw_pid_of(daemon, sb_id):
+    with open(os.path.join(daemon.state_dir, "sandboxes", sb_id, "gw.pid")) as f:
+        return int(f.read().split()[0])
+
+
+def gw_cgroups(pid):
+    """{controller: path} of a process (v1: one per controller; v2: "")."""
+    out = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(",") if ctrls else [""]:
+                out[c] = path
+    return out
+
+
+def gw_memory_limit(pid):
+    cg = gw_cgroups(pid)
+    if "memory" in cg:
+        path = f"/sys/fs/cgroup/memory{cg['memory']}/memory.limit_in_bytes"
+    else:
+        path = f"/sys/fs/cgroup{cg['']}/memory.max"
+    with open(path) as f:
+        return path, f.read().strip()
+
+
+def test_the_gateway_is_confined(net_daemon, napi):
+    """A real sandbox's gateway: nothing of the daemon's environment (the daemon was started
+    with SPACE_API_KEY and PGPASSWORD set), a seccomp filter, a cgroup leaf of its own with a
+    memory limit, kept by the gateway across a daemon restart and removed with the sandbox;
+    the node's --egress-refuse and --egress-max-conns passed on."""
+    rec = napi.new_sandbox("minimal", network={"allow": ["allowed.test"]}, timeout_s=600)
+    pid = gw_pid_of(net_daemon, rec["id"])
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if kv)
+    assert set(env) <= {b"ASAN_OPTIONS", b"UBSAN_OPTIONS", b"LSAN_OPTIONS"}, sorted(env)
+    for value in DAEMON_ENV_SECRETS.values():
+        assert value.encode() not in b"".join(env.values())
+    with open(f"/proc/{pid}/status") as f:
+        status = dict(line.split(":", 1) for line in f)
+    assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1", status
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert argv[argv.index(b"--refuse") + 1] == NODE_REFUSE.encode()
+    assert argv[argv.index(b"--max-conns") + 1] == b"64"
+    leaf = f"space-{net_daemon.state_tag()}-gw/{rec['id']}"
+    cgs = gw_cgroups(pid)
+    mine = ("memory", "pids") if "memory" in cgs else ("",)  # v1 (or hybrid), else v2
+    assert all(cgs[c].endswith("/" + leaf) for c in mine), cgs
+    path, limit = gw_memory_limit(pid)
+    assert limit != "max" and int(limit) < 4 << 30, (path, limit)
+    # a daemon restart: the same gateway, still in its leaf
+    net_daemon.restart()
+    assert gw_pid_of(net_daemon, rec["id"]) == pid and gw_memory_limit(pid) == (path, limit)
+    napi.remove_sandbox(rec["id"])
+    deadline = time.monotonic() + 10
+    while os.path.exists(os.path.dirname(path)):
+        assert time.monotonic() < deadline, f"{os.path.dirname(path)} outlived its sandbox"
+        time.sleep(0.1)
 
 
 def test_a_sandbox_without_a_policy_reaches_nothing(napi, lab):

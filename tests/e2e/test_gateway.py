@@ -1,7 +1,10 @@
 """test_gateway.py -- space-gw alone (the ASan+UBSan build) between a guest netns and gwlab's
 small internet: DNS, SNI and Host checks against handed-out addresses, CIDR rules, reserved
-and host addresses, the ruleset's drops, injection, policy changes, the audit log, and 1000
-concurrent connections (docs/design/egress.md). Needs root; about a minute."""
+and host addresses and the node's refused ranges, the ruleset's drops, TLS intercepted by
+default (every Host inside checked, ALPN, passthrough entries, TLS that is not HTTP), Upgrade
+and CONNECT relayed raw only once the upstream accepted them, injection, TRACE, policy
+changes, the audit log, the buffer budget, the seccomp filter, and 1000 concurrent
+connections (docs/design/egress.md). Needs root; about a minute."""
 
 import hashlib
 import json
@@ -15,7 +18,7 @@ import time
 import pytest
 
 import gwlab
-from gwlab import dns, http, sha256, tcp, tls_http
+from gwlab import dns, http, http_raw, sha256, tcp, tls_http, tls_raw
 
 # Network namespaces need root (make test runs as root; a skip shows in the closing line).
 # A missing space-gw is a failure, not a skip: make test builds it.
@@ -28,6 +31,11 @@ def test_the_sanitized_gateway_is_built():
 SECRET = "Bearer s3cr3t-value-0123"
 KEY = "k3y-value-4567"
 NOBODY = 65534
+# The node refuses this one (inside gwlab's internet: routed to its veth, see test_refused_ranges).
+REFUSED = "203.0.113.11"
+MAX_BUFFER = 16 << 20
+GW_ARGS = ["--uid", str(NOBODY), "--gid", str(NOBODY), "--refuse", "192.0.2.0/24," + REFUSED,
+           "--max-buffer", str(MAX_BUFFER)]
 
 
 @pytest.fixture(scope="module")
@@ -35,12 +43,14 @@ def lab():
     lab = gwlab.Lab()
     try:
         lab.sandbox()
-        # as the daemon runs it: privileges dropped, the audit dir the gateway's own
+        # as the daemon runs it: privileges dropped, the audit dir the gateway's own, the
+        # sandbox's CA sent with the first policy
         os.chmod(lab.tmp, 0o755)
         os.makedirs(os.path.join(lab.tmp, "audit"))
         os.chown(os.path.join(lab.tmp, "audit"), NOBODY, NOBODY)
-        lab.start_gateway(extra=["--uid", str(NOBODY), "--gid", str(NOBODY)])
+        lab.start_gateway(extra=GW_ARGS)
         lab.sandbox_ca = lab.make_ca("sandbox-ca")
+        lab.policy({}, ca=lab.sandbox_ca)
         yield lab
         lab.stop_gateway()  # exit status 0, no sanitizer report
     finally:
@@ -74,6 +84,8 @@ def test_privileges_dropped(lab):
     assert status["Uid"].split() == [str(NOBODY)] * 4 and status["Gid"].split() == [str(NOBODY)] * 4
     assert status["CapEff"].strip() == "0" * 16 and status["NoNewPrivs"].strip() == "1"
     assert status["Groups"].strip() == ""
+    # its seccomp allowlist, in force once it set up (2: a filter)
+    assert status["Seccomp"].strip() == "2"
 
 
 # ---- names
@@ -84,14 +96,16 @@ def test_allowed_name_http_and_https(lab):
     assert lab.in_guest(dns, "allowed.test", qtype=28) == (0, [])  # AAAA: NOERROR, empty
     [(status, _, body)] = lab.in_guest(http, "198.51.100.10", get("allowed.test"))
     assert status == 200 and json.loads(body)["server"] == "198.51.100.10"
+    mark = len(records(lab, proto="https", name="allowed.test", path="/tls"))
     issuer, [(status, _, body)] = lab.in_guest(tls_http, "198.51.100.10", "allowed.test",
-                                               get("allowed.test"), lab.ca_cert)
-    # not intercepted: the upstream's own certificate
-    assert status == 200 and issuer == "gwlab-ca" and json.loads(body)["tls"]
+                                               get("allowed.test", "/tls"), lab.sandbox_ca[0])
+    # intercepted by default: the sandbox CA's leaf, the upstream verified and reached over TLS
+    assert status == 200 and issuer == "sandbox-ca" and json.loads(body)["tls"]
     wait_record(lab, proto="dns", name="allowed.test", verdict="allow")
     wait_record(lab, proto="http", name="allowed.test", verdict="allow", dst="198.51.100.10:80")
-    r = wait_record(lab, proto="tls", name="allowed.test", verdict="allow", dst="198.51.100.10:443")
-    assert r["bytes_out"] > 0 and r["bytes_in"] > 0
+    # each request inside is audited, then the connection
+    r = wait_record(lab, proto="https", name="allowed.test", verdict="allow", dst="198.51.100.10:443")
+    assert r["bytes_out"] > 0 and r["bytes_in"] > 0 and mark == 0
 
 
 def test_name_not_allowed(lab):
@@ -135,6 +149,219 @@ def test_wildcard_and_deny(lab):
     assert r["reason"] == "denied by blocked.test"
 
 
+# ---- TLS: intercepted by default, every request's Host checked
+
+def test_tls_fronting_with_a_forged_host_is_refused(lab):
+    """cdn-a and cdn-b share an address; only cdn-a is allowed. `curl -k https://cdn-a.test/
+    -H 'Host: cdn-b.test'`: the SNI is fine, the Host inside is not."""
+    lab.policy({"allow": ["cdn-a.test"]})
+    assert lab.in_guest(dns, "cdn-a.test") == (0, ["198.51.100.13"])
+    mark = lab.mark()
+    # -k: the guest does not even check the certificate
+    _, out = lab.in_guest(tls_http, "198.51.100.13", "cdn-a.test", get("cdn-b.test"), None)
+    assert [s for s, _, _ in out] == [403], out
+    assert b"does not match the TLS server name cdn-a.test" in out[0][2]
+    r = wait_record(lab, proto="https", name="cdn-b.test", verdict="deny", dst="198.51.100.13:443")
+    assert "cdn-a.test" in r["reason"]
+    # a keep-alive connection that switches Host inside TLS
+    _, out = lab.in_guest(tls_http, "198.51.100.13", "cdn-a.test",
+                          get("cdn-a.test") + get("cdn-b.test") + get("cdn-a.test"), lab.sandbox_ca[0])
+    assert [s for s, _, _ in out] == [200, 403]
+    # empty lines before the request line, or an odd method, do not make it opaque bytes
+    _, _, _, rest = lab.in_guest(tls_raw, "198.51.100.13", "cdn-a.test", lab.sandbox_ca[0],
+                                 b"\r\n\r\nGET / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+    assert rest.startswith(b"HTTP/1.1 403"), rest
+    _, _, _, rest = lab.in_guest(tls_raw, "198.51.100.13", "cdn-a.test", lab.sandbox_ca[0],
+                                 b"get / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+    assert rest.startswith(b"HTTP/1.1 400"), rest
+    assert not [r for r in lab.requests(since=mark) if r["host"] == "cdn-b.test"]
+
+
+def test_alpn_is_negotiated_honestly(lab):
+    """http/1.1 is selected when offered (and offered upstream); an h2-only client gets no
+    ALPN, and the HTTP/2 preface it then sends is refused; nothing is offered upstream that
+    the guest's side did not select."""
+    lab.policy({"allow": ["allowed.test"]})
+    assert lab.in_guest(dns, "allowed.test")[0] == 0
+    req = b"GET /alpn HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"
+    _, alpn, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0], req,
+                                    alpn=["h2", "http/1.1"])
+    assert alpn == "http/1.1" and rest.startswith(b"HTTP/1.1 200"), rest
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["alpn"] == "http/1.1"
+    _, alpn, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0], req)
+    assert alpn is None and json.loads(rest.split(b"\r\n\r\n", 1)[1])["alpn"] is None
+    mark = lab.mark()
+    _, alpn, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0],
+                                    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00",
+                                    alpn=["h2"])
+    assert alpn is None and rest.startswith(b"HTTP/1.1 400"), rest
+    wait_record(lab, proto="https", verdict="deny", dst="198.51.100.10:443")
+    assert lab.requests(since=mark) == []
+
+
+def test_tls_that_is_not_http_keeps_the_sni_rule(lab):
+    """Inside intercepted TLS, bytes that are not HTTP (the client first) and a server that
+    speaks first are relayed re-encrypted under the SNI rule alone."""
+    lab.policy({"allow": ["allowed.test:7443", "allowed.test:7993"]})
+    assert lab.in_guest(dns, "allowed.test")[0] == 0
+    issuer, _, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0],
+                                      b"\x00\x01binary\r\n", port=7443, want=10)
+    assert issuer == "sandbox-ca" and rest == b"\x00\x01binary\r\n"
+    # the server's banner comes first; what the client says next is no request line
+    _, _, head, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0],
+                                    b"a1 CAPABILITY\r\n", port=7993, first=19, want=15)
+    assert head == b"* OK banner first\r\n" and rest == b"a1 CAPABILITY\r\n"
+    r = wait_record(lab, proto="tls", name="allowed.test", verdict="allow", dst="198.51.100.10:7993")
+    assert r["bytes_out"] == 15 and r["bytes_in"] == 34
+    # bytes that might still become a request line: under a name rule they decide at the end
+    # of the sniff window, for the HTTP relay (a request line sent in two halves around it is
+    # still parsed and its Host checked); under a CIDR rule (anything may go there) at once
+    def halves():
+        ctx = ssl.create_default_context(cafile=lab.sandbox_ca[0])
+        with socket.create_connection(("198.51.100.10", 7443), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="allowed.test") as s:
+                s.sendall(b"GE")
+                time.sleep(gwlab.SNIFF_SECONDS + 1)
+                s.sendall(b"T / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+                return gwlab.recv_all(s, 5)
+    assert lab.in_guest(halves).startswith(b"HTTP/1.1 403")
+    lab.policy({"allow": ["198.51.100.10/32:7443"]})
+    _, _, _, rest = lab.in_guest(tls_raw, "198.51.100.10", "allowed.test", lab.sandbox_ca[0], b"ping",
+                                 port=7443, timeout=2, want=4)
+    assert rest == b"ping"
+
+
+def test_a_passthrough_entry_passes_tls_untouched(lab):
+    """{"name": ..., "tls": "passthrough"}: the guest sees the real server's certificate
+    (weaker: the gateway sees no request inside)."""
+    lab.policy({"allow": [{"name": "allowed.test", "tls": "passthrough"}]})
+    assert lab.in_guest(dns, "allowed.test")[0] == 0
+    issuer, [(status, _, body)] = lab.in_guest(tls_http, "198.51.100.10", "allowed.test",
+                                               get("allowed.test"), lab.ca_cert)
+    assert status == 200 and issuer == "gwlab-ca" and json.loads(body)["tls"]
+    r = wait_record(lab, proto="tls", name="allowed.test", verdict="allow", dst="198.51.100.10:443")
+    assert r["reason"] == "allowed by allowed.test (tls passthrough)", r
+    # an inject rule needs the plaintext: it wins over passthrough
+    lab.policy({"allow": [{"name": "inject.test", "tls": "passthrough"}],
+                "inject": [{"host": "inject.test", "header": "X-Api-Key", "secret": "k", "value": KEY}]})
+    assert lab.in_guest(dns, "inject.test")[0] == 0
+    issuer, [(status, _, body)] = lab.in_guest(tls_http, "198.51.100.12", "inject.test",
+                                               get("inject.test"), lab.sandbox_ca[0])
+    assert issuer == "sandbox-ca" and json.loads(body)["headers"]["x-api-key"] == [sha256(KEY)]
+
+
+def restart_gateway(lab, extra):
+    lab.stop_gateway()
+    lab.start_gateway(extra=extra)
+
+
+def test_without_a_ca_tls_is_refused_unless_passthrough(lab):
+    """A gateway that was given no CA cannot intercept: it refuses TLS instead of passing it
+    through, except to an entry marked passthrough."""
+    restart_gateway(lab, GW_ARGS)
+    try:
+        lab.policy({"allow": ["allowed.test", {"name": "cdn-a.test", "tls": "passthrough"}]})
+        assert lab.in_guest(dns, "allowed.test")[0] == 0 and lab.in_guest(dns, "cdn-a.test")[0] == 0
+        with pytest.raises((ssl.SSLError, OSError)):
+            lab.in_guest(tls_http, "198.51.100.10", "allowed.test", get("allowed.test"), lab.ca_cert)
+        r = wait_record(lab, proto="tls", name="allowed.test", verdict="deny")
+        assert r["reason"].startswith("no CA to intercept TLS with"), r
+        issuer, [(status, _, _)] = lab.in_guest(tls_http, "198.51.100.13", "cdn-a.test",
+                                                get("cdn-a.test"), lab.ca_cert)
+        assert status == 200 and issuer == "gwlab-ca"
+    finally:
+        restart_gateway(lab, GW_ARGS)
+        lab.policy({}, ca=lab.sandbox_ca)
+
+
+# ---- Upgrade and CONNECT: raw only once the upstream accepted them
+
+UPGRADE = [("Host", "cdn-a.test"), ("Connection", "Upgrade"), ("Upgrade", "websocket")]
+
+
+def test_an_upgrade_the_upstream_refused_switches_nothing(lab):
+    """An Upgrade answered 200 leaves the connection HTTP: the next request's Host is checked."""
+    lab.policy({"allow": ["cdn-a.test"]})
+    assert lab.in_guest(dns, "cdn-a.test")[0] == 0
+    mark = lab.mark()
+    out = lab.in_guest(http, "198.51.100.13", [("GET", "/up", UPGRADE)] + get("cdn-b.test"))
+    assert [s for s, _, _ in out] == [200, 403], out
+    wait_record(lab, proto="http", name="cdn-b.test", verdict="deny")
+    # pipelined: the second request is in the same segment as the Upgrade; it waits for the
+    # Upgrade's answer, then is parsed as a request
+    pipelined = (b"GET /up2 HTTP/1.1\r\nHost: cdn-a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                 b"GET /x HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+    got = lab.in_guest(http_raw, "198.51.100.13", pipelined)
+    assert got.startswith(b"HTTP/1.1 200") and b"HTTP/1.1 403" in got, got
+    # the same inside intercepted TLS
+    _, out = lab.in_guest(tls_http, "198.51.100.13", "cdn-a.test", [("GET", "/up3", UPGRADE)] +
+                          get("cdn-b.test"), lab.sandbox_ca[0])
+    assert [s for s, _, _ in out] == [200, 403], out
+    # h2c is not relayed: the Upgrade goes away, the request is answered as HTTP/1.1
+    out = lab.in_guest(http, "198.51.100.13", [("GET", "/h2c", [
+        ("Host", "cdn-a.test"), ("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"),
+        ("HTTP2-Settings", "AAMAAABkAAQAAP__")])] + get("cdn-b.test"))
+    assert [s for s, _, _ in out] == [200, 403], out
+    h2c = [r for r in lab.requests(since=mark) if r["path"] == "/h2c"]
+    assert h2c and "Upgrade" not in h2c[0]["headers"] and "HTTP2-Settings" not in h2c[0]["headers"]
+    assert not [r for r in lab.requests(since=mark) if r["host"] == "cdn-b.test"]
+
+
+def test_a_101_still_switches_to_raw(lab):
+    lab.policy({"allow": ["cdn-a.test"]})
+    assert lab.in_guest(dns, "cdn-a.test")[0] == 0
+    req = (b"GET /upgrade-101 HTTP/1.1\r\nHost: cdn-a.test\r\nConnection: Upgrade\r\n"
+           b"Upgrade: websocket\r\n\r\n\x81\x05hello")
+    got = lab.in_guest(http_raw, "198.51.100.13", req, timeout=2)
+    assert got.startswith(b"HTTP/1.1 101") and got.endswith(b"\r\n\r\n\x81\x05hello"), got
+    _, _, _, rest = lab.in_guest(tls_raw, "198.51.100.13", "cdn-a.test", lab.sandbox_ca[0], req, timeout=2)
+    assert rest.startswith(b"HTTP/1.1 101") and rest.endswith(b"\x81\x05hello"), rest
+
+
+def test_connect_is_a_tunnel_only_after_a_2xx(lab):
+    lab.policy({"allow": ["cdn-a.test"]})
+    assert lab.in_guest(dns, "cdn-a.test")[0] == 0
+    mark = lab.mark()
+    got = lab.in_guest(http_raw, "198.51.100.13",
+                       b"CONNECT cdn-a.test:81 HTTP/1.1\r\nHost: cdn-a.test:81\r\n\r\n"
+                       b"GET / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 407") and b"HTTP/1.1 403" in got, got
+    got = lab.in_guest(http_raw, "198.51.100.13",
+                       b"CONNECT cdn-a.test:80 HTTP/1.1\r\nHost: cdn-a.test:80\r\n\r\nthrough the tunnel",
+                       timeout=2)
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"through the tunnel"), got
+    assert not [r for r in lab.requests(since=mark) if r["host"] == "cdn-b.test"]
+
+
+def test_trace_is_refused(lab):
+    """TRACE echoes the request, so it would hand the guest the header the gateway injected."""
+    lab.policy(inject_policy(plain_http=True), ca=lab.sandbox_ca)
+    assert lab.in_guest(dns, "inject.test")[0] == 0
+    mark = lab.mark()
+    trace = [("TRACE", "/", [("Host", "inject.test")])]
+    [(status, _, body)] = lab.in_guest(http, "198.51.100.12", trace)
+    assert status == 403 and SECRET.encode() not in body
+    _, [(status, _, body)] = lab.in_guest(tls_http, "198.51.100.12", "inject.test", trace, lab.sandbox_ca[0])
+    assert status == 403 and SECRET.encode() not in body
+    r = wait_record(lab, proto="https", name="inject.test", verdict="deny")
+    assert r["reason"].startswith("TRACE is not relayed"), r
+    assert not [r for r in lab.requests(since=mark) if r["method"] == "TRACE"]
+
+
+def test_opaque_bytes_that_are_http_get_the_host_check(lab):
+    """A name:port rule allows bytes that are not HTTP; HTTP disguised as such (empty lines
+    first, or sent after the sniffing window) still goes through the Host check."""
+    lab.policy({"allow": ["cdn-a.test:80"]})
+    assert lab.in_guest(dns, "cdn-a.test")[0] == 0
+    mark = lab.mark()
+    got = lab.in_guest(http_raw, "198.51.100.13", b"\r\nGET / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 403"), got
+    got = lab.in_guest(http_raw, "198.51.100.13", b"GET / HTTP/1.1\r\nHost: cdn-b.test\r\n\r\n",
+                       wait=gwlab.SNIFF_SECONDS + 0.5, timeout=gwlab.SNIFF_SECONDS + 5)
+    assert got.startswith(b"HTTP/1.1 403"), got
+    assert not [r for r in lab.requests(since=mark) if r["host"] == "cdn-b.test"]
+
+
 # ---- addresses
 
 def test_cidr_allows_raw_tcp(lab):
@@ -168,6 +395,53 @@ def test_reserved_and_host_addresses_refused(lab):
         assert closed_without_answer(lab, addr, host=host), addr
         r = wait_record(lab, proto="tcp", dst=f"{addr}:80", verdict="deny")
         assert r["reason"] in ("reserved or host address", "the gateway itself"), r
+
+
+def test_refused_ranges_win_over_an_open_policy(lab):
+    """--refuse (spaced --egress-refuse: a cluster's pod and service ranges) holds under 0/0."""
+    for addr in (REFUSED, "203.0.113.10"):  # both routed into gwlab's own namespace
+        assert lab.host_veth in gwlab.sh("ip", "route", "get", addr), addr
+    lab.policy({"allow": ["0.0.0.0/0", "203.0.113.11/32"]})
+    assert lab.in_guest(tcp, REFUSED, 7000, b"refused?") == b""
+    r = wait_record(lab, proto="tcp", dst=f"{REFUSED}:7000", verdict="deny")
+    assert r["reason"] == f"refused by the node (--egress-refuse {REFUSED})", r
+    assert lab.in_guest(tcp, "203.0.113.10", 7000, b"open\n") == b"open\n"
+
+
+def test_the_buffer_budget_bounds_a_guest_that_does_not_read(lab):
+    """300 connections fetching a large body without reading: the gateway's buffers stop at
+    --max-buffer (reading stops, new connections are refused), and come back after."""
+    lab.policy({"allow": ["allowed.test"]})
+    assert lab.in_guest(dns, "allowed.test")[0] == 0
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    rss_before = lab.gw_rss_kib()
+
+    def stall():
+        socks = []
+        for _ in range(300):
+            s = socket.create_connection(("198.51.100.10", 80), timeout=10)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET /big/30000000 HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+            socks.append(s)
+        return socks
+    socks = lab.in_guest(stall)
+    try:
+        time.sleep(3)
+        rss = lab.gw_rss_kib()
+        refused = closed_without_answer(lab, "198.51.100.10", host="allowed.test")
+        r = records(lab, reason="the gateway's buffers are full")
+    finally:
+        for s in socks:
+            s.close()
+    print(f"space-gw RSS with 300 stalled downloads: {rss} KiB (before {rss_before} KiB)")
+    # the sanitized build: ASan's shadow and redzones on top of the budget
+    assert rss - rss_before < 2 * MAX_BUFFER // 1024 + 48 * 1024, (rss_before, rss)
+    assert refused and r, lab.audit()[-3:]
+    end = time.time() + 10
+    while lab.in_guest(http, "198.51.100.10", get("allowed.test")) == []:
+        assert time.time() < end, "the budget did not come back"
+        time.sleep(0.2)
 
 
 def test_ruleset_drops_udp_and_spoofing(lab):

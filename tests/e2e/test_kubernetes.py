@@ -292,6 +292,8 @@ def test_node_daemonset(rendered, k):
     assert ck["secretName"].startswith("space-cluster") and ck["defaultMode"] == 0o400
     assert env_of(c, "POD_IP")["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     assert env_of(c, "SPACE_NODE_ID")["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    # Sandboxes' egress is pod traffic: every gateway refuses the cluster's own ranges.
+    assert flag_value(c, "--egress-refuse") == "10.244.0.0/16,10.96.0.0/12"
     # The key from a root-only file of the Secret (spaced refuses one others may read).
     key = mounts[os.path.dirname(flag_value(c, "--api-key-file"))]["secret"]
     assert key["defaultMode"] == 0o400

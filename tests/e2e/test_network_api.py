@@ -68,6 +68,19 @@ def test_policy_shown_replaced_and_deny_all_by_default(own_daemon, napi):
         assert napi.sandbox(sb["id"])["network"]["allow"] == ["example.com"]
         r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["*"]})
         assert r.status == 400 and "allow[0]" in r.json["error"]["message"], r.json
+        # TLS passed through untouched only where an entry says so; "intercept" is the default
+        pinned = {"allow": [{"name": "Pinned.Example:443", "tls": "passthrough"},
+                            {"name": "other.example", "tls": "intercept"}]}
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", pinned)
+        assert r.status == 200, r
+        assert r.json["allow"] == [{"name": "pinned.example:443", "tls": "passthrough"}, "other.example"], r.json
+        assert napi.sandbox(sb["id"])["network"]["allow"] == r.json["allow"]
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network",
+                     {"allow": [{"name": "a.example", "tls": "pinned"}]})
+        assert r.status == 400 and "allow[0].tls" in r.json["error"]["message"], r.json
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network",
+                     {"deny": [{"name": "a.example", "tls": "passthrough"}]})
+        assert r.status == 400 and "deny[0]: not a string" in r.json["error"]["message"], r.json
         napi.expect_error("PUT", "/v1/sandboxes/sb-0000000000000000/network", 404, {"allow": []})
     finally:
         napi.remove_sandbox(plain["id"])

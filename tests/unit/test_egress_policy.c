@@ -42,7 +42,8 @@ static void errors(void)
 	EXPECT(strcmp(parse_error("[]", false), "policy: not an object") == 0);
 	EXPECT(strcmp(parse_error("{\"allowed\":[]}", false), "unknown key \"allowed\" (allow, deny, inject)") == 0);
 	EXPECT(strcmp(parse_error("{\"allow\":\"a.com\"}", false), "allow: not an array") == 0);
-	EXPECT(strcmp(parse_error("{\"allow\":[\"a.com\", 5]}", false), "allow[1]: not a string") == 0);
+	EXPECT(strcmp(parse_error("{\"allow\":[\"a.com\", 5]}", false), "allow[1]: not a string or an object") == 0);
+	EXPECT(strcmp(parse_error("{\"deny\":[{\"name\":\"a.com\"}]}", false), "deny[0]: not a string") == 0);
 	EXPECT(strcmp(parse_error("{\"allow\":[\"a.com\",\"10.0.0.0/33\"]}", false),
 		      "allow[1]: bad CIDR \"10.0.0.0/33\": prefix length must be 0..32") == 0);
 	EXPECT(strcmp(parse_error("{\"allow\":[\"10.0.0.1/8\"]}", false),
@@ -263,6 +264,97 @@ static void round_trip(void)
 	egress_policy_free(p);
 }
 
+/* An allow entry marked "tls": "passthrough" (TLS it allows is relayed untouched): parsed,
+ * carried into the verdict of the entry that allowed, shown as an object, refused elsewhere. */
+static void passthrough(void)
+{
+	static const char *bad[][2] = {
+		{ "{\"allow\":[{\"name\":\"a.com\",\"tls\":\"pass\"}]}",
+		  "allow[0].tls: must be \"passthrough\" or \"intercept\"" },
+		{ "{\"allow\":[{\"name\":\"a.com\",\"tls\":true}]}", "allow[0].tls: must be" },
+		{ "{\"allow\":[{\"tls\":\"passthrough\"}]}", "allow[0].name: missing or not a string" },
+		{ "{\"allow\":[\"b.com\",{\"name\":\"a.com\",\"pin\":1}]}", "allow[1]: unknown key \"pin\" (name, tls)" },
+		{ "{\"allow\":[{\"name\":\"a..com\",\"tls\":\"passthrough\"}]}", "allow[0]: bad name \"a..com\"" },
+	};
+	space_err err;
+	struct egress_policy *p;
+	struct egress_verdict v;
+	json_t *j;
+	char *text;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *e = parse_error(bad[i][0], false);
+
+		if (strncmp(e, bad[i][1], strlen(bad[i][1])) != 0) {
+			h_cur = 1;
+			NOTE("case %zu: got \"%s\"", i, e);
+		}
+	}
+	p = parse("{\"allow\":[{\"name\":\"Pinned.Example:443\",\"tls\":\"passthrough\"},"
+		  "{\"name\":\"*.cdn.test\",\"tls\":\"intercept\"},\"plain.test\","
+		  "{\"name\":\"203.0.113.0/24\",\"tls\":\"passthrough\"}]}", false, &err);
+	if (!CHECK(p, "parse: %s", err.msg))
+		return;
+	v = egress_check_name(p, "pinned.example", 443);
+	EXPECT(v.allow && v.passthrough && strcmp(v.reason, "allowed by pinned.example:443") == 0);
+	EXPECT(!egress_check_name(p, "pinned.example", 80).allow);
+	v = egress_check_name(p, "a.cdn.test", 443);
+	EXPECT(v.allow && !v.passthrough);
+	v = egress_check_name(p, "plain.test", 443);
+	EXPECT(v.allow && !v.passthrough);
+	v = egress_check_addr(p, 0xcb007105u, 443);
+	EXPECT(v.allow && v.passthrough);
+	v = egress_check_name(p, "other.test", 443);
+	EXPECT(!v.allow && !v.passthrough);
+	j = egress_policy_json(p, false);
+	text = json_dumps(json_object_get(j, "allow"), JSON_COMPACT);
+	EXPECT(strcmp(text, "[{\"name\":\"pinned.example:443\",\"tls\":\"passthrough\"},\"*.cdn.test\","
+			    "\"plain.test\",{\"name\":\"203.0.113.0/24\",\"tls\":\"passthrough\"}]") == 0);
+	free(text);
+	json_decref(j);
+	egress_policy_free(p);
+}
+
+/* The node's refused ranges (spaced --egress-refuse): parsed with precise errors, matched. */
+static void refuse_list(void)
+{
+	static const char *bad[][2] = {
+		{ "10.244.0.0/16,", "refuse[1]: empty" },
+		{ ",10.0.0.0/8", "refuse[0]: \"\" is not an IPv4 CIDR" },
+		{ "10.244.0.1/16", "refuse[0]: bad CIDR \"10.244.0.1/16\": host bits set" },
+		{ "10.96.0.0/12,cluster.local", "refuse[1]: \"cluster.local\" is not an IPv4 CIDR" },
+		{ "10.0.0.0/8:443", "refuse[0]: \"10.0.0.0/8:443\" is not an IPv4 CIDR" },
+		{ "10.0.0.0/33", "refuse[0]: bad CIDR \"10.0.0.0/33\": prefix length must be 0..32" },
+	};
+	struct egress_cidrs l;
+	space_err err;
+	char many[EGRESS_REFUSE_MAX * 16 + 32], *w = many;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err_clear(&err);
+		if (egress_cidrs_parse(bad[i][0], &l, &err) == 0 || strcmp(err.msg, bad[i][1]) != 0) {
+			h_cur = 1;
+			NOTE("case %zu: got \"%s\"", i, err.msg);
+		}
+	}
+	EXPECT(egress_cidrs_parse("", &l, &err) == 0 && l.n == 0);
+	EXPECT(egress_cidrs_parse(NULL, &l, &err) == 0 && l.n == 0);
+	EXPECT(!egress_cidrs_match(&l, 0x0af40001u));
+	if (!CHECK(egress_cidrs_parse("10.244.0.0/16,10.96.0.0/12,203.0.113.7", &l, &err) == 0, "parse: %s", err.msg))
+		return;
+	EXPECT_EQ(l.n, 3);
+	EXPECT(egress_cidrs_match(&l, 0x0af40a05u) == &l.e[0]);                       /* 10.244.10.5 */
+	EXPECT(egress_cidrs_match(&l, 0x0a6fffffu) && strcmp(egress_cidrs_match(&l, 0x0a6fffffu)->text,
+								  "10.96.0.0/12") == 0); /* 10.111.255.255 */
+	EXPECT(!egress_cidrs_match(&l, 0x0a700000u));                                  /* 10.112.0.0 */
+	EXPECT(!egress_cidrs_match(&l, 0x0af50000u));                                  /* 10.245.0.0 */
+	EXPECT(egress_cidrs_match(&l, 0xcb007107u) == &l.e[2]);
+	EXPECT(!egress_cidrs_match(&l, 0xcb007108u));
+	for (int i = 0; i <= EGRESS_REFUSE_MAX; i++)
+		w += sprintf(w, "%s10.%d.0.0/16", i ? "," : "", i);
+	EXPECT(egress_cidrs_parse(many, &l, &err) < 0 && strcmp(err.msg, "more than 64 CIDRs") == 0);
+}
+
 static void reserved_ranges(void)
 {
 	static const uint32_t in[] = { 0x00000001u, 0x0a010203u, 0x64400001u, 0x647fffffu, 0x7f000001u,
@@ -300,5 +392,7 @@ int main(void)
 	RUN(injects_for);
 	RUN(round_trip);
 	RUN(reserved_ranges);
+	RUN(passthrough);
+	RUN(refuse_list);
 	return DONE();
 }

@@ -63,8 +63,18 @@ static int handshake(SSL *client, SSL *server)
 	return cdone && sdone ? 0 : -1;
 }
 
+static uint8_t *client_hello_alpn(const char *sni, int max_version, const unsigned char *alpn,
+				  unsigned alpn_len, size_t *len);
+
 /* A ClientHello as OpenSSL's client writes it (sni NULL: none); malloc'ed, *len bytes. */
 static uint8_t *client_hello(const char *sni, int max_version, size_t *len)
+{
+	return client_hello_alpn(sni, max_version, NULL, 0, len);
+}
+
+/* The same offering ALPN protocols (the wire form: length-prefixed names; NULL: no ALPN). */
+static uint8_t *client_hello_alpn(const char *sni, int max_version, const unsigned char *alpn,
+				  unsigned alpn_len, size_t *len)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL *ssl = SSL_new(ctx);
@@ -79,6 +89,8 @@ static uint8_t *client_hello(const char *sni, int max_version, size_t *len)
 		SSL_set_max_proto_version(ssl, max_version);
 	if (sni)
 		SSL_set_tlsext_host_name(ssl, sni);
+	if (alpn)
+		SSL_set_alpn_protos(ssl, alpn, alpn_len);
 	SSL_set_connect_state(ssl);
 	SSL_do_handshake(ssl);
 	n = BIO_get_mem_data(out, &data);
@@ -167,7 +179,7 @@ static int intercept(struct gw_tls *t, const char *server_name, const char *clie
 {
 	space_err err = { 0 };
 	SSL *s = gw_tls_server(t, server_name, &err);
-	SSL *c = gw_tls_client(t, client_name, &err);
+	SSL *c = gw_tls_client(t, client_name, false, &err);
 	int rc = -1;
 
 	if (s && c) {
@@ -196,7 +208,7 @@ static void leaf_handshake(void)
 	CHECK(intercept(t, "api.example.test", "other.example.test", &verify) == -1 &&
 		      verify == X509_V_ERR_HOSTNAME_MISMATCH,
 	      "a client for another name refuses the leaf");
-	CHECK(gw_tls_server(t, "bad name", &err) == NULL && gw_tls_client(t, "a,DNS:b", &err) == NULL,
+	CHECK(gw_tls_server(t, "bad name", &err) == NULL && gw_tls_client(t, "a,DNS:b", false, &err) == NULL,
 	      "names outside [A-Za-z0-9._-] refused");
 
 	/* More names than the cache holds: the evicted ones are minted again. */
@@ -217,6 +229,113 @@ static void leaf_handshake(void)
 	CHECK(gw_tls_set_ca(t, ca2_cert, ca2_key, &err) == 0, "CA replaced");
 	CHECK(intercept(t, "api.example.test", "api.example.test", &verify) == -1 && verify != X509_V_OK,
 	      "leaves are signed by the new CA after set_ca");
+	gw_tls_free(t);
+}
+
+#define H2_HTTP11 "\x02h2\x08http/1.1"
+#define H2_ONLY "\x02h2"
+
+/* What the peek says of a ClientHello's ALPN offer. */
+static void peek_alpn(void)
+{
+	static const struct {
+		const char *alpn;
+		unsigned len;
+		bool offered, http11;
+	} cases[] = {
+		{ NULL, 0, false, false },
+		{ H2_HTTP11, sizeof(H2_HTTP11) - 1, true, true },
+		{ H2_ONLY, sizeof(H2_ONLY) - 1, true, false },
+		{ "\x08http/1.0", 9, true, false },
+	};
+	struct gw_hello h;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = 0;
+		uint8_t *b = client_hello_alpn("api.example.test", 0, (const unsigned char *)cases[i].alpn,
+					       cases[i].len, &n);
+
+		EXPECT(b && gw_tls_peek_hello(b, n, &h) == 1);
+		EXPECT(strcmp(h.sni, "api.example.test") == 0);
+		if (h.alpn_offered != cases[i].offered || h.alpn_http11 != cases[i].http11) {
+			h_cur = 1;
+			NOTE("case %zu: offered %d http/1.1 %d", i, h.alpn_offered, h.alpn_http11);
+		}
+		free(b);
+	}
+}
+
+/* ALPN in an interception: what a client offering client_alpn gets selected by the guest
+ * side ("failed" if the handshake failed). */
+static const char *negotiated(struct gw_tls *t, const char *client_alpn, unsigned len)
+{
+	static char got[32];
+	space_err err = { 0 };
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL *s = gw_tls_server(t, "api.example.test", &err), *c = ctx ? SSL_new(ctx) : NULL;
+	const unsigned char *sel = NULL;
+	unsigned sel_len = 0;
+
+	strcpy(got, "failed");
+	if (s && c) {
+		SSL_CTX_load_verify_locations(ctx, ca1_file, NULL);
+		SSL_set_tlsext_host_name(c, "api.example.test");
+		if (client_alpn)
+			SSL_set_alpn_protos(c, (const unsigned char *)client_alpn, len);
+		SSL_set_connect_state(c);
+		if (handshake(c, s) == 0) {
+			SSL_get0_alpn_selected(c, &sel, &sel_len);
+			snprintf(got, sizeof(got), "%.*s", (int)sel_len, sel ? (const char *)sel : "");
+		}
+	}
+	SSL_free(s);
+	SSL_free(c);
+	SSL_CTX_free(ctx);
+	ERR_clear_error();
+	return got;
+}
+
+/* What the upstream side's ClientHello offers: 1 http/1.1, 0 no ALPN, -1 anything else. */
+static int upstream_offer(struct gw_tls *t, bool http11)
+{
+	space_err err = { 0 };
+	SSL *c = gw_tls_client(t, "api.example.test", http11, &err);
+	BIO *in = BIO_new(BIO_s_mem()), *out = BIO_new(BIO_s_mem());
+	struct gw_hello h = { .alpn_offered = true };
+	char *data;
+	long n;
+	int rc = -1;
+
+	if (c && in && out) {
+		BIO_set_mem_eof_return(in, -1);
+		SSL_set_bio(c, in, out); /* c owns them now */
+		in = out = NULL;
+		SSL_do_handshake(c);
+		n = BIO_get_mem_data(SSL_get_wbio(c), &data);
+		if (n > 0 && gw_tls_peek_hello((const uint8_t *)data, (size_t)n, &h) == 1)
+			rc = h.alpn_http11 ? 1 : h.alpn_offered ? -1 : 0;
+	}
+	BIO_free(in);
+	BIO_free(out);
+	SSL_free(c);
+	ERR_clear_error();
+	return rc;
+}
+
+/* The guest side selects http/1.1 when offered, else nothing (an h2-only client gets no
+ * protocol); the upstream side offers http/1.1 only when the guest's side selected it. */
+static void alpn(void)
+{
+	space_err err = { 0 };
+	struct gw_tls *t = gw_tls_new(ca1_file, &err);
+
+	if (!CHECK(t && gw_tls_set_ca(t, ca1_cert, ca1_key, &err) == 0, "gateway with CA 1"))
+		return;
+	EXPECT(strcmp(negotiated(t, H2_HTTP11, sizeof(H2_HTTP11) - 1), "http/1.1") == 0);
+	EXPECT(strcmp(negotiated(t, H2_ONLY, sizeof(H2_ONLY) - 1), "") == 0);
+	EXPECT(strcmp(negotiated(t, NULL, 0), "") == 0);
+	EXPECT_EQ(upstream_offer(t, true), 1);
+	EXPECT_EQ(upstream_offer(t, false), 0);
 	gw_tls_free(t);
 }
 
@@ -371,6 +490,8 @@ int main(void)
 	RUN(set_ca);
 	RUN(missing_bundle);
 	RUN(leaf_handshake);
+	RUN(alpn);
+	RUN(peek_alpn);
 	RUN(peek_real_hellos);
 	RUN(peek_limits);
 	RUN(peek_malicious);

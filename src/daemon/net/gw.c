@@ -1,5 +1,6 @@
-/* gw.c -- a sandbox's egress gateway process (space-gw): started or adopted, watched, given
- * its policy over the control socket, stopped (docs/design/egress.md) */
+/* gw.c -- a sandbox's egress gateway process (space-gw): started (empty environment, its own
+ * cgroup leaf) or adopted, watched, given its policy over the control socket, stopped
+ * (docs/design/egress.md) */
 #include "net.h"
 
 #include <dirent.h>
@@ -16,6 +17,7 @@
 
 #include "cleanup.h"
 #include "log.h"
+#include "vmm/cgroup.h"
 #include "vmm/proc.h"
 #include "vmm/vm.h"
 
@@ -26,6 +28,22 @@
 #define GW_FIRST_PUSH_TIMEOUT_MS 5000
 /* A reply line longer than this is not a gateway's. */
 #define GW_REPLY_MAX 4096
+/* A gateway's cgroup leaf: memory = its buffer budget plus this (its own heap, an OpenSSL
+ * state per intercepted connection, libevent; about 8 MiB idle, 40 MiB with 300 connections
+ * and a 16 MiB budget full), one core, a few tasks (it has one thread; ASan's leak checker
+ * adds one at exit). */
+#define GW_MEMORY_BASE_MIB 128
+#define GW_PIDS_MAX 8
+#ifdef __SANITIZE_ADDRESS__
+/* A sanitized daemon runs the sanitized gateway beside it: ASan's shadow and quarantine. */
+#define GW_MEMORY_SANITIZER_MIB 768
+#else
+#define GW_MEMORY_SANITIZER_MIB 0
+#endif
+/* The only variables a gateway inherits: the sanitizer runtime's (where a sanitized build
+ * writes its reports). Anything else of the daemon's (SPACE_API_KEY, PGPASSWORD, a store
+ * URL) must not sit in /proc/<gateway>/environ. */
+static const char *const gw_env_keep[] = { "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS" };
 
 struct gw {
 	struct spaced *d;
@@ -124,6 +142,67 @@ static int find_live(const char *run_dir, const char *id, pid_t *pid, uint64_t *
 	return pidfd;
 }
 
+/* "space-<tag>-gw": a scope of its own beside the VMs' (whose orphan sweep keeps only
+ * sandboxes with a VM), one leaf per sandbox. */
+static void cg_scope(const struct spaced *d, char out[64])
+{
+	snprintf(out, 64, "%s-gw", d->cgroup_scope);
+}
+
+/* The leaf of the sandbox's gateway, made or reused. */
+static int cg_make(struct gw *g, struct vm_cgroup *cg, space_err *err)
+{
+	struct cgroup_limits l = {
+		.memory_bytes = ((int64_t)g->d->cfg.egress_max_buffer_mib + GW_MEMORY_BASE_MIB +
+				 GW_MEMORY_SANITIZER_MIB) << 20,
+		.cpu_quota_us = CGROUP_CPU_PERIOD_US, /* one thread: one core */
+		.pids_max = GW_PIDS_MAX,
+	};
+	char scope[64];
+
+	cg_scope(g->d, scope);
+	if (cgroup_create(scope, g->id, &l, cg, err) < 0)
+		return err_wrap(err, "the gateway's cgroup");
+	return 0;
+}
+
+/* Removes the leaf of sandbox id's gateway (gone by now; a busy leaf stays for the sweep). */
+static void cg_remove(const struct spaced *d, const char *id)
+{
+	struct vm_cgroup cg;
+	char scope[64];
+	space_err e = { 0 };
+
+	cg_scope(d, scope);
+	if (geteuid() == 0 && cgroup_paths(scope, id, &cg, &e) == 0)
+		cgroup_remove(&cg, NULL);
+}
+
+/* Moves the gateway into its leaf: right after posix_spawn returned (the child has just
+ * exec'd, before its first allocation of note), and on the loop, so that no reaper of a
+ * previous gateway of the sandbox can remove the leaf in between (it finds the leaf busy). */
+static int cg_attach(const struct vm_cgroup *cg, pid_t pid, space_err *err)
+{
+	char path[PATH_MAX + 16], text[24];
+	int len = snprintf(text, sizeof(text), "%d\n", (int)pid);
+
+	for (int i = 0; i < cg->n; i++) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir[i]);
+		_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, text, (size_t)len) != len)
+			return err_sys(err, errno, "moving the gateway into %s", path);
+	}
+	return 0;
+}
+
+int gw_cgroup_sweep(const struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg)
+{
+	char scope[64];
+
+	cg_scope(d, scope);
+	return geteuid() == 0 ? cgroup_clean_orphans(scope, keep, arg) : 0;
+}
+
 static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 {
 	struct gw *g = arg;
@@ -135,6 +214,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 	if (g->child && waitpid(g->pid, &status, WNOHANG) == g->pid)
 		proc_status_text(status, why, sizeof(why));
 	log_warn("sandbox %s: gateway pid %d is gone (%s)", g->id, (int)g->pid, why);
+	cg_remove(g->d, g->id);
 	event_del(g->exit_ev);
 	if (g->exited)
 		g->exited(g, why, g->arg); /* may free g */
@@ -174,8 +254,28 @@ static int mkdir_owned(const char *path, mode_t mode, uid_t uid, gid_t gid, spac
  * of ms of the loop, and every create starts one). The control socket becomes fd 3, the log
  * stdout and stderr; its own session, like QEMU, so it outlives the daemon and a Ctrl-C;
  * signals at their defaults. */
+/* The gateway's environment: gw_env_keep's variables the daemon has, nothing else. The
+ * strings are the daemon's own (environ), valid until it changes them. */
+static void gw_envp(char *envp[], size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof(gw_env_keep) / sizeof(gw_env_keep[0]) && n + 1 < cap; i++) {
+		size_t len = strlen(gw_env_keep[i]);
+
+		for (char **e = environ; *e; e++)
+			if (strncmp(*e, gw_env_keep[i], len) == 0 && (*e)[len] == '=') {
+				envp[n++] = *e;
+				break;
+			}
+	}
+	envp[n] = NULL;
+}
+
 static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pidfd, space_err *err)
 {
+	char *envp[sizeof(gw_env_keep) / sizeof(gw_env_keep[0]) + 1];
+
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, all;
@@ -205,7 +305,8 @@ static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pi
 							POSIX_SPAWN_SETSIGDEF);
 	rc = rc ? rc : posix_spawnattr_setsigmask(&at, &none);
 	rc = rc ? rc : posix_spawnattr_setsigdefault(&at, &all);
-	rc = rc ? rc : posix_spawn(pid, argv[0], &fa, &at, argv, environ);
+	gw_envp(envp, sizeof(envp) / sizeof(envp[0]));
+	rc = rc ? rc : posix_spawn(pid, argv[0], &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	if (rc != 0)
@@ -220,10 +321,49 @@ static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pi
 	return 0;
 }
 
+static int spawn_args(struct gw *g, const struct gw_spec *spec, const char *audit, struct strv *a)
+{
+	const struct config *cfg = &g->d->cfg;
+
+	strv_add(a, gw_binary());
+	strv_add(a, "--sandbox");
+	strv_add(a, spec->id);
+	strv_add(a, "--netns");
+	strv_add(a, spec->netns);
+	strv_add(a, "--control-fd");
+	strv_add(a, "3");
+	strv_add(a, "--audit-dir");
+	strv_add(a, audit);
+	if (spec->uid) {
+		strv_add(a, "--uid");
+		strv_addf(a, "%u", (unsigned)spec->uid);
+		strv_add(a, "--gid");
+		strv_addf(a, "%u", (unsigned)spec->gid);
+	}
+	if (cfg->dns_upstream[0]) {
+		strv_add(a, "--dns-upstream");
+		strv_add(a, cfg->dns_upstream);
+	}
+	if (cfg->egress_ca_file[0]) {
+		strv_add(a, "--upstream-ca");
+		strv_add(a, cfg->egress_ca_file);
+	}
+	if (cfg->egress_refuse[0]) {
+		strv_add(a, "--refuse");
+		strv_add(a, cfg->egress_refuse);
+	}
+	strv_add(a, "--max-conns");
+	strv_addf(a, "%d", cfg->egress_max_conns);
+	strv_add(a, "--max-buffer");
+	strv_addf(a, "%lld", (long long)cfg->egress_max_buffer_mib << 20);
+	return a->failed ? -1 : 0;
+}
+
 static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 {
 	char audit[PATH_MAX], log_path[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8], line[64];
 	struct strv a = { 0 };
+	struct vm_cgroup cg = { 0 };
 	int lfd_raw;
 
 	if (mkdir(spec->sock_dir, 0700) < 0 && errno != EEXIST)
@@ -240,37 +380,25 @@ static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 		return err_sys(err, errno, "open %s", log_path);
 	dprintf(log_fd, "--- space-gw for %s starting\n", spec->id);
 
-	strv_add(&a, gw_binary());
-	strv_add(&a, "--sandbox");
-	strv_add(&a, spec->id);
-	strv_add(&a, "--netns");
-	strv_add(&a, spec->netns);
-	strv_add(&a, "--control-fd");
-	strv_add(&a, "3");
-	strv_add(&a, "--audit-dir");
-	strv_add(&a, audit);
-	if (spec->uid) {
-		strv_add(&a, "--uid");
-		strv_addf(&a, "%u", (unsigned)spec->uid);
-		strv_add(&a, "--gid");
-		strv_addf(&a, "%u", (unsigned)spec->gid);
-	}
-	if (g->d->cfg.dns_upstream[0]) {
-		strv_add(&a, "--dns-upstream");
-		strv_add(&a, g->d->cfg.dns_upstream);
-	}
-	if (g->d->cfg.egress_ca_file[0]) {
-		strv_add(&a, "--upstream-ca");
-		strv_add(&a, g->d->cfg.egress_ca_file);
-	}
-	if (a.failed) {
+	/* Its memory and tasks count against a leaf of its own (with root only: like the VMs') */
+	if (geteuid() == 0 && cg_make(g, &cg, err) < 0)
+		return -1;
+	if (spawn_args(g, spec, audit, &a) < 0) {
 		strv_free(&a);
 		return err_set(err, ENOMEM, "out of memory");
 	}
 	int rc = spawn_gw(a.v, lfd, log_fd, &g->pid, &g->pidfd, err);
 	strv_free(&a);
-	if (rc < 0)
+	if (rc == 0 && cg_attach(&cg, g->pid, err) < 0) {
+		proc_kill_reap(g->pid, g->pidfd);
+		close(g->pidfd);
+		g->pidfd = -1;
+		rc = -1;
+	}
+	if (rc < 0) {
+		cgroup_remove(&cg, NULL);
 		return err_wrap(err, "starting the gateway");
+	}
 	g->child = true;
 	g->start = proc_start_time(g->pid);
 	/* Written whole or not at all: a restart reads it to adopt the process. */
@@ -283,6 +411,7 @@ static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 		proc_kill_reap(g->pid, g->pidfd);
 		close(g->pidfd);
 		g->pidfd = -1;
+		cgroup_remove(&cg, NULL);
 		unlink(tmp);
 		return err_sys(err, e, "writing %s", path);
 	}
@@ -597,6 +726,7 @@ static void kill_pidfd(pid_t pid, int pidfd, bool child, const char *id)
  * every client 60-90 ms per gateway on a loaded machine: a burst of VM exits stalled the
  * control plane for 200-600 ms. Reapers still waiting at shutdown are finished synchronously. */
 struct gw_reaper {
+	const struct spaced *d;
 	pid_t pid;
 	int pidfd;
 	bool child, killed;
@@ -635,6 +765,7 @@ static void reaper_cb(evutil_socket_t fd, short what, void *arg)
 		log_info("sandbox %s: gateway pid %d stopped", r->id, (int)r->pid);
 	if (r->child)
 		waitpid(r->pid, &status, WNOHANG);
+	cg_remove(r->d, r->id);
 	reaper_free(r);
 }
 
@@ -648,6 +779,7 @@ static bool reap_later(struct spaced *d, pid_t pid, int pidfd, bool child, const
 		free(r);
 		return false;
 	}
+	r->d = d;
 	r->pid = pid;
 	r->pidfd = pidfd;
 	r->child = child;
@@ -668,6 +800,7 @@ void gw_reapers_finish(void)
 		struct gw_reaper *r = reapers;
 
 		kill_pidfd(r->pid, r->pidfd, r->child, r->id);
+		cg_remove(r->d, r->id);
 		reaper_free(r);
 	}
 }
@@ -685,6 +818,7 @@ void gw_stop(struct gw *g)
 	if (g->pidfd >= 0 && !reap_later(g->d, g->pid, g->pidfd, g->child, g->id)) {
 		kill_pidfd(g->pid, g->pidfd, g->child, g->id);
 		close(g->pidfd);
+		cg_remove(g->d, g->id);
 		log_info("sandbox %s: gateway pid %d stopped", g->id, (int)g->pid);
 	}
 	pid_file(g->run_dir, path);
@@ -706,7 +840,7 @@ void gw_free(struct gw *g)
 	free(g);
 }
 
-void gw_kill_stale(const char *run_dir, const char *sb_id)
+void gw_kill_stale(const struct spaced *d, const char *run_dir, const char *sb_id)
 {
 	char path[PATH_MAX];
 	pid_t pid;
@@ -718,6 +852,7 @@ void gw_kill_stale(const char *run_dir, const char *sb_id)
 		close(pidfd);
 		log_info("sandbox %s: stopped its unwatched gateway pid %d", sb_id, (int)pid);
 	}
+	cg_remove(d, sb_id);
 	pid_file(run_dir, path);
 	unlink(path);
 }

@@ -58,8 +58,11 @@ struct gw_spec {
 /* space-gw: $SPACE_GW, else next to the running binary. */
 const char *gw_binary(void);
 /* Adopts the sandbox's live gateway (gw.pid: pid and start time, /proc/PID/comm "space-gw",
- * its command line naming the sandbox), else starts one (setsid, outliving the daemon)
- * and writes gw.pid. Watches it: exited() if it dies. */
+ * its command line naming the sandbox), else starts one (setsid, outliving the daemon;
+ * with root, moved into the cgroup leaf space-<tag>-gw/<id> at once, memory
+ * --egress-max-buffer + 128 MiB; an empty environment but for the sanitizer's options) and
+ * writes gw.pid. Watches it: exited() if it dies (its leaf is removed once it is gone, also
+ * after gw_stop; a leaf a newer gateway of the sandbox is in stays). */
 int gw_start(struct spaced *d, const struct gw_spec *spec, gw_exit_cb exited, void *arg, struct gw **out,
 	     space_err *err);
 /* Sends the policy (with inject values) and the sandbox's CA, and waits (at most 2 s) for
@@ -82,8 +85,11 @@ void gw_reapers_finish(void);
 /* Stops watching and frees; the process lives on (daemon shutdown). */
 void gw_free(struct gw *g);
 /* A gateway no daemon watches (its sandbox is going): killed by its gw.pid, if that still
- * names it. */
-void gw_kill_stale(const char *run_dir, const char *sb_id);
+ * names it; its cgroup leaf removed. */
+void gw_kill_stale(const struct spaced *d, const char *run_dir, const char *sb_id);
+/* Start-up: removes the cgroup leaves of gateways (scope space-<tag>-gw) whose sandbox `keep`
+ * does not name; a leaf with a process left in it stays. Returns how many went. */
+int gw_cgroup_sweep(const struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg);
 
 /* Start-up: every space-gw whose --netns lies under ns_prefix (this daemon's) and whose
  * sandbox `keep` does not name is killed; returns how many. */

@@ -487,7 +487,7 @@ void egress_remove(struct sandbox *sb)
 
 	egress_down(sb);
 	path_run_dir(sb->d, sb->rec.id, run_dir);
-	gw_kill_stale(run_dir, sb->rec.id);
+	gw_kill_stale(sb->d, run_dir, sb->rec.id);
 	if (net_ns_remove(sb->d, sb->rec.id, &err) < 0)
 		log_warn("sandbox %s: %s", sb->rec.id, err.msg);
 }
@@ -567,6 +567,9 @@ void egress_reconcile(struct spaced *d)
 	n = gw_sweep(prefix, keep_gw, d);
 	if (n)
 		log_info("stopped %d gateway(s) of sandboxes without a VM", n);
+	n = gw_cgroup_sweep(d, keep_gw, d);
+	if (n)
+		log_info("removed %d gateway cgroup(s) of sandboxes without a VM", n);
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		space_err err = { 0 };
 
