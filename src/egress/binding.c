@@ -51,6 +51,9 @@ int egress_binding_parse(const json_t *hosts, json_t **out, space_err *err)
 		return err_set(err, EINVAL,
 			       "hosts is required: 1 to %d names or *.suffix patterns this secret may be sent to",
 			       EGRESS_BINDING_MAX);
+	for (size_t i = 0; i < json_array_size(hosts); i++)
+		if (!json_is_string(json_array_get(hosts, i)))
+			return err_set(err, EINVAL, "hosts[%zu]: not a string (a name or *.suffix)", i);
 	if (parse_as_allow(hosts, &p, err) < 0) {
 		/* "allow[1]: ..." reads as "hosts[1]: ..." */
 		if (!strncmp(err->msg, "allow", 5)) {

@@ -229,6 +229,18 @@ def test_a_node_serves_its_api_processes_only(cluster):
             (node.data_url, "GET", "/files?path=/etc/hostname", None, {"E2b-Sandbox-Id": "sb-0000000000000000"})):
         status, got = bare(url, method, path, body, headers)
         assert status == 401 and b"cluster" in got, (method, path, status, got[:200])
+    # an api process reads no body of a request without credentials either (it relays bodies
+    # of up to 16 MiB, and checks no token itself)
+    api = cluster.apis[0]
+    import socket
+    for url, path, extra in ((api.data_url, "/v1/sessions/ss-0000000000000000/stdin", ""),
+                             (api.url, "/v1/sandboxes", "Authorization: Bearer " + "0" * 32 + "\r\n")):
+        with socket.create_connection(space.split_url(url), timeout=10) as s:
+            # the head and a little of an 8 MiB body: the answer comes without the rest
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\n{extra}Content-Length: {8 << 20}\r\n\r\n".encode()
+                      + b"x" * 65536)
+            got = s.recv(4096)
+        assert got.startswith(b"HTTP/1.1 401"), (path, got[:200])
     assert bare(node.url, "GET", "/v1/healthz")[0] == 200
     assert bare(node.url, "GET", "/metrics", None, key)[0] == 200
     # with it, as the api processes send it

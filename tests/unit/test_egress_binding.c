@@ -45,7 +45,8 @@ static void test_parse(void)
 	free(s);
 	json_decref(b);
 	static const char *const bad[] = { "[]", "\"a.example\"", "null", "[\"10.0.0.1\"]", "[\"a.example:443\"]",
-					   "[\"*\"]", "[\"bad host\"]", "[1]", "[\"0.0.0.0/0\"]" };
+					   "[\"*\"]", "[\"bad host\"]", "[1]", "[\"0.0.0.0/0\"]",
+					   "[{\"name\": \"a.example\", \"tls\": \"passthrough\"}]" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		b = parsed(bad[i]);
 		EXPECT(b == NULL);
