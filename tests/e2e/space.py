@@ -1047,6 +1047,14 @@ def store_for_daemon(store):
     return pgserver.PgServer(pg_dir).create_database("e2e_" + secrets.token_hex(6))
 
 
+def guest_script(name):
+    """tests/e2e/guest/NAME with agentport.py (what the hostile-agent programs share) before it,
+    as one program for `python3 -c` in a guest."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest")
+    with open(os.path.join(here, "agentport.py")) as a, open(os.path.join(here, name)) as b:
+        return a.read() + "\n\n" + b.read()
+
+
 PEER_HEADER = "X-Space-Cluster-Key"
 
 

@@ -182,8 +182,7 @@ def test_guest_flooding_its_port_without_reading_leaves_daemon_rss_flat(bounded)
     bid = box["id"]
     r = api.run(bid, ["python3", "-c", "print(1)"], user="root")
     assert r.exit_code == 0, r
-    with open(os.path.join(os.path.dirname(__file__), "guest", "port_flood.py"), "rb") as f:
-        script = f.read()
+    script = space.guest_script("port_flood.py").encode()
     before = vm_rss_kib(pid)
     log_at = os.path.getsize(bounded.log_path)
     s = api.create_session(bid, ["python3", "-c", script.decode(), "16", "8"], user="root")

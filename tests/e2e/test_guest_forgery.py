@@ -11,7 +11,6 @@ that asked for keep-alive on a streamed reply."""
 
 import base64
 import json
-import os
 import socket
 import time
 
@@ -23,7 +22,7 @@ FORGED_JSON = b'{"secrets":[{"name":"FORGED","hosts":["evil.example"]}]}'
 FORGED = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
           + str(len(FORGED_JSON)).encode() + b"\r\n\r\n" + FORGED_JSON)
 HOSTILE_S = 12
-SCRIPT = open(os.path.join(os.path.dirname(__file__), "guest", "forge_agent.py"), "rb").read().decode()
+SCRIPT = space.guest_script("forge_agent.py")
 
 
 def header(size, length):

@@ -19,7 +19,7 @@ $cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/
     src/daemon/dataplane/dataplane.c \
     src/daemon/dataplane/dp_attach.c src/daemon/dataplane/dp_ws.c src/daemon/api/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c src/daemon/api/read_async.c \
     src/daemon/e2b/envd_auth.c src/daemon/e2b/connect.c src/daemon/e2b/e2b_reply.c src/daemon/sandbox/spec.c \
-    src/daemon/model/model.c src/daemon/metrics/metrics.c src/common/err.c src/common/log.c -levent -ljansson -lssl -lcrypto -lhttp_parser
+    src/daemon/model/model.c src/daemon/metrics/metrics.c src/common/err.c src/common/log.c -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser
 
 # Free loopback ports, chosen by the kernel.
 read -r ctl data < <(python3 -c 'import socket

@@ -1,17 +1,17 @@
 """forge_agent.py -- run as root in a `base` guest: answer the daemon's file operations as a
-hostile agent would, with replies whose framing lies.
+hostile agent would, with replies whose framing lies. Needs agentport.py before it
+(space.guest_script).
 
 Takes space-agent's (PID 1) descriptor of the virtio-serial port with pidfd_getfd and stops
 PID 1 with PTRACE_SEIZE + PTRACE_INTERRUPT, so that every frame the daemon sends from then on
-reaches this program instead (it says so first, on stdout). For SECONDS, each channel the daemon opens whose operation
-(argv[0]) the plan names is answered with A_STARTED, the plan's bytes as its stdout, and
+reaches this program instead (it says so first, on stdout). For SECONDS, each channel the
+daemon opens whose operation (argv[0]) the plan names is answered with A_STARTED, the plan's bytes as its stdout, and
 A_EXIT 0; every other frame is read and dropped. Then PID 1 is let go, at a frame boundary so
 that it reads whole frames. Prints what it answered when it is over.
 
 argv: SECONDS PLAN, PLAN a JSON object {operation: base64 of the stdout to send}, e.g.
 {"read": b64('{"size":5,"offset":0,"length":5}\\nhello' + a forged HTTP reply)}."""
 import base64
-import ctypes
 import json
 import os
 import select
@@ -19,37 +19,10 @@ import struct
 import sys
 import time
 
-SYS_pidfd_open, SYS_pidfd_getfd, SYS_ptrace = 434, 438, 101
-PTRACE_DETACH, PTRACE_SEIZE, PTRACE_INTERRUPT = 17, 0x4206, 0x4207
 H_OPEN = 12
 A_STARTED, A_DATA, A_EXIT = 102, 103, 104
 KIND_FILE = 3
-HDR = struct.Struct("<IHHI")
 CHUNK = 65536 - 16
-
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-
-
-def sys_call(*args):
-    r = libc.syscall(*[ctypes.c_long(a) for a in args])
-    if r < 0:
-        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-    return r
-
-
-def port_fd():
-    for name in os.listdir("/proc/1/fd"):
-        try:
-            if os.readlink(f"/proc/1/fd/{name}").startswith("/dev/vport"):
-                return int(name)
-        except OSError:
-            pass
-    raise SystemExit("no /dev/vport* open in PID 1")
-
-
-def frame(typ, chan, payload):
-    return HDR.pack(len(payload), typ, 0, chan) + payload
 
 
 def open_argv(payload):
@@ -74,16 +47,12 @@ def answer(fd, chan, out):
 def main():
     seconds = float(sys.argv[1])
     plan = {op: base64.b64decode(b) for op, b in json.loads(sys.argv[2]).items()}
-    target = port_fd()
-    pidfd = sys_call(SYS_pidfd_open, 1, 0)
-    fd = sys_call(SYS_pidfd_getfd, pidfd, target, 0)
+    fd = take_port()
     os.set_blocking(fd, False)
     # The last line PID 1 forwards: the test starts from it.
     print("taking the port", flush=True)
     time.sleep(0.5)
-    sys_call(SYS_ptrace, PTRACE_SEIZE, 1, 0, 0)
-    sys_call(SYS_ptrace, PTRACE_INTERRUPT, 1, 0, 0)
-    os.waitpid(1, 0x40000000)  # __WALL
+    stop_pid1()
     answered, buf = [], b""
     end = time.monotonic() + seconds
     while time.monotonic() < end or buf:
@@ -103,7 +72,7 @@ def main():
                 answered.append(argv[0])
         if time.monotonic() > end + 10:
             break  # never end mid-frame, but never hang either
-    sys_call(SYS_ptrace, PTRACE_DETACH, 1, 0, 0)
+    release_pid1()
     print("answered: " + " ".join(answered), flush=True)
 
 
