@@ -314,10 +314,16 @@ class Faults:
                                 f"read back, {len(out)}+{len(err)} written (or different bytes)")
         return problems
 
+    @staticmethod
+    def is_gateway_of(pid, sb_id):
+        args = space.cmdline(pid)
+        return bool(args) and args[0].endswith("space-gw") and "--sandbox" in args and \
+            args[args.index("--sandbox") + 1:args.index("--sandbox") + 2] == [sb_id]
+
     def orphan_cgroups_and_netns(self, sbs, live, qemus):
         """QEMU runs in an anonymous network namespace (gone with the process) and in a cgroup
         leaf <controller>/<daemon's cgroup>/space-<tag>/<sb-id> (vmm/cgroup.c), which must be
-        a live sandbox's. A cgroup dir under /sys/fs/cgroup naming our tag may hold only
+        a live sandbox's; its gateway in space-<tag>-gw/<sb-id>. A cgroup dir under /sys/fs/cgroup naming our tag may hold only
         sandbox dirs of live sandboxes, whose processes are their QEMUs; /run/netns entries
         naming our tag or one of our sandboxes must be live ones."""
         problems = []
@@ -337,9 +343,14 @@ class Faults:
                         pids = [int(x) for x in f.read().split()]
                 except OSError:
                     pids = []
+                # space-<tag>-gw/<sb-id>: the sandbox's egress gateway, nothing else
+                gw = os.path.basename(dirpath).endswith("-gw")
                 for pid in pids:
-                    if pid not in qemus:
-                        problems.append(f"cgroup {dirpath}/{n} holds pid {pid}, not a QEMU of a live sandbox")
+                    if gw and self.is_gateway_of(pid, n):
+                        continue
+                    if gw or pid not in qemus:
+                        problems.append(f"cgroup {dirpath}/{n} holds pid {pid}, not "
+                                        f"{'the gateway' if gw else 'a QEMU'} of a live sandbox")
             dirs[:] = []
         if os.path.isdir("/run/netns"):
             for n in os.listdir("/run/netns"):
