@@ -165,23 +165,61 @@ def real_hostname(api, sb_id):
     return bytes(r.stdout)
 
 
-def check_not_framed(daemon, head, body, cut, after, what):
+def check_not_framed(head, body, cut, after, what):
     print(f"# {what}: head {head!r} body {body!r} cut {cut}; then {after[:200]!r}")
     assert b"FORGED" not in after, f"{what}: the guest's bytes were read as the next reply: {after!r}"
     assert cut, f"{what}: a reply the guest over-filled was not cut: {head!r} {body!r}"
 
 
-def test_control_plane_read_with_excess_bytes(api, daemon, box):
+EXCESS = {"read": b64(header(5, 5) + b"hello" + FORGED)}  # 5 bytes declared, then a whole reply
+
+
+def excess_read(api, box, url, path, hdrs, next_req, what):
+    """A read the hostile agent over-fills, then next_req on the same connection: neither it nor
+    anything after may be the guest's."""
+    real = real_hostname(api, box["sandboxID"])
+    h = Hostile(api, box["sandboxID"], EXCESS)
+    got = forged_or_real(url, request("GET", path, hdrs), next_req, real, h.deadline)
+    answered = h.done()
+    check_not_framed(*got, what)
+    assert "read" in answered, answered
+    return real
+
+
+def first_forged_read(api, box, plan, url, path, hdrs):
+    """Reads path on fresh connections until the hostile agent (running plan) answers; that
+    answer as (head, body, cut). A reply left open (no end, no close) fails the test."""
     sb = box["sandboxID"]
     real = real_hostname(api, sb)
+    h = Hostile(api, sb, plan)
+    while True:
+        assert time.monotonic() < h.deadline, "the hostile agent never answered a read"
+        s = open_conn(url)
+        s.sendall(request("GET", path, hdrs))
+        try:
+            head, body, cut, _ = read_reply(s)
+        except socket.timeout:
+            raise AssertionError("the short reply was left open: the client waits for bytes "
+                                 "the next reply would fill")
+        finally:
+            s.close()
+        if head and head.startswith("HTTP/1.1 200") and not cut and body == real:
+            time.sleep(0.3)
+            continue
+        h.done()
+        return head, body, cut
+
+
+def envd_headers(box):
+    return {"E2b-Sandbox-Id": box["sandboxID"], "E2b-Sandbox-Port": "49983", "X-Access-Token": box["envdAccessToken"]}
+
+
+def test_control_plane_read_with_excess_bytes(api, daemon, box):
+    sb = box["sandboxID"]
     hdrs = {"Authorization": f"Bearer {daemon.api_key}"}
     log_at = len(daemon.log_text())
-    h = Hostile(api, sb, {"read": b64(header(5, 5) + b"hello" + FORGED)})
-    got = forged_or_real(daemon.url, request("GET", f"/v1/sandboxes/{sb}/files?path=/etc/hostname", hdrs),
-                         request("GET", "/v1/secrets", hdrs), real, h.deadline)
-    answered = h.done()
-    check_not_framed(daemon, *got, "control plane")
-    assert "read" in answered, answered
+    real = excess_read(api, box, daemon.url, f"/v1/sandboxes/{sb}/files?path=/etc/hostname", hdrs,
+                       request("GET", "/v1/secrets", hdrs), "control plane")
     assert "the guest sent more bytes than it declared" in daemon.log_text()[log_at:]
     # the sandbox and the connection's next users are unharmed
     assert real_hostname(api, sb) == real
@@ -189,49 +227,22 @@ def test_control_plane_read_with_excess_bytes(api, daemon, box):
 
 def test_data_plane_read_with_excess_bytes(api, daemon, box):
     sb = box["sandboxID"]
-    real = real_hostname(api, sb)
     tok = api.call("POST", f"/v1/sandboxes/{sb}/tokens", None, {"scope": "files"}, expect=201).json["token"]
     hdrs = {"Authorization": f"Bearer {tok}"}
-    h = Hostile(api, sb, {"read": b64(header(5, 5) + b"hello" + FORGED)})
-    got = forged_or_real(daemon.data_url,
-                         request("GET", f"/v1/sandboxes/{sb}/files?path=/etc/hostname", hdrs),
-                         request("GET", "/v1/sessions/ss-0000000000000000", hdrs), real,
-                         h.deadline)
-    answered = h.done()
-    check_not_framed(daemon, *got, "data plane")
-    assert "read" in answered, answered
+    excess_read(api, box, daemon.data_url, f"/v1/sandboxes/{sb}/files?path=/etc/hostname", hdrs,
+                request("GET", "/v1/sessions/ss-0000000000000000", hdrs), "data plane")
 
 
 def test_envd_read_with_excess_bytes(api, daemon, box):
-    sb = box["sandboxID"]
-    real = real_hostname(api, sb)
-    hdrs = {"E2b-Sandbox-Id": sb, "E2b-Sandbox-Port": "49983", "X-Access-Token": box["envdAccessToken"]}
-    h = Hostile(api, sb, {"read": b64(header(5, 5) + b"hello" + FORGED)})
-    got = forged_or_real(daemon.data_url, request("GET", "/files?path=/etc/hostname", hdrs),
-                         request("GET", "/health", hdrs), real, h.deadline)
-    answered = h.done()
-    check_not_framed(daemon, *got, "envd")
-    assert "read" in answered, answered
+    hdrs = envd_headers(box)
+    excess_read(api, box, daemon.data_url, "/files?path=/etc/hostname", hdrs, request("GET", "/health", hdrs),
+                "envd")
 
 
 def test_envd_read_whose_header_contradicts_itself(api, daemon, box):
     """envd asks for the whole file: a length other than the size is refused before a reply."""
-    sb = box["sandboxID"]
-    real = real_hostname(api, sb)
-    hdrs = {"E2b-Sandbox-Id": sb, "E2b-Sandbox-Port": "49983", "X-Access-Token": box["envdAccessToken"]}
-    h = Hostile(api, sb, {"read": b64(header(1000, 5) + b"hello" + FORGED)})
-    deadline = h.deadline
-    while True:
-        assert time.monotonic() < deadline, "the hostile agent never answered a read"
-        s = open_conn(daemon.data_url)
-        s.sendall(request("GET", "/files?path=/etc/hostname", hdrs))
-        head, body, cut, _ = read_reply(s)
-        s.close()
-        if head and head.startswith("HTTP/1.1 200") and body == real:
-            time.sleep(0.3)
-            continue
-        break
-    h.done()
+    head, body, _ = first_forged_read(api, box, {"read": b64(header(1000, 5) + b"hello" + FORGED)},
+                                      daemon.data_url, "/files?path=/etc/hostname", envd_headers(box))
     assert head.startswith("HTTP/1.1 502"), (head, body)
     assert b"FORGED" not in body
 
@@ -240,27 +251,10 @@ def test_read_that_ends_short_cuts_the_connection(api, daemon, box):
     """Declared 100 bytes, sent 5: the client sees the connection end, instead of waiting for
     bytes that the next reply would fill."""
     sb = box["sandboxID"]
-    real = real_hostname(api, sb)
-    hdrs = {"Authorization": f"Bearer {daemon.api_key}"}
     log_at = len(daemon.log_text())
-    h = Hostile(api, sb, {"read": b64(header(100, 100) + b"hello")})
-    deadline = h.deadline
-    while True:
-        assert time.monotonic() < deadline, "the hostile agent never answered a read"
-        s = open_conn(daemon.url)
-        s.sendall(request("GET", f"/v1/sandboxes/{sb}/files?path=/etc/hostname", hdrs))
-        try:
-            head, body, cut, _ = read_reply(s)
-        except socket.timeout:
-            raise AssertionError("the short reply was left open: the client waits for bytes "
-                                 "the next reply would fill")
-        finally:
-            s.close()
-        if not cut and body == real:
-            time.sleep(0.3)
-            continue
-        break
-    h.done()
+    head, body, cut = first_forged_read(api, box, {"read": b64(header(100, 100) + b"hello")}, daemon.url,
+                                        f"/v1/sandboxes/{sb}/files?path=/etc/hostname",
+                                        {"Authorization": f"Bearer {daemon.api_key}"})
     assert cut and body == b"hello", (head, body)
     assert "fewer bytes than it declared" in daemon.log_text()[log_at:]
 

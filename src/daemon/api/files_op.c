@@ -22,6 +22,10 @@
 /* fop_stdout: raw bytes beyond a sized reply's length. */
 #define FOP_OVERRUN (-3)
 
+/* An aborted reply's queued bytes get this long to reach the client before the close. */
+#define FOP_ABORT_STEP_US 10000
+#define FOP_ABORT_WAITS 300
+
 /* Bytes of output read from the spool at once. */
 #define FOP_CHUNK (256u << 10)
 /* Reply bytes queued toward a client before we wait for it: a slow reader costs this much. */
@@ -42,6 +46,7 @@ struct fop {
 	const struct fop_kind *k;
 	void *ctx;             /* the route's own state (range, ...) */
 	bool watching, replying, held, aborting, header_done, sent_stdin_close;
+	unsigned abort_waits;  /* looks at the output while aborting (FOP_ABORT_WAITS at most) */
 	bool pulled_all;       /* pull_stdin said the route's stdin is complete */
 	struct evbuffer *line; /* the header line or an entry being assembled */
 	struct evbuffer *err;  /* stderr */
@@ -530,7 +535,15 @@ static void fop_kick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (f->aborting) {
-		/* closecb -> hold gone -> fop_gone frees f */
+		/* What went out before the failure reaches the client first (the head and the bytes
+		 * sent so far: it sees a short body, not nothing), for a little while; then the close.
+		 * closecb -> hold gone -> fop_gone frees f. */
+		if (evbuffer_get_length(bufferevent_get_output(fop_bev(f))) && f->abort_waits++ < FOP_ABORT_WAITS) {
+			struct timeval tv = { .tv_usec = FOP_ABORT_STEP_US };
+
+			event_add(f->kick, &tv);
+			return;
+		}
 		evhttp_connection_free(f->hold.evcon);
 		return;
 	}

@@ -50,6 +50,14 @@ static void refuse_token(struct http_req *r, const space_err *err)
 		refuse(r, 401, "unauthenticated", "invalid access token");
 }
 
+/* The envd token a request carries (the code interpreter's SDK sends only the traffic one). */
+static const char *access_token(struct evkeyvalq *h)
+{
+	const char *tok = evhttp_find_header(h, "X-Access-Token");
+
+	return tok ? tok : evhttp_find_header(h, "E2B-Traffic-Access-Token");
+}
+
 /* A token this process has not seen: its row is read on the store's thread. */
 static int envd_verdict(struct http_req *r, void *arg)
 {
@@ -66,15 +74,13 @@ int envd_auth(struct http_req *r)
 {
 	struct evkeyvalq *h = evhttp_request_get_input_headers(r->req);
 	const char *id = e2b_sandbox_id(r);
-	const char *tok = evhttp_find_header(h, "X-Access-Token");
+	const char *tok = access_token(h);
 	space_err err = { 0 };
 	struct token_job *q;
 	struct token_row row;
 	struct sandbox *sb;
 	int rc;
 
-	if (!tok)
-		tok = evhttp_find_header(h, "E2B-Traffic-Access-Token");
 	/* envd's /health answers without a token, as envd does; it says only whether the
 	 * sandbox runs (the handler answers 502 for one that does not). */
 	if (r->nseg == 1 && strcmp(r->seg[0], "health") == 0)
@@ -109,14 +115,12 @@ int envd_auth(struct http_req *r)
 
 enum http_head_verdict envd_head_auth(struct http_req *r, struct evkeyvalq *hdrs)
 {
-	const char *id = evhttp_find_header(hdrs, HDR_SANDBOX), *tok = evhttp_find_header(hdrs, "X-Access-Token");
+	const char *id = evhttp_find_header(hdrs, HDR_SANDBOX), *tok = access_token(hdrs);
 	struct sandbox *sb;
 	struct token_row row;
 	space_err err = { 0 };
 	int rc;
 
-	if (!tok)
-		tok = evhttp_find_header(hdrs, "E2B-Traffic-Access-Token");
 	sb = id && tok && id_valid(id, "sb-") ? sandbox_find(r->d, id) : NULL;
 	if (!sb || !sandbox_visible(sandbox_record(sb)))
 		return HTTP_HEAD_REFUSED; /* what envd_auth answers 401 or 502 */

@@ -17,7 +17,7 @@ SSL_CTX *http_tls_client_ctx(const char *ca, space_err *err);
 /* One verified client connection's SSL: the peer's certificate must chain to the context's
  * CA and name `name` (a DNS name, or an IP address literal). NULL when out of memory. */
 SSL *http_tls_client(SSL_CTX *ctx, const char *name);
-/* What a failed connection's OpenSSL error queue says (for a 502's message); "" if nothing. */
+/* The most specific error OpenSSL's queue holds (for a message naming a bad file); "" if none. */
 void http_tls_last_error(char *out, size_t len);
 
 #endif
