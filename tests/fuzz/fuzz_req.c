@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "http/http.h"
 #include "log.h"
 

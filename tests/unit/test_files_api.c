@@ -4,8 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "api/files.h"
-#include "api/req.h"
+#include "front/fop.h"
+#include "front/req.h"
 #include "harness.h"
 
 static void range_forms(void)

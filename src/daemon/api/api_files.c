@@ -9,7 +9,7 @@
 
 #include "api/api.h"
 #include "api/files.h"
-#include "api/render.h"
+#include "front/render.h"
 #include "daemon.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"

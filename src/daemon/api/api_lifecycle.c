@@ -3,8 +3,8 @@
 #include <string.h>
 
 #include "api.h"
-#include "api/req.h"
-#include "render.h"
+#include "front/req.h"
+#include "front/render.h"
 #include "sandbox/sandbox.h"
 
 /* Operations without a body: an empty one or {} is all they take. */

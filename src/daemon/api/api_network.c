@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api/req.h"
+#include "front/req.h"
 #include "net/net.h"
 #include "sandbox/sandbox.h"
 

@@ -1,7 +1,7 @@
 /* api_nodes.c -- GET /v1/nodes: the cluster's nodes as the store has them (docs/design/cluster.md) */
 #include "api.h"
 #include "daemon.h"
-#include "api/render.h"
+#include "front/render.h"
 #include "store/store.h"
 
 static int add_node(const struct node_rec *n, void *arg)

@@ -5,7 +5,7 @@
 #include "api.h"
 #include "daemon.h"
 #include "sandbox/sandbox.h"
-#include "render.h"
+#include "front/render.h"
 #include "store/store.h"
 
 #define WAIT_MAX_S 60

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "api.h"
-#include "api/req.h"
+#include "front/req.h"
 #include "cleanup.h"
-#include "render.h"
+#include "front/render.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 

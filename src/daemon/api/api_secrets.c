@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "api/req.h"
+#include "front/req.h"
 #include "egress/policy.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "api.h"
-#include "render.h"
+#include "front/render.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 

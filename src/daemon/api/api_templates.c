@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "api.h"
-#include "api/req.h"
-#include "render.h"
+#include "front/req.h"
+#include "front/render.h"
 #include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"

@@ -4,12 +4,12 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/req.h"
+#include "front/req.h"
 #include "cluster.h"
 #include "e2b/e2b.h"
 #include "http/proxy.h"
 #include "log.h"
-#include "api/render.h"
+#include "front/render.h"
 #include "sandbox/runtime.h"
 #include "store/store.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "cluster.h"
 #include "log.h"
 #include "sandbox/runtime.h"

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "log.h"
 
 #define LOOK_EVERY_MS 250

@@ -11,10 +11,10 @@
 #include "log.h"
 #include "store/store.h"
 #include "api/api.h"
-#include "api/render.h"
+#include "front/render.h"
 #include "api/files.h"
 #include "cluster/cluster.h"
-#include "api/req.h"
+#include "front/req.h"
 #include "e2b/e2b.h"
 
 static const struct {

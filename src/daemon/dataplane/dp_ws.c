@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "daemon.h"
 #include "dataplane.h"
 #include "http/ws.h"

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/api.h"
+#include "front/front.h"
 #include "cleanup.h"
 #include "e2b.h"
 #include "e2b_ctl.h"

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "e2b_ctl.h"
 #include "http/http.h"
 

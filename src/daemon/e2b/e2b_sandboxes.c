@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "front/front.h"
 #include "e2b.h"
 #include "e2b_ctl.h"
 #include "sandbox/sandbox.h"

@@ -10,7 +10,7 @@
 #include "daemon.h"
 #include "e2b.h"
 #include "connect.h"
-#include "api/api.h"
+#include "front/front.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/files.h"
+#include "front/fop.h"
 #include "daemon.h"
 #include "e2b.h"
 #include "envd_fs.h"

@@ -10,7 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "api/files.h"
+#include "front/fop.h"
 #include "connect.h"
 #include "daemon.h"
 #include "e2b.h"

@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <sys/types.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "envd_proc.h"
 #include "proto.h"
 

@@ -1,7 +1,7 @@
 /* read_async.c -- a handler's reads on the store's thread, its reply on the loop */
 #include <stdlib.h>
 
-#include "api.h"
+#include "front.h"
 #include "daemon.h"
 #include "store/store.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/files.h"
+#include "front/fop.h"
 #include "http/body.h"
 #include "daemon.h"
 #include "log.h"

@@ -1,7 +1,7 @@
 /* reply_stored.c -- replies that announce new rows are sent once the store has them */
 #include <stdlib.h>
 
-#include "api.h"
+#include "front.h"
 #include "daemon.h"
 #include "store/store.h"
 

@@ -2,7 +2,7 @@
  * checked by the core's validators (sandbox/spec.h) */
 #include <string.h>
 
-#include "api/req.h"
+#include "front/req.h"
 #include "proto.h"
 #include "egress/binding.h"
 #include "egress/policy.h"

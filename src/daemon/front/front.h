@@ -1,0 +1,46 @@
+/* front.h -- what every front end (api/, e2b/, dataplane/) shares to answer a request without
+ * blocking the loop: reads on the store's thread (read_async.c) and replies sent once the
+ * writes before them are made (reply_stored.c). Request parsing (req.h), the core's records
+ * rendered (render.h) and the file-operation engine (fop.h) are this folder's too. */
+#ifndef SPACE_FRONT_H
+#define SPACE_FRONT_H
+
+#include <jansson.h>
+
+#include "err.h"
+#include "http/http.h"
+
+struct spaced;
+struct store;
+
+/* Sends status and body (the reference is taken) once every store write queued before now
+ * was made (reply_stored.c): for replies that announce new rows. */
+void api_reply_stored(struct http_req *r, int status, json_t *body);
+void api_reply_stored_to(struct spaced *d, struct evhttp_request *req, int status, json_t *body);
+
+/* Reads off the loop (read_async.c): read(conn, arg, err) runs on the store's thread, behind
+ * every write queued before the call, touching only conn and arg; then, on the loop and only
+ * if the client is still there, reply(d, req, arg, rc, err) with read's result answers. Last,
+ * release(arg) (may be NULL), whatever happened. The request is held meanwhile. */
+struct store;
+typedef int (*api_read_fn)(struct store *conn, void *arg, space_err *err);
+typedef void (*api_reply_fn)(struct spaced *d, struct evhttp_request *req, void *arg, int rc,
+			     const space_err *err);
+void api_read(struct http_req *r, api_read_fn read, api_reply_fn reply, void (*release)(void *arg), void *arg);
+/* The same for a request already held once (from a reply: a second round on the store's
+ * thread). Takes arg as api_read does. */
+void api_read_to(struct spaced *d, struct evhttp_request *req, api_read_fn read, api_reply_fn reply,
+		 void (*release)(void *arg), void *arg);
+/* A step before a route's handler (http_plane.auth after routing, or .prepare) that must read
+ * the store: read(conn, arg) runs on the store's thread, then on the loop, if the client is
+ * still there, verdict(r, arg) answers 0 (the next steps and the handler run) or -1 (it
+ * replied); release(arg) last (after the handler), whatever happened. Returns 1 (held: the step's answer to
+ * http.c), or -1 having replied (arg released). */
+int api_step_read(struct http_req *r, void (*read)(struct store *conn, void *arg),
+		  int (*verdict)(struct http_req *r, void *arg), void (*release)(void *arg), void *arg);
+/* The same where the read renders the whole body: fn returns it (200) or NULL with err set
+ * (answered as http_reply_err does). */
+typedef json_t *(*api_json_fn)(struct store *conn, void *arg, space_err *err);
+void api_read_json(struct http_req *r, api_json_fn fn, void (*release)(void *arg), void *arg);
+
+#endif
