@@ -184,7 +184,5 @@ int path_mkdirs(const char *path, space_err *err);
 int templates_import(struct spaced *d, space_err *err);
 
 /* api.c / dataplane.c: the two HTTP listeners. */
-int api_start(struct spaced *d, space_err *err);
-int dataplane_start(struct spaced *d, space_err *err);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "cleanup.h"
 #include "cluster/cluster.h"
+#include "listeners.h"
 #include "e2b/e2b_ctl.h"
 #include "http/http.h"
 #include "http/tls.h"
@@ -379,8 +380,7 @@ static int run(struct spaced *d)
 	if (start_tls(d, &err) < 0)
 		goto fail;
 	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) ||
-	    (d->cfg.role == DROLE_API && cluster_start(d, &err) < 0) || api_start(d, &err) < 0 ||
-	    dataplane_start(d, &err) < 0)
+	    (d->cfg.role == DROLE_API && cluster_start(d, &err) < 0) || listeners_start(d, &err) < 0)
 		goto fail;
 	d->tick = event_new(d->base, -1, EV_PERSIST, on_tick, d);
 	evtimer_add(d->tick, &one);

@@ -6,68 +6,68 @@
 #include <string.h>
 
 #include "api/files.h"
-#include "cluster/cluster.h"
 #include "daemon.h"
-#include "e2b/e2b.h"
+#include "front/dialect.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
-static const struct http_route api_routes[] = {
-	{ EVHTTP_REQ_GET, "/v1/info", api_info_get },
-	{ EVHTTP_REQ_GET, "/v1/healthz", api_healthz },
-	{ EVHTTP_REQ_GET, "/v1/readyz", api_readyz },
-	{ EVHTTP_REQ_GET, "/metrics", api_metrics_get },
-	{ EVHTTP_REQ_GET, "/v1/templates", api_templates_list },
-	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get },
-	{ EVHTTP_REQ_PUT, "/v1/templates/{}/pool", api_templates_pool },
-	{ EVHTTP_REQ_GET, "/v1/snapshots", api_snapshots_list },
-	{ EVHTTP_REQ_GET, "/v1/snapshots/{}", api_snapshots_get },
-	{ EVHTTP_REQ_DELETE, "/v1/snapshots/{}", api_snapshots_delete },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes", api_sandboxes_create },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes", api_sandboxes_list },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}", api_sandboxes_get },
-	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}", api_sandboxes_delete },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/pause", api_sandboxes_pause },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/resume", api_sandboxes_resume },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/suspend", api_sandboxes_suspend },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/restore", api_sandboxes_restore },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/stop", api_sandboxes_stop },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/start", api_sandboxes_start },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/wake", api_sandboxes_wake },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/fork", api_sandboxes_fork },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/snapshots", api_sandboxes_snapshot },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/timeout", api_sandboxes_timeout },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/logs", api_sandboxes_logs },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions", api_sessions_create },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions", api_sessions_list },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions/{}", api_sessions_get },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions/{}/token", api_sessions_token },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/network", api_sandboxes_network },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/egress", api_sandboxes_egress },
-	{ EVHTTP_REQ_GET, "/v1/secrets", api_secrets_list },
-	{ EVHTTP_REQ_PUT, "/v1/secrets/{}", api_secrets_put },
-	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get },
-	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete },
-	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
-	{ EVHTTP_REQ_GET, "/v1/nodes", api_nodes_list },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/tokens", api_tokens_create },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
-	{ EVHTTP_REQ_GET, "/ui", api_ui_get },
-	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get },
-	/* E2B's control plane (docs/design/e2b.md): its paths beside ours, E2B_API_URL = this
-	 * listener. */
-	E2B_API_ROUTES,
+/* /v1's control plane, each route with where an api process answers it (http.h: http_place)
+ * and whether the sandbox it names is read before the handler (HTTP_ROUTE_SANDBOX_PRE). The
+ * listener's table lists E2B's beside these (listeners.c). */
+const struct http_route api_routes[] = {
+	{ EVHTTP_REQ_GET, "/v1/info", api_info_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/healthz", api_healthz, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/readyz", api_readyz, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/metrics", api_metrics_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/templates", api_templates_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/templates/{}/pool", api_templates_pool, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/snapshots", api_snapshots_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/snapshots/{}", api_snapshots_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/v1/snapshots/{}", api_snapshots_delete, &api_dialect, HTTP_PLACE_SNAPSHOT, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes", api_sandboxes_create, &api_dialect, HTTP_PLACE_CREATE, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes", api_sandboxes_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}", api_sandboxes_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}", api_sandboxes_delete, &api_dialect, HTTP_PLACE_DELETE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/pause", api_sandboxes_pause, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/resume", api_sandboxes_resume, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/suspend", api_sandboxes_suspend, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/restore", api_sandboxes_restore, &api_dialect, HTTP_PLACE_RESTORE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/stop", api_sandboxes_stop, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/start", api_sandboxes_start, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/wake", api_sandboxes_wake, &api_dialect, HTTP_PLACE_RESTORE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/fork", api_sandboxes_fork, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/snapshots", api_sandboxes_snapshot, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/timeout", api_sandboxes_timeout, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/logs", api_sandboxes_logs, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions", api_sessions_create, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions", api_sessions_list, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions/{}", api_sessions_get, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions/{}/token", api_sessions_token, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/network", api_sandboxes_network, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/egress", api_sandboxes_egress, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/secrets", api_secrets_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/secrets/{}", api_secrets_put, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/secrets/{}", api_secrets_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/v1/secrets/{}", api_secrets_delete, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/nodes", api_nodes_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/tokens", api_tokens_create, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/ui", api_ui_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 };
+const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
 
 /* Every control-plane request carries the API key, unknown routes included,
  * so nothing about the API is learned without it: as "Authorization: Bearer <key>", or as
@@ -78,10 +78,7 @@ static const struct http_route api_routes[] = {
  * which answer only "ok" or the names and results of their checks. /metrics needs the key. */
 static void refuse(struct http_req *r, const char *msg)
 {
-	if (e2b_api_path(r))
-		e2b_reply_error(r->req, 401, "%s", msg);
-	else
-		http_reply_error(r->req, 401, "unauthorized", "%s", msg);
+	http_req_error(r, 401, "unauthorized", "%s", msg); /* in the route's (or prefix's) dialect */
 }
 
 /* The API key in hdrs: NULL when it is the daemon's, else why not. */
@@ -126,16 +123,14 @@ static enum http_head_verdict api_head_auth(struct http_req *r, struct evkeyvalq
 }
 
 /* ---- the sandbox a request names, when this process does not hold it ----
- * /v1/sandboxes/{id}... and E2B's /sandboxes/{id}...: a sandbox this process runs is answered
+ * Routes that declare HTTP_ROUTE_SANDBOX_PRE (/v1/sandboxes/{id}..., E2B's /sandboxes/{id}...): a sandbox this process runs is answered
  * from memory; any other (deleted and let go, another node's, none at all) is read on the
  * store's thread first, and sandbox_get finds it there while the handler runs. So no handler
  * reads the store on the loop to tell "deleted" (409) from "never was" (404). */
 static bool names_sandbox(const struct http_req *r)
 {
-	bool ours = r->nseg >= 2 && strcmp(r->seg[0], "v1") == 0 && strcmp(r->seg[1], "sandboxes") == 0;
-	bool e2b = r->nseg >= 1 && strcmp(r->seg[0], "sandboxes") == 0;
-
-	return (ours || e2b) && r->nparam >= 1 && id_valid(r->param[0], "sb-");
+	return r->route && (r->route->flags & HTTP_ROUTE_SANDBOX_PRE) && r->nparam >= 1 &&
+	       id_valid(r->param[0], "sb-");
 }
 
 static void pre_read(struct store *conn, void *arg)
@@ -165,9 +160,8 @@ static int api_prepare(struct http_req *r)
 {
 	struct sandbox_pre *q;
 
-	/* GET /v1/sandboxes/{id} reads for itself (with its saved state); an api process relays
-	 * the rest to the sandbox's node (cluster/route.c). */
-	if (r->next == api_sandboxes_get || (r->d->cfg.role == DROLE_API && r->next != e2b_get))
+	/* An api process relays what is not served here to the sandbox's node (cluster/route.c). */
+	if (r->d->cfg.role == DROLE_API && r->route->place != HTTP_PLACE_LOCAL)
 		return 0;
 	if (!names_sandbox(r) || sandbox_find(r->d, r->param[0]))
 		return 0;
@@ -188,31 +182,37 @@ static bool api_peer_exempt(const struct http_req *r)
 	       (r->method == EVHTTP_REQ_GET && r->nseg == 1 && strcmp(r->seg[0], "metrics") == 0);
 }
 
+/* /v1's errors are SPACE's (reply_error NULL); its intent writers' answers (front/dialect.h). */
+static void api_no_sandbox(struct evhttp_request *req, const char *id)
+{
+	http_reply_error(req, 404, "not_found", "no sandbox '%.64s'", id);
+}
+
+static const struct front_intent_reply api_intent = {
+	.no_sandbox = api_no_sandbox,
+	.accepted = api_reply_accepted_to,
+};
+const struct http_dialect api_dialect = { "space", NULL, &api_intent };
+
 static struct http_plane api_plane = {
 	.name = "api",
-	.routes = api_routes,
-	.nroutes = sizeof(api_routes) / sizeof(api_routes[0]),
-	.stream_routes = files_stream_routes,
-	.nstream_routes = FILES_NSTREAM_ROUTES,
 	.auth = api_auth,
 	.auth_first = true,
 	.prepare = api_prepare,
 	.head_auth = api_head_auth,
 };
 
-int api_start(struct spaced *d, space_err *err)
+int api_start(struct spaced *d, const struct front_tables *t, space_err *err)
 {
 	api_plane.d = d;
-	api_plane.max_body = d->cfg.max_body_bytes > 0 ? (size_t)d->cfg.max_body_bytes : (1u << 20);
-	if (d->cfg.role == DROLE_API) {
-		/* Served from the store, written as intent, or sent to the owning node (cluster.h). */
-		api_plane.routes = cluster_api_routes(api_routes, api_plane.nroutes);
-		if (!api_plane.routes)
-			return err_set(err, ENOMEM, "out of memory");
-		api_plane.stream_routes = NULL;
-		api_plane.nstream_routes = 0;
-		api_plane.max_body = CLUSTER_MAX_BODY;
-	}
+	api_plane.routes = t->routes;
+	api_plane.nroutes = t->nroutes;
+	api_plane.stream_routes = t->stream_routes;
+	api_plane.nstream_routes = t->nstream_routes;
+	api_plane.prefixes = t->prefixes;
+	api_plane.nprefixes = t->nprefixes;
+	api_plane.max_body = t->max_body ? t->max_body :
+		d->cfg.max_body_bytes > 0 ? (size_t)d->cfg.max_body_bytes : (1u << 20);
 	api_plane.tls = d->tls_server;
 	if (d->cfg.role == DROLE_NODE) {
 		api_plane.peer_key = d->cfg.cluster_key;

@@ -5,6 +5,13 @@
 #include "front/front.h"
 #include "http/http.h"
 
+/* The control-plane listener (api.c) over the tables listeners.c assembles; /v1's routes and
+ * dialect (SPACE's errors; its intent answers: front/dialect.h). */
+int api_start(struct spaced *d, const struct front_tables *t, space_err *err);
+extern const struct http_route api_routes[];
+extern const size_t api_nroutes;
+extern const struct http_dialect api_dialect;
+
 /* api_info.c */
 void api_info_get(struct http_req *r);
 /* api_health.c: the orchestrator's probes, answered without the API key */

@@ -21,9 +21,13 @@ void api_tokens_create(struct http_req *r);
 
 /* The routes whose request bodies stream (http/body.h), on both planes. */
 #define FILES_STREAM_ROUTE_ENTRIES                                           \
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },        \
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put }
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write, NULL, HTTP_PLACE_SANDBOX, 0, NULL, NULL }, \
+	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put, NULL, HTTP_PLACE_SANDBOX, 0, NULL, NULL }
 #define FILES_NSTREAM_ROUTES 2
 extern const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES];
+/* The same routes on the data plane (api_files.c), opened by a files token there
+ * (dataplane.c's auth), relayed by an api process to the sandbox's node. */
+extern const struct http_route api_files_dp_routes[];
+extern const size_t api_files_dp_nroutes;
 
 #endif

@@ -34,11 +34,11 @@ struct capacity;
 struct store;
 int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err);
 
-/* The route tables of an api process, made from a role-all table: each route is kept (served
- * from the store), replaced by an intent writer, or replaced by a router to the owning node.
+/* The route table of an api process's control (data false) or data plane, made from a role-all
+ * table by each route's declaration (http.h: http_place): kept (served from the store),
+ * replaced by an intent writer, or by a relay to the owning node; errors in the route's dialect.
  * The table is malloc'ed and lives as long as the process. */
-struct http_route *cluster_api_routes(const struct http_route *routes, size_t n);
-struct http_route *cluster_data_routes(const struct http_route *routes, size_t n);
+struct http_route *cluster_routes(const struct http_route *routes, size_t n, bool data);
 
 /* Where requests about sandbox sb_id go: its node's control (data=false) or data plane URL,
  * read on st (the store's thread). ENOENT: no such sandbox; EAGAIN: no node owns it (yet, or

@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "front/dialect.h"
+#include "front/front.h"
 #include "front/req.h"
 #include "cluster.h"
-#include "e2b/e2b.h"
 #include "http/proxy.h"
 #include "log.h"
 #include "front/render.h"
@@ -39,6 +39,7 @@ struct intent_job {
 	struct sandbox_rec rec;
 	struct op_rec op;
 	json_t *intent;
+	const struct http_dialect *dialect; /* the route's: how it answers */
 };
 
 static void create_free(void *arg)
@@ -68,11 +69,14 @@ static int create_write(struct store *conn, void *arg, space_err *err)
 static void create_written(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
 	struct intent_job *j = arg;
+	const struct front_intent_reply *fi = front_intent_of(j->dialect);
 
 	if (rc < 0)
-		http_reply_err(req, err);
+		http_dialect_err(j->dialect, req, err);
+	else if (fi && fi->accepted)
+		fi->accepted(d, req, &j->rec, &j->op);
 	else
-		api_reply_accepted_to(d, req, &j->rec, &j->op);
+		http_reply_json(req, 202, json_pack("{s:s,s:s}", "sandbox", j->rec.id, "operation", j->op.id));
 }
 
 static int create_reads(struct store *conn, void *arg, space_err *err)
@@ -137,6 +141,7 @@ void cluster_create(struct http_req *r)
 		return;
 	}
 	j->body = body;
+	j->dialect = r->dialect;
 	if (req_create(body, &j->c.req, &err) < 0) {
 		http_reply_err(r->req, &err);
 		json_decref(body);
@@ -146,11 +151,13 @@ void cluster_create(struct http_req *r)
 	api_read(r, create_reads, create_prepared, create_free, j);
 }
 
-/* E2B's connect/resume answer once the sandbox runs: the request waits for the restore to
- * be claimed and done, then goes to the node that did it. */
+/* A restore whose front end answers once the sandbox runs (front/dialect.h: restore_waits,
+ * E2B's connect/resume): the request waits for the restore to be claimed and done, then goes
+ * to the node that did it. */
 struct e2b_wait {
 	struct http_hold hold; /* first */
 	struct spaced *d;
+	const struct http_dialect *dialect;
 	struct op_waiter *waiter; /* NULL once it fired */
 	enum evhttp_cmd_type method;
 	char sb_id[ID_LEN];
@@ -177,9 +184,9 @@ static void url_done(void *arg, bool ran)
 	if (!w->gone) {
 		http_hold_end(&w->hold);
 		if (!ran)
-			e2b_reply_error(r.req, 503, "this api process is stopping");
+			http_dialect_error(w->dialect, r.req, 503, "unavailable", "this api process is stopping");
 		else if (w->rc < 0 || http_proxy(&r, w->url, &w->err) < 0)
-			e2b_reply_error(r.req, err_http_status(w->err.code), "%s", w->err.msg);
+			http_dialect_err(w->dialect, r.req, &w->err);
 	}
 	free(w);
 }
@@ -198,9 +205,10 @@ static void e2b_wait_done(struct spaced *d, const struct op_rec *op, void *arg)
 	}
 	http_hold_end(&w->hold);
 	if (op->state != OP_SUCCEEDED)
-		e2b_reply_error(w->hold.req, 500, "restoring %s: %s", w->sb_id, op->error[0] ? op->error : "timed out");
+		http_dialect_error(w->dialect, w->hold.req, 500, "internal", "restoring %s: %s", w->sb_id,
+				   op->error[0] ? op->error : "timed out");
 	else
-		e2b_reply_error(w->hold.req, err_http_status(err.code), "%s", err.msg);
+		http_dialect_err(w->dialect, w->hold.req, &err);
 	free(w);
 }
 
@@ -216,21 +224,22 @@ static void e2b_wait_gone(struct http_hold *h)
 }
 
 static void e2b_hold(struct spaced *d, struct evhttp_request *req, enum evhttp_cmd_type method,
-		     const struct op_rec *op)
+		     const struct http_dialect *dl, const struct op_rec *op)
 {
 	struct e2b_wait *w = calloc(1, sizeof(*w));
 	space_err err = { 0 };
 
 	if (!w) {
-		e2b_reply_error(req, 500, "out of memory");
+		http_dialect_error(dl, req, 500, "internal", "out of memory");
 		return;
 	}
 	w->d = d;
+	w->dialect = dl;
 	w->method = method;
 	snprintf(w->sb_id, sizeof(w->sb_id), "%s", op->sandbox_id);
 	if (op_wait(d, op->id, 60, e2b_wait_done, w, &w->waiter, &err) < 0) {
 		free(w);
-		e2b_reply_error(req, 500, "%s", err.msg);
+		http_dialect_error(dl, req, 500, "internal", "%s", err.msg);
 		return;
 	}
 	http_hold_begin(&w->hold, req, e2b_wait_gone, d->conns);
@@ -245,7 +254,7 @@ enum cl_then { CL_RELAY, CL_ANSWER };
 
 struct cl_job {
 	enum cl_kind kind;
-	bool e2b;
+	const struct http_dialect *dialect; /* the route's: how it answers (front/dialect.h) */
 	enum evhttp_cmd_type method;
 	char id[ID_LEN];
 	enum cl_then then;
@@ -353,6 +362,7 @@ static int cl_read(struct store *conn, void *arg, space_err *err)
 static void cl_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
 	struct cl_job *j = arg;
+	const struct front_intent_reply *fi = front_intent_of(j->dialect);
 	struct http_req r = { .d = d, .req = req, .method = j->method };
 	space_err e2 = { 0 };
 
@@ -361,29 +371,24 @@ static void cl_reply(struct spaced *d, struct evhttp_request *req, void *arg, in
 		err = &e2;
 	}
 	if (rc < 0) {
-		if (err->code == ENOENT && j->e2b)
-			e2b_reply_error(req, 404, "sandbox %.64s not found", j->id);
-		else if (err->code == ENOENT)
-			http_reply_error(req, 404, "not_found", "no sandbox '%.64s'", j->id);
-		else if (err->code == EBUSY && j->e2b && j->kind == CL_RESTORE)
-			e2b_reply_error(req, 409, "%s", err->msg);
-		else if (j->e2b)
-			e2b_reply_error(req, err_http_status(err->code), "%s", err->msg);
+		if (err->code == ENOENT && fi && fi->no_sandbox)
+			fi->no_sandbox(req, j->id);
 		else
-			http_reply_err(req, err);
+			http_dialect_err(j->dialect, req, err);
 		return;
 	}
 	if (j->then == CL_RELAY)
 		return;
-	if (j->kind == CL_DELETE && j->e2b) {
-		http_reply_empty(req, 204);
-	} else if (j->kind == CL_RESTORE && j->e2b) {
-		e2b_hold(d, req, j->method, &j->op);
-	} else {
-		if (j->kind == CL_RESTORE)
-			j->sb.state = SB_RESTORING;
-		api_reply_accepted_to(d, req, &j->sb, &j->op);
+	if (j->kind == CL_RESTORE && fi && fi->restore_waits) {
+		e2b_hold(d, req, j->method, j->dialect, &j->op);
+		return;
 	}
+	if (j->kind == CL_RESTORE)
+		j->sb.state = SB_RESTORING;
+	if (fi && fi->accepted)
+		fi->accepted(d, req, &j->sb, &j->op);
+	else
+		http_reply_json(req, 202, json_pack("{s:s,s:s}", "sandbox", j->sb.id, "operation", j->op.id));
 }
 
 static void cl_free(void *arg)
@@ -397,14 +402,14 @@ static void cl_free(void *arg)
 
 static void cl_begin(struct http_req *r, enum cl_kind kind)
 {
-	bool e2b = e2b_api_path(r);
+	const struct front_intent_reply *fi = front_intent_of(r->dialect);
 	struct cl_job *j;
 
 	if (!id_valid(r->param[0], "sb-")) {
-		if (e2b)
-			e2b_reply_error(r->req, 404, "sandbox %.64s not found", r->param[0]);
+		if (fi && fi->no_sandbox)
+			fi->no_sandbox(r->req, r->param[0]);
 		else
-			http_reply_error(r->req, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
+			http_req_error(r, 404, "not_found", "no sandbox '%.64s'", r->param[0]);
 		return;
 	}
 	if (!(j = calloc(1, sizeof(*j)))) {
@@ -412,7 +417,7 @@ static void cl_begin(struct http_req *r, enum cl_kind kind)
 		return;
 	}
 	j->kind = kind;
-	j->e2b = e2b;
+	j->dialect = r->dialect;
 	j->method = r->method;
 	snprintf(j->id, sizeof(j->id), "%s", r->param[0]);
 	api_read(r, cl_read, cl_reply, cl_free, j);

@@ -3,9 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api.h"
 #include "cluster.h"
-#include "e2b/e2b.h"
 #include "http/proxy.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
@@ -59,7 +57,7 @@ struct hop {
 	enum evhttp_cmd_type method;
 	enum hop_by by;
 	bool data;             /* to the node's data plane */
-	bool e2b;              /* errors in E2B's shape */
+	const struct http_dialect *dialect; /* the route's: the shape of errors */
 	char id[SPEC_NAME_MAX + 8]; /* the sandbox, session or snapshot the client named */
 	int rc;
 	space_err err;
@@ -156,8 +154,8 @@ static void hop_done(void *arg, bool ran)
 	if (!ran)
 		h->rc = err_set(&h->err, EAGAIN, "this api process is stopping");
 	if (h->rc < 0 || http_proxy(&r, h->url, &h->err) < 0) {
-		if (h->e2b)
-			e2b_reply_error(r.req, err_http_status(h->err.code), "%s", h->err.msg);
+		if (h->dialect && h->dialect->reply_error)
+			http_dialect_err(h->dialect, r.req, &h->err);
 		else if ((h->by == BY_SESSION || h->by == BY_SNAPSHOT) && h->err.code == ENOENT)
 			http_reply_error(r.req, 404, "not_found", "%s", h->err.msg);
 		else
@@ -179,7 +177,7 @@ static void route_by(struct http_req *r, enum hop_by by, const char *id, bool da
 	h->method = r->method;
 	h->by = by;
 	h->data = data;
-	h->e2b = e2b_api_path(r) || (data && envd_path(r));
+	h->dialect = r->dialect;
 	snprintf(h->id, sizeof(h->id), "%s", id ? id : "");
 	if (id && strlen(id) >= sizeof(h->id))
 		h->id[0] = '\0'; /* names nothing: not found */
@@ -191,25 +189,30 @@ static void route_by(struct http_req *r, enum hop_by by, const char *id, bool da
 	}
 }
 
-/* /v1/sandboxes/{id}/..., /sandboxes/{id}/... (E2B) on the control plane. */
-static void route_control(struct http_req *r)
+/* ---- the tables, from the routes' declarations (http.h: http_place) ---- */
+
+static void route_sandbox_ctl(struct http_req *r)
 {
 	route_by(r, BY_SANDBOX, r->param[0], false);
 }
 
-/* The sandbox a data-plane request is about: a session's, the path's, or E2B's header. */
-static void route_data(struct http_req *r)
+static void route_sandbox_data(struct http_req *r)
 {
-	if (envd_path(r))
-		route_by(r, BY_SANDBOX, evhttp_find_header(evhttp_request_get_input_headers(r->req), "E2b-Sandbox-Id"),
-			 true);
-	else if (r->nseg >= 2 && strcmp(r->seg[1], "sandboxes") == 0)
-		route_by(r, BY_SANDBOX, r->param[0], true);
-	else
-		route_by(r, BY_SESSION, r->param[0], true);
+	route_by(r, BY_SANDBOX, r->param[0], true);
 }
 
-static void route_e2b_create(struct http_req *r)
+static void route_session(struct http_req *r)
+{
+	route_by(r, BY_SESSION, r->param[0], true);
+}
+
+/* The sandbox E2B's envd requests name in a header. */
+static void route_sandbox_hdr(struct http_req *r)
+{
+	route_by(r, BY_SANDBOX, evhttp_find_header(evhttp_request_get_input_headers(r->req), "E2b-Sandbox-Id"), true);
+}
+
+static void route_room(struct http_req *r)
 {
 	route_by(r, BY_ROOM, NULL, false);
 }
@@ -221,65 +224,43 @@ static void route_snapshot(struct http_req *r)
 
 static void not_here(struct http_req *r)
 {
-	http_reply_error(r->req, 400, "bad_request",
-			 "this is an api process (--role api): warm pools are set on each node (--pool, or "
-			 "PUT /v1/templates/{ref}/pool on the node itself)");
+	http_req_error(r, 400, "bad_request",
+		       "this is an api process (--role api): warm pools are set on each node (--pool, or "
+		       "PUT /v1/templates/{ref}/pool on the node itself)");
 }
 
-/* Routes an api process answers from the store as a single daemon would. */
-static bool served_here(http_handler fn)
+/* What an api process runs for a route placed `place`, on its control (data false) or data plane. */
+static http_handler placed(const struct http_route *rt, bool data)
 {
-	static const http_handler here[] = {
-		api_info_get,	     api_templates_list, api_templates_get, api_snapshots_list, api_snapshots_get,
-		api_sandboxes_list,  api_sandboxes_get,  api_nodes_list,	 api_operations_get, api_secrets_list,	 api_secrets_put,
-		api_secrets_get,     api_secrets_delete, api_ui_get,	    e2b_list,		e2b_get,
-		e2b_snapshots_list,  e2b_templates_list,
-	};
-
-	for (size_t i = 0; i < sizeof(here) / sizeof(here[0]); i++)
-		if (fn == here[i])
-			return true;
-	return false;
-}
-
-struct http_route *cluster_api_routes(const struct http_route *routes, size_t n)
-{
-	struct http_route *t = calloc(n, sizeof(*t));
-
-	if (!t)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		t[i] = routes[i];
-		if (served_here(routes[i].fn))
-			continue;
-		if (routes[i].fn == api_sandboxes_create)
-			t[i].fn = cluster_create;
-		else if (routes[i].fn == api_sandboxes_restore || routes[i].fn == api_sandboxes_wake ||
-			 routes[i].fn == e2b_resume || routes[i].fn == e2b_connect)
-			t[i].fn = cluster_restore;
-		else if (routes[i].fn == api_sandboxes_delete || routes[i].fn == e2b_kill)
-			t[i].fn = cluster_delete;
-		else if (routes[i].fn == e2b_create)
-			t[i].fn = route_e2b_create;
-		else if (routes[i].fn == api_snapshots_delete)
-			t[i].fn = route_snapshot;
-		else if (routes[i].fn == api_templates_pool)
-			t[i].fn = not_here;
-		else if (strstr(routes[i].pattern, "{}"))
-			t[i].fn = route_control;
+	switch (rt->place) {
+	case HTTP_PLACE_LOCAL: return rt->fn;
+	case HTTP_PLACE_SANDBOX: return data ? route_sandbox_data : route_sandbox_ctl;
+	case HTTP_PLACE_SESSION: return route_session;
+	case HTTP_PLACE_SANDBOX_HDR: return route_sandbox_hdr;
+	case HTTP_PLACE_SNAPSHOT: return route_snapshot;
+	case HTTP_PLACE_ROOM: return route_room;
+	case HTTP_PLACE_CREATE: return cluster_create;
+	case HTTP_PLACE_RESTORE: return cluster_restore;
+	case HTTP_PLACE_DELETE: return cluster_delete;
+	case HTTP_PLACE_NODE_ONLY: return not_here;
 	}
-	return t;
+	return rt->fn;
 }
 
-struct http_route *cluster_data_routes(const struct http_route *routes, size_t n)
+struct http_route *cluster_routes(const struct http_route *routes, size_t n, bool data)
 {
-	struct http_route *t = calloc(n, sizeof(*t));
+	struct http_route *t = calloc(n ? n : 1, sizeof(*t));
 
 	if (!t)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
 		t[i] = routes[i];
-		t[i].fn = route_data;
+		t[i].fn = placed(&routes[i], data);
+		if (routes[i].place != HTTP_PLACE_LOCAL) {
+			/* relayed or written here: the node checks the route's own credentials */
+			t[i].auth = NULL;
+			t[i].head_auth = NULL;
+		}
 	}
 	return t;
 }

@@ -10,12 +10,9 @@
 #include "sandbox/sandbox.h"
 #include "log.h"
 #include "store/store.h"
-#include "api/api.h"
+#include "front/front.h"
 #include "front/render.h"
-#include "api/files.h"
-#include "cluster/cluster.h"
 #include "front/req.h"
-#include "e2b/e2b.h"
 
 static const struct {
 	const char *name;
@@ -212,8 +209,6 @@ static int dp_auth(struct http_req *r)
 	char token[128];
 	int rc;
 
-	if (envd_path(r))
-		return envd_auth(r);
 	if (dp_token(r, token, sizeof(token)) < 0)
 		return -1;
 	if (strcmp(r->seg[1], "sandboxes") == 0) {
@@ -255,8 +250,6 @@ static enum http_head_verdict dp_head_auth(struct http_req *r, struct evkeyvalq 
 
 	if (!r->next)
 		return HTTP_HEAD_REFUSED; /* no route: answered 404 without its body */
-	if (envd_path(r))
-		return envd_head_auth(r, hdrs);
 	if (!h || http_bearer(h, token, sizeof(token)) < 0)
 		return HTTP_HEAD_REFUSED;
 	if (strcmp(r->seg[1], "sandboxes") == 0) {
@@ -357,61 +350,43 @@ static void dp_resize(struct http_req *r)
 		http_reply_empty(r->req, 204);
 }
 
-static const struct http_route dp_routes[] = {
-	{ EVHTTP_REQ_GET, "/v1/sessions/{}", dp_session_get },
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/attach", dp_attach },
-	{ EVHTTP_REQ_GET, "/v1/sessions/{}/attach", dp_attach },
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", dp_stdin },
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin/close", dp_stdin_close },
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/signal", dp_signal },
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/resize", dp_resize },
-	{ EVHTTP_REQ_GET, "/v1/sessions/{}/ws", dp_ws },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files", api_files_read },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}/files", api_files_remove },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/stat", api_files_stat },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/list", api_files_list },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/mkdir", api_files_mkdir },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/files/rename", api_files_rename },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/tar", api_files_tar_get },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/files/watch", api_files_watch },
-	/* E2B's envd and code interpreter (docs/design/e2b.md): E2B_SANDBOX_URL = this listener. */
-	ENVD_ROUTES,
+/* /v1's data plane: sessions (relayed by an api process to the node of the session); /v1's file
+ * routes (api/files.h: opened here by a files token) and E2B's envd routes join them on this
+ * listener (listeners.c). */
+const struct http_route dp_routes[] = {
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}", dp_session_get, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/attach", dp_attach, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}/attach", dp_attach, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", dp_stdin, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin/close", dp_stdin_close, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/signal", dp_signal, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sessions/{}/resize", dp_resize, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/v1/sessions/{}/ws", dp_ws, NULL, HTTP_PLACE_SESSION, 0, NULL, NULL },
 };
-
-/* The files routes' streamed uploads, and envd's. */
-static const struct http_route dp_stream_routes[] = {
-	FILES_STREAM_ROUTE_ENTRIES,
-	ENVD_STREAM_ROUTES,
-};
+const size_t dp_nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]);
 
 static struct http_plane dp_plane = {
 	.name = "data",
-	.routes = dp_routes,
-	.nroutes = sizeof(dp_routes) / sizeof(dp_routes[0]),
-	.stream_routes = dp_stream_routes,
-	.nstream_routes = sizeof(dp_stream_routes) / sizeof(dp_stream_routes[0]),
 	.auth = dp_auth,
 	.auth_first = false, /* the route names the session the token must open */
 	.head_auth = dp_head_auth,
 };
 
-int dataplane_start(struct spaced *d, space_err *err)
+int dataplane_start(struct spaced *d, const struct front_tables *t, space_err *err)
 {
 	dp_plane.d = d;
-	dp_plane.max_body = d->cfg.max_stdin_bytes > 0 ? (size_t)d->cfg.max_stdin_bytes : (4u << 20);
-	if (d->cfg.role == DROLE_API) {
-		/* Every route goes to the owning node, which checks the token; bodies are relayed
-		 * whole (no streaming uploads through an api process: CLUSTER_MAX_BODY). */
-		dp_plane.routes = cluster_data_routes(dp_routes, dp_plane.nroutes);
-		if (!dp_plane.routes)
-			return err_set(err, ENOMEM, "out of memory");
-		dp_plane.stream_routes = NULL;
-		dp_plane.nstream_routes = 0;
+	dp_plane.routes = t->routes;
+	dp_plane.nroutes = t->nroutes;
+	dp_plane.stream_routes = t->stream_routes;
+	dp_plane.nstream_routes = t->nstream_routes;
+	dp_plane.prefixes = t->prefixes;
+	dp_plane.nprefixes = t->nprefixes;
+	dp_plane.max_body = t->max_body ? t->max_body :
+		d->cfg.max_stdin_bytes > 0 ? (size_t)d->cfg.max_stdin_bytes : (4u << 20);
+	if (t->relay) {
+		/* Every route goes to the owning node, which checks the token. */
 		dp_plane.auth = NULL;
 		dp_plane.head_auth = dp_head_relay;
-		dp_plane.max_body = CLUSTER_MAX_BODY;
 	}
 	dp_plane.tls = d->tls_server;
 	if (d->cfg.role == DROLE_NODE)

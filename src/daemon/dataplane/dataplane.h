@@ -9,7 +9,15 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "front/front.h"
 #include "http/http.h"
+
+struct spaced;
+/* The data-plane listener (dataplane.c) over the tables listeners.c assembles, and /v1's
+ * session and file routes on it (sessions opened by their tokens, files by a files token). */
+int dataplane_start(struct spaced *d, const struct front_tables *t, space_err *err);
+extern const struct http_route dp_routes[];
+extern const size_t dp_nroutes;
 
 /* {"signal": "SIGTERM" | "TERM" | 15 | "15"} -> signal number (1..64), or
  * -1 with EINVAL. */

@@ -38,26 +38,17 @@ void e2b_snapshot(struct http_req *r);      /* POST /sandboxes/{id}/snapshots */
 void e2b_snapshots_list(struct http_req *r); /* GET /snapshots */
 void e2b_templates_list(struct http_req *r); /* GET /templates */
 
-/* The control-plane routes, listed in api.c's table. */
-#define E2B_API_ROUTES                                                              \
-	{ EVHTTP_REQ_POST, "/v2/sandboxes", e2b_create },                           \
-	{ EVHTTP_REQ_GET, "/v2/sandboxes", e2b_list },                              \
-	{ EVHTTP_REQ_POST, "/v2/sandboxes/{}/connect", e2b_connect },               \
-	{ EVHTTP_REQ_GET, "/sandboxes/{}", e2b_get },                               \
-	{ EVHTTP_REQ_DELETE, "/sandboxes/{}", e2b_kill },                           \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/resume", e2b_resume },                    \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/pause", e2b_pause },                      \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/timeout", e2b_timeout },                  \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/refreshes", e2b_refresh },                \
-	{ EVHTTP_REQ_GET, "/sandboxes/{}/metrics", e2b_metrics },                   \
-	{ EVHTTP_REQ_PUT, "/sandboxes/{}/network", e2b_network },                   \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/fork", e2b_fork },                        \
-	{ EVHTTP_REQ_POST, "/sandboxes/{}/snapshots", e2b_snapshot },               \
-	{ EVHTTP_REQ_GET, "/snapshots", e2b_snapshots_list },                       \
-	{ EVHTTP_REQ_GET, "/templates", e2b_templates_list }
+/* The control-plane routes (e2b_routes.c), which the control plane's table lists beside /v1's
+ * (listeners.c), and the prefixes under which a path no route matches is E2B's (its errors in
+ * E2B's shape: e2b_dialect). */
+extern const struct http_route e2b_api_routes[];
+extern const size_t e2b_api_nroutes;
+extern const struct http_prefix e2b_api_prefixes[];
+extern const size_t e2b_api_nprefixes;
+/* The dialects (e2b_dialect.c): E2B's control plane, envd's plain routes, Connect's RPCs
+ * (unary, and server streams). */
+extern const struct http_dialect e2b_dialect, envd_dialect, connect_dialect, connect_stream_dialect;
 
-/* Is this a request to the E2B control plane (its errors take E2B's shape)? */
-bool e2b_api_path(const struct http_req *r);
 /* E2B's control-plane error: {"code": status, "message": "..."} (pure part: e2b_error_body). */
 void e2b_reply_error(struct evhttp_request *req, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -72,8 +63,6 @@ json_t *e2b_error_body(int status, const char *message);
 int envd_auth(struct http_req *r);
 /* envd_auth's verdict from a request's head alone (http_plane.head_auth), from memory. */
 enum http_head_verdict envd_head_auth(struct http_req *r, struct evkeyvalq *hdrs);
-/* Is this request one of the routes below (not /v1/...)? */
-bool envd_path(const struct http_req *r);
 /* The E2b-Sandbox-Id header of an authorised request ("" if absent). */
 const char *e2b_sandbox_id(const struct http_req *r);
 /* Who a request acts as. The user named by `Authorization: Basic base64("<user>:")` (the SDKs'
@@ -118,35 +107,13 @@ void interp_contexts_delete(struct http_req *r);
 void interp_contexts_restart(struct http_req *r);
 void interp_contexts_interrupt(struct http_req *r);
 
-#define ENVD_ROUTES                                                                                 \
-	{ EVHTTP_REQ_POST, "/process.Process/Start", envd_process_start },                          \
-	{ EVHTTP_REQ_POST, "/process.Process/Connect", envd_process_connect },                      \
-	{ EVHTTP_REQ_POST, "/process.Process/List", envd_process_list },                            \
-	{ EVHTTP_REQ_POST, "/process.Process/SendInput", envd_process_send_input },                 \
-	{ EVHTTP_REQ_POST, "/process.Process/StreamInput", envd_process_stream_input },             \
-	{ EVHTTP_REQ_POST, "/process.Process/SendSignal", envd_process_send_signal },               \
-	{ EVHTTP_REQ_POST, "/process.Process/CloseStdin", envd_process_close_stdin },               \
-	{ EVHTTP_REQ_POST, "/process.Process/Update", envd_process_update },                        \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/Stat", envd_fs_stat },                           \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/MakeDir", envd_fs_make_dir },                    \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/Move", envd_fs_move },                           \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/ListDir", envd_fs_list_dir },                    \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/Remove", envd_fs_remove },                       \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/WatchDir", envd_fs_watch_dir },                  \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/CreateWatcher", envd_fs_create_watcher },        \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/GetWatcherEvents", envd_fs_get_watcher_events }, \
-	{ EVHTTP_REQ_POST, "/filesystem.Filesystem/RemoveWatcher", envd_fs_remove_watcher },        \
-	{ EVHTTP_REQ_GET, "/health", envd_health },                                                 \
-	{ EVHTTP_REQ_GET, "/files", envd_files_get },                                               \
-	{ EVHTTP_REQ_POST, "/files", envd_files_post },                                             \
-	{ EVHTTP_REQ_POST, "/execute", interp_execute },                                            \
-	{ EVHTTP_REQ_GET, "/contexts", interp_contexts_list },                                      \
-	{ EVHTTP_REQ_POST, "/contexts", interp_contexts_create },                                   \
-	{ EVHTTP_REQ_DELETE, "/contexts/{}", interp_contexts_delete },                              \
-	{ EVHTTP_REQ_POST, "/contexts/{}/restart", interp_contexts_restart },                       \
-	{ EVHTTP_REQ_POST, "/contexts/{}/interrupt", interp_contexts_interrupt }
-
-/* The data-plane routes whose bodies stream (http/body.h). */
-#define ENVD_STREAM_ROUTES { EVHTTP_REQ_POST, "/files", envd_files_post }
+/* The data-plane routes (e2b_routes.c), beside /v1's session routes (listeners.c); those whose
+ * bodies stream (http/body.h); the prefixes of envd's unmatched paths. */
+extern const struct http_route envd_routes[];
+extern const size_t envd_nroutes;
+extern const struct http_route envd_stream_routes[];
+extern const size_t envd_nstream_routes;
+extern const struct http_prefix envd_prefixes[];
+extern const size_t envd_nprefixes;
 
 #endif

@@ -6,12 +6,6 @@
 
 #include "e2b.h"
 
-bool e2b_api_path(const struct http_req *r)
-{
-	return r->nseg >= 1 && (strcmp(r->seg[0], "v2") == 0 || strcmp(r->seg[0], "sandboxes") == 0 ||
-				strcmp(r->seg[0], "snapshots") == 0 || strcmp(r->seg[0], "templates") == 0);
-}
-
 json_t *e2b_error_body(int status, const char *message)
 {
 	return json_pack("{s:i,s:s}", "code", status, "message", message ? message : "");

@@ -16,11 +16,6 @@
 
 #define HDR_SANDBOX "E2b-Sandbox-Id"
 
-bool envd_path(const struct http_req *r)
-{
-	return r->nseg >= 1 && strcmp(r->seg[0], "v1") != 0;
-}
-
 const char *e2b_sandbox_id(const struct http_req *r)
 {
 	const char *h = evhttp_find_header(evhttp_request_get_input_headers(r->req), HDR_SANDBOX);
@@ -28,18 +23,11 @@ const char *e2b_sandbox_id(const struct http_req *r)
 	return h ? h : "";
 }
 
-/* Connect routes answer in Connect's shape; the plain ones ({"code":N,"message"}) in envd's. */
+/* In the route's dialect (e2b_routes.c): Connect's shape on the RPCs (code: 401
+ * unauthenticated, 503 unavailable), envd's ({"code":N,"message"}) on the plain ones. */
 static void refuse(struct http_req *r, int status, const char *code, const char *msg)
 {
-	if (r->nseg == 2 && strchr(r->seg[0], '.')) {
-		if (strcmp(r->seg[1], "Start") == 0 || strcmp(r->seg[1], "Connect") == 0 ||
-		    strcmp(r->seg[1], "WatchDir") == 0)
-			connect_stream_reply_error(r->req, code, "%s", msg);
-		else
-			connect_reply_error(r->req, code, "%s", msg);
-		return;
-	}
-	e2b_reply_error(r->req, status, "%s", msg);
+	http_req_error(r, status, code, "%s", msg);
 }
 
 static void refuse_token(struct http_req *r, const space_err *err)

@@ -13,6 +13,18 @@
 struct spaced;
 struct store;
 
+/* A listener's tables, as listeners.c assembles them from the front ends' own. */
+struct front_tables {
+	const struct http_route *routes;
+	size_t nroutes;
+	const struct http_route *stream_routes; /* bodies that stream (http_plane.stream_routes) */
+	size_t nstream_routes;
+	const struct http_prefix *prefixes;     /* dialects of unmatched paths */
+	size_t nprefixes;
+	bool relay;      /* an api process's (--role api): the routes relay or read the store */
+	size_t max_body; /* 0: the listener's own limit */
+};
+
 /* Sends status and body (the reference is taken) once every store write queued before now
  * was made (reply_stored.c): for replies that announce new rows. */
 void api_reply_stored(struct http_req *r, int status, json_t *body);

@@ -326,7 +326,9 @@ static void run_steps(struct http_req *r)
 
 	if (r->stage == 0) {
 		r->stage = 1;
-		if (!plane->auth_first && plane->auth && (a = plane->auth(r)) != 0) {
+		int (*auth)(struct http_req *r) = r->route && r->route->auth ? r->route->auth : plane->auth;
+
+		if (!plane->auth_first && auth && (a = auth(r)) != 0) {
 			if (a < 0)
 				req_free(r);
 			return;
@@ -343,8 +345,8 @@ static void run_steps(struct http_req *r)
 	if (r->withheld) {
 		/* The filter found the head's credentials wanting (preauth.c) but no step refused
 		 * them: the handler must not run with a body that was never read. */
-		http_reply_error(r->req, 401, "unauthorized", "missing or invalid credentials (the request body was "
-							     "not read)");
+		http_req_error(r, 401, "unauthorized", "missing or invalid credentials (the request body was not "
+							"read)");
 		req_free(r);
 		return;
 	}
@@ -359,8 +361,9 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
 	const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
 	const struct http_route *route = NULL;
+	enum http_match m = HTTP_NO_ROUTE;
 	struct http_req *r;
-	char allow[64];
+	char allow[64] = "";
 	size_t len;
 	int rc;
 
@@ -375,20 +378,27 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	if (http_conn_sf(r->conn))
 		r->body = http_sf_dispatch(r->conn, req, &r->withheld);
 	TAILQ_INIT(&r->query);
-	if (r->withheld == 429) {
-		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
-		http_reply_error(req, 429, "at_capacity", "too many request bodies of clients not yet authenticated "
-							  "are in flight; retry later");
-		goto out;
-	}
 	r->d = plane->d;
 	r->req = req;
 	r->method = evhttp_request_get_command(req);
 	r->max_body = plane->max_body;
+	r->plane = plane;
 
+	/* The route is looked up first (pure) so that every answer, refusals before routing
+	 * included, takes its front end's shape; what it found is acted on after the auth. */
 	rc = http_split_path(r, path);
+	if (rc == 0)
+		m = http_route_find(plane->routes, plane->nroutes, r, &route, allow, sizeof(allow));
+	r->route = m == HTTP_MATCH ? route : NULL;
+	r->dialect = r->route ? r->route->dialect : rc == 0 ? http_prefix_dialect(plane, r) : NULL;
+	if (r->withheld == 429) {
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After", "1");
+		http_req_error(r, 429, "at_capacity", "too many request bodies of clients not yet authenticated "
+						      "are in flight; retry later");
+		goto out;
+	}
 	if (rc == -2) {
-		http_reply_error(req, 400, "bad_request", "bad percent-encoding in the path");
+		http_req_error(r, 400, "bad_request", "bad percent-encoding in the path");
 		goto out;
 	}
 	if (log_enabled(LOG_DEBUG)) {
@@ -397,40 +407,38 @@ static void dispatch(struct evhttp_request *req, void *arg)
 		log_debug("%s: %s %s", plane->name, http_method_name(r->method), shown);
 	}
 	if (query && *query && evhttp_parse_query_str(query, &r->query) < 0) {
-		http_reply_error(req, 400, "bad_request", "malformed query string");
+		http_req_error(r, 400, "bad_request", "malformed query string");
 		goto out;
 	}
 	if (plane->peer_key && !(plane->peer_exempt && plane->peer_exempt(r)) &&
 	    !http_peer_ok(plane, evhttp_request_get_input_headers(req))) {
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-		http_reply_error(req, 401, "unauthorized", "this node serves its cluster's api processes only (%s)",
-				 HTTP_PEER_HEADER);
+		http_req_error(r, 401, "unauthorized", "this node serves its cluster's api processes only (%s)",
+			       HTTP_PEER_HEADER);
 		goto out;
 	}
 	if (plane->auth_first && plane->auth && plane->auth(r) < 0)
 		goto out;
-	switch (rc < 0 ? HTTP_NO_ROUTE :
-		http_route_find(plane->routes, plane->nroutes, r, &route, allow, sizeof(allow))) {
+	switch (m) {
 	case HTTP_NO_ROUTE:
-		http_reply_error(req, 404, "not_found", "no such route: %s %s",
-				 http_method_name(r->method), path ? path : "");
+		http_req_error(r, 404, "not_found", "no such route: %s %s", http_method_name(r->method),
+			       path ? path : "");
 		goto out;
 	case HTTP_BAD_METHOD:
 		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
-		http_reply_error(req, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
-				 http_method_name(r->method), allow);
+		http_req_error(r, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)",
+			       http_method_name(r->method), allow);
 		goto out;
 	case HTTP_MATCH:
 		break;
 	}
 	len = evbuffer_get_length(evhttp_request_get_input_buffer(req));
 	if (len > plane->max_body) {
-		http_reply_error(req, 413, "payload_too_large", "request body of %zu bytes is over the limit of %zu",
-				 len, plane->max_body);
+		http_req_error(r, 413, "payload_too_large", "request body of %zu bytes is over the limit of %zu", len,
+			       plane->max_body);
 		goto out;
 	}
 	r->next = route->fn;
-	r->plane = plane;
 	run_steps(r);
 	return;
 out:
@@ -490,8 +498,8 @@ json_t *http_body_json(struct http_req *r)
 	json_t *j;
 
 	if (len > r->max_body) {
-		http_reply_error(r->req, 413, "payload_too_large", "request body of %zu bytes is over the limit of %zu",
-				 len, r->max_body);
+		http_req_error(r, 413, "payload_too_large", "request body of %zu bytes is over the limit of %zu", len,
+			       r->max_body);
 		return NULL;
 	}
 	data = len ? (const char *)evbuffer_pullup(in, -1) : "";
@@ -661,6 +669,58 @@ void http_reply_error(struct evhttp_request *req, int status, const char *code, 
 	if (status == 401)
 		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate", "Bearer");
 	http_reply_json(req, status, http_error_body(code, msg));
+}
+
+void http_dialect_error(const struct http_dialect *dl, struct evhttp_request *req, int status, const char *code,
+			const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!dl || !dl->reply_error) {
+		http_reply_error(req, status, code, "%s", msg);
+		return;
+	}
+	if (status >= 500)
+		log_warn("%d %s: %s", status, code, msg);
+	dl->reply_error(req, status, code, msg);
+}
+
+void http_dialect_err(const struct http_dialect *dl, struct evhttp_request *req, const space_err *e)
+{
+	int code = e->code ? e->code : EIO;
+
+	http_dialect_error(dl, req, err_http_status(code), err_code_name(code), "%s",
+			   e->msg[0] ? e->msg : strerror(code));
+}
+
+void http_req_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	http_dialect_error(r->dialect, r->req, status, code, "%s", msg);
+}
+
+void http_req_err(struct http_req *r, const space_err *e)
+{
+	http_dialect_err(r->dialect, r->req, e);
+}
+
+const struct http_dialect *http_prefix_dialect(const struct http_plane *plane, const struct http_req *r)
+{
+	if (r->nseg < 1)
+		return NULL;
+	for (size_t i = 0; i < plane->nprefixes; i++)
+		if (strcmp(plane->prefixes[i].seg, r->seg[0]) == 0)
+			return plane->prefixes[i].dialect;
+	return NULL;
 }
 
 void http_reply_err(struct evhttp_request *req, const space_err *e)

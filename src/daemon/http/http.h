@@ -58,17 +58,79 @@ struct http_req {
 	struct http_body *body;           /* a streaming body (body.h: http_body_get), or NULL */
 	void (*next)(struct http_req *r); /* the route's handler */
 	const struct http_plane *plane;
+	const struct http_route *route;     /* the route matched (NULL: none) */
+	const struct http_dialect *dialect; /* the route's, else its path prefix's (NULL: SPACE's) */
 	int stage;                        /* the steps run so far (http.c) */
 	int withheld;                     /* !0: the filter did not read the body (preauth.c): the
 					   * status the request is answered with if no step refuses */
 };
 
+/* What a plane's head check says of a request's credentials before a byte of its body is read
+ * (http/preauth.c, docs/design/http.md "Before the body"). */
+enum http_head_verdict {
+	HTTP_HEAD_UNKNOWN, /* not decidable from memory (a token to read from the store): the body
+			    * is read within the unauthenticated budget */
+	HTTP_HEAD_AUTHED,  /* good credentials: the body is read as any */
+	HTTP_HEAD_REFUSED, /* none, or known to be wrong: the body is never read; the request is
+			    * answered 401 (by the plane's auth, in its own dialect) and the
+			    * connection closed */
+};
+
 typedef void (*http_handler)(struct http_req *r);
+
+/* A front end's error shape (its dialect): what the dispatcher's own answers (401, 404 no such
+ * route, 405, 413, 429...) and a cluster's relays look like for a route of that front end, or
+ * for a path no route matches under one of its prefixes (http_plane.prefixes). NULL: SPACE's
+ * own, {"error": {"code", "message"}} (http_reply_error). */
+struct http_dialect {
+	const char *name; /* "space", "e2b", "connect"...: for log lines and tests */
+	/* status, SPACE's code for it ("not_found"), the message. */
+	void (*reply_error)(struct evhttp_request *req, int status, const char *code, const char *msg);
+	/* What the front ends' kit attaches (front/dialect.h: how a cluster's intent writers answer
+	 * in this dialect); http/ never looks at it. */
+	const void *ext;
+};
+
+/* Where an api process (--role api: docs/design/cluster.md) answers a route: cluster/route.c
+ * makes its tables from these, never from the handlers. A single daemon and a node run the
+ * handler whatever the route says. */
+enum http_place {
+	HTTP_PLACE_LOCAL = 0,   /* the handler, here (reads the store as a single daemon would) */
+	HTTP_PLACE_SANDBOX,     /* relayed to the node of the sandbox param[0] names */
+	HTTP_PLACE_SESSION,     /* ... of the session param[0] names */
+	HTTP_PLACE_SANDBOX_HDR, /* ... of the sandbox the E2b-Sandbox-Id header names (E2B's envd) */
+	HTTP_PLACE_SNAPSHOT,    /* ... of the sandbox snapshot param[0] was taken from */
+	HTTP_PLACE_ROOM,        /* ... to the node that is up with the most free memory */
+	HTTP_PLACE_CREATE,      /* written as a create intent for a node to claim */
+	HTTP_PLACE_RESTORE,     /* a restore intent when no node holds the sandbox, else relayed */
+	HTTP_PLACE_DELETE,      /* relayed to its node, else closed in the store */
+	HTTP_PLACE_NODE_ONLY,   /* refused (400): a node's own setting (a warm pool) */
+};
+
+/* http_route.flags */
+/* param[0] names a sandbox ("sb-..."): one this process does not hold is read on the store's
+ * thread before the handler runs (api.c's prepare step), where its place is LOCAL. */
+#define HTTP_ROUTE_SANDBOX_PRE (1u << 0)
 
 struct http_route {
 	enum evhttp_cmd_type method;
 	const char *pattern; /* "/v1/sandboxes/{}/sessions": {} matches one segment */
 	http_handler fn;
+	const struct http_dialect *dialect; /* NULL: SPACE's */
+	enum http_place place;
+	unsigned flags;
+	/* The route's own authorisation steps, instead of the plane's (same contracts as
+	 * http_plane.auth and .head_auth; NULL: the plane's): a front end beside another on one
+	 * listener (E2B's envd beside /v1's sessions) checks its own credentials. */
+	int (*auth)(struct http_req *r);
+	enum http_head_verdict (*head_auth)(struct http_req *r, struct evkeyvalq *hdrs);
+};
+
+/* The dialect of paths whose first segment is seg that no route matches (and of refusals
+ * before routing). */
+struct http_prefix {
+	const char *seg;
+	const struct http_dialect *dialect;
 };
 
 /* ---- connections (conn.c) ---- */
@@ -105,22 +167,15 @@ void http_conn_unauth_give(struct http_conn *c);
 uint64_t http_conns_unauth_held(const struct http_conns *cs);
 uint64_t http_conns_unauth_released(struct http_conns *cs);
 
-/* What a plane's head check says of a request's credentials before a byte of its body is read
- * (http/preauth.c, docs/design/http.md "Before the body"). */
-enum http_head_verdict {
-	HTTP_HEAD_UNKNOWN, /* not decidable from memory (a token to read from the store): the body
-			    * is read within the unauthenticated budget */
-	HTTP_HEAD_AUTHED,  /* good credentials: the body is read as any */
-	HTTP_HEAD_REFUSED, /* none, or known to be wrong: the body is never read; the request is
-			    * answered 401 (by the plane's auth, in its own dialect) and the
-			    * connection closed */
-};
 
 /* A listener's routes and its authorisation step. */
 struct http_plane {
 	const char *name;               /* "api", "data": for log lines */
 	const struct http_route *routes;
 	size_t nroutes;
+	/* The dialects of paths no route matches, by first segment (NULL/0: SPACE's for all). */
+	const struct http_prefix *prefixes;
+	size_t nprefixes;
 	/* Returns 0 to go on, or -1 having answered (401...). Called before
 	 * routing when auth_first (so unknown routes also need the key), else
 	 * after a route matched. NULL: none here (an api process relays the data plane to the
@@ -212,6 +267,16 @@ void http_reply_empty(struct evhttp_request *req, int status);
 /* evhttp_send_reply_start for a streamed reply (no Content-Length): chunked to HTTP/1.1, and
  * ended by closing the connection to HTTP/1.0, never unframed on a kept-alive connection. */
 void http_reply_start(struct evhttp_request *req, int status, const char *reason);
+/* An error in r's dialect (r->dialect: its route's, else its path prefix's). */
+void http_req_error(struct http_req *r, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void http_req_err(struct http_req *r, const space_err *e);
+/* The same in dialect dl (NULL: SPACE's), for a request no longer on the dispatcher's stack. */
+void http_dialect_error(const struct http_dialect *dl, struct evhttp_request *req, int status, const char *code,
+			const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void http_dialect_err(const struct http_dialect *dl, struct evhttp_request *req, const space_err *e);
+/* The dialect of a path no route matched: the plane's prefix for r->seg[0], or NULL (pure). */
+const struct http_dialect *http_prefix_dialect(const struct http_plane *plane, const struct http_req *r);
 /* The body an error reply carries (pure; unit-tested). */
 json_t *http_error_body(const char *code, const char *message);
 

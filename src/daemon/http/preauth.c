@@ -79,11 +79,13 @@ static enum http_head_verdict head_verdict(const struct http_plane *plane, const
 
 		if (http_route_find(plane->routes, plane->nroutes, r, &route, NULL, 0) == HTTP_MATCH)
 			r->next = route->fn;
+		else
+			route = NULL;
 		/* a node: its api processes bound what they relay; nobody else gets in */
 		if (plane->peer_key && !(plane->peer_exempt && plane->peer_exempt(r)))
 			v = http_peer_ok(plane, &hdrs) ? HTTP_HEAD_AUTHED : HTTP_HEAD_REFUSED;
 		else if (!q || !*q || evhttp_parse_query_str(q, &r->query) == 0)
-			v = plane->head_auth(r, &hdrs);
+			v = route && route->head_auth ? route->head_auth(r, &hdrs) : plane->head_auth(r, &hdrs);
 	}
 	if (uri)
 		evhttp_uri_free(uri);

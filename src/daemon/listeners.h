@@ -1,0 +1,13 @@
+/* listeners.h -- the control-plane and data-plane listeners, started over the tables assembled
+ * from the front ends (listeners.c) */
+#ifndef SPACE_LISTENERS_H
+#define SPACE_LISTENERS_H
+
+#include "err.h"
+
+struct spaced;
+
+/* Binds and serves both planes (api_start, dataplane_start). */
+int listeners_start(struct spaced *d, space_err *err);
+
+#endif
