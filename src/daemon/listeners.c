@@ -72,7 +72,7 @@ static int control_tables(struct spaced *d, struct front_tables *t, space_err *e
 	return d->cfg.role == DROLE_API ? relayed(t, false, err) : 0;
 }
 
-static int data_tables(struct spaced *d, struct front_tables *t, space_err *err)
+int listeners_data_tables(struct spaced *d, struct front_tables *t, space_err *err)
 {
 	const struct part parts[] = {
 		{ dp_routes, dp_nroutes },
@@ -107,7 +107,7 @@ int listeners_start(struct spaced *d, space_err *err)
 
 	if (control_tables(d, &ctl, err) < 0 || api_start(d, &ctl, err) < 0)
 		return -1;
-	if (data_tables(d, &data, err) < 0 || dataplane_start(d, &data, err) < 0)
+	if (listeners_data_tables(d, &data, err) < 0 || dataplane_start(d, &data, err) < 0)
 		return -1;
 	return 0;
 }

@@ -32,6 +32,7 @@
 #include <openssl/sha.h>
 
 #include "daemon/daemon.h"
+#include "daemon/listeners.h"
 #include "daemon/sandbox/runtime.h"
 #include "daemon/sandbox/sandbox.h"
 #include "daemon/sandbox/spool.h"
@@ -190,7 +191,7 @@ static void setup_once(void)
 	if (!d.base || store_open(&d.store, db, &err) < 0)
 		fail("event base and store", err.msg);
 	capacity_init(&d);
-	if (api_start(&d, &err) < 0 || dataplane_start(&d, &err) < 0)
+	if (listeners_start(&d, &err) < 0)
 		fail("listeners", err.msg);
 	add_sandbox();
 	add_op(OP_ID_RUNNING, OP_RUNNING);

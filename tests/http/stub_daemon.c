@@ -21,11 +21,11 @@
 #include "daemon/dataplane/dataplane.h"
 #include "daemon/api/api.h"
 #include "daemon/api/files.h"
-#include "daemon/api/req.h"
+#include "daemon/front/req.h"
 #include "daemon/daemon.h"
 #include "daemon/e2b/e2b.h"
 #include "daemon/sandbox/sandbox.h"
-#include "daemon/api/render.h"
+#include "daemon/front/render.h"
 #include "daemon/sandbox/spool.h"
 #include "daemon/store/store.h"
 #include "log.h"
@@ -331,17 +331,59 @@ void interp_contexts_create(struct http_req *r) { no_e2b(r); }
 void interp_contexts_delete(struct http_req *r) { no_e2b(r); }
 void interp_contexts_restart(struct http_req *r) { no_e2b(r); }
 void interp_contexts_interrupt(struct http_req *r) { no_e2b(r); }
+/* E2B's control routes (e2b_routes.c lists them; the stub serves none). */
+void e2b_create(struct http_req *r) { no_e2b(r); }
+void e2b_list(struct http_req *r) { no_e2b(r); }
+void e2b_connect(struct http_req *r) { no_e2b(r); }
+void e2b_get(struct http_req *r) { no_e2b(r); }
+void e2b_kill(struct http_req *r) { no_e2b(r); }
+void e2b_resume(struct http_req *r) { no_e2b(r); }
+void e2b_pause(struct http_req *r) { no_e2b(r); }
+void e2b_timeout(struct http_req *r) { no_e2b(r); }
+void e2b_refresh(struct http_req *r) { no_e2b(r); }
+void e2b_metrics(struct http_req *r) { no_e2b(r); }
+void e2b_network(struct http_req *r) { no_e2b(r); }
+void e2b_fork(struct http_req *r) { no_e2b(r); }
+void e2b_snapshot(struct http_req *r) { no_e2b(r); }
+void e2b_snapshots_list(struct http_req *r) { no_e2b(r); }
+void e2b_templates_list(struct http_req *r) { no_e2b(r); }
 /* The stub is a single daemon (--role all): an api process's relaying table never exists here. */
-struct http_route *cluster_data_routes(const struct http_route *routes, size_t n)
+struct http_route *cluster_routes(const struct http_route *routes, size_t n, bool data)
 {
 	(void)routes;
 	(void)n;
+	(void)data;
 	return NULL;
 }
 
+/* The data plane's table as listeners.c assembles it (its other parts are not linked here). */
+static int stub_data_tables(struct front_tables *t)
+{
+	static struct http_route all[64], streams[4];
+	size_t n = 0;
+
+	memset(t, 0, sizeof(*t));
+	for (size_t i = 0; i < dp_nroutes; i++)
+		all[n++] = dp_routes[i];
+	for (size_t i = 0; i < api_files_dp_nroutes; i++)
+		all[n++] = api_files_dp_routes[i];
+	for (size_t i = 0; i < envd_nroutes; i++)
+		all[n++] = envd_routes[i];
+	streams[0] = files_stream_routes[0];
+	streams[1] = files_stream_routes[1];
+	streams[2] = envd_stream_routes[0];
+	t->routes = all;
+	t->nroutes = n;
+	t->stream_routes = streams;
+	t->nstream_routes = 3;
+	t->prefixes = envd_prefixes;
+	t->nprefixes = envd_nprefixes;
+	return 0;
+}
+
 const struct http_route files_stream_routes[FILES_NSTREAM_ROUTES] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", api_files_write },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", api_files_tar_put },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = api_files_write },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files/tar", .fn = api_files_tar_put },
 };
 
 void session_watch_add(struct session *s, struct session_watch *w)
@@ -468,8 +510,8 @@ static int no_auth(struct http_req *r)
 }
 
 static const struct http_route ctl_routes[] = {
-	{ EVHTTP_REQ_GET, "/v1/operations/{}", api_operations_get },
-	{ EVHTTP_REQ_GET, "/stats", stats },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/v1/operations/{}", .fn = api_operations_get },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/stats", .fn = stats },
 };
 
 static struct http_plane ctl = {
@@ -538,8 +580,10 @@ int main(int argc, char **argv)
 	op_a.state = OP_RUNNING;
 	op_a.created_ms = op_a.updated_ms = now_ms();
 
+	struct front_tables dt;
+
 	ctl_http = http_listen(d.base, argv[1], &ctl, &err);
-	if (!ctl_http || dataplane_start(&d, &err) < 0) {
+	if (!ctl_http || stub_data_tables(&dt) < 0 || dataplane_start(&d, &dt, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}

@@ -18,12 +18,12 @@ static void route_c(struct http_req *r) { (void)r; }
 static void route_d(struct http_req *r) { (void)r; }
 
 static const struct http_route routes[] = {
-	{ EVHTTP_REQ_GET, "/v1/sandboxes", route_a },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes", route_b },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}", route_c },
-	{ EVHTTP_REQ_DELETE, "/v1/sandboxes/{}", route_c },
-	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/sessions/{}", route_d },
-	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/sessions/{}/token", route_d },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/v1/sandboxes", .fn = route_a },
+	{ .method = EVHTTP_REQ_POST, .pattern = "/v1/sandboxes", .fn = route_b },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/v1/sandboxes/{}", .fn = route_c },
+	{ .method = EVHTTP_REQ_DELETE, .pattern = "/v1/sandboxes/{}", .fn = route_c },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/v1/sandboxes/{}/sessions/{}", .fn = route_d },
+	{ .method = EVHTTP_REQ_POST, .pattern = "/v1/sandboxes/{}/sessions/{}/token", .fn = route_d },
 };
 #define NROUTES (sizeof(routes) / sizeof(routes[0]))
 

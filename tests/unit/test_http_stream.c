@@ -17,8 +17,8 @@
 static void noop(struct http_req *r) { (void)r; }
 
 static const struct http_route stream_routes[] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files/tar", .fn = noop },
 };
 #define NSTREAM (sizeof(stream_routes) / sizeof(stream_routes[0]))
 
@@ -346,8 +346,8 @@ static void test_lf(void)
 /* ---- the head check (preauth.c): no body byte of a refused request reaches evhttp ---- */
 
 static const struct http_route all_routes[] = {
-	{ EVHTTP_REQ_POST, "/v1/sessions/{}/stdin", noop },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
+	{ .method = EVHTTP_REQ_POST, .pattern = "/v1/sessions/{}/stdin", .fn = noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = noop },
 };
 
 static int head_calls;
@@ -828,13 +828,13 @@ static void h_abort(struct http_req *r)
 }
 
 static const struct http_route routes[] = {
-	{ EVHTTP_REQ_GET, "/abort", h_abort },
-	{ EVHTTP_REQ_GET, "/sse", h_sse },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", h_upload },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", h_echo_stream },
-	{ EVHTTP_REQ_POST, "/echo", h_echo },
-	{ EVHTTP_REQ_GET, "/ping", h_ping },
-	{ EVHTTP_REQ_GET, "/big", h_big },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/abort", .fn = h_abort },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/sse", .fn = h_sse },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = h_upload },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files/tar", .fn = h_echo_stream },
+	{ .method = EVHTTP_REQ_POST, .pattern = "/echo", .fn = h_echo },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ping", .fn = h_ping },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/big", .fn = h_big },
 };
 
 static bool body_is(const char *got, size_t n, const char *want)

@@ -442,15 +442,15 @@ static int allow_all(struct http_req *r)
 static void noop(struct http_req *r) { (void)r; }
 
 static const struct http_route routes[] = {
-	{ EVHTTP_REQ_GET, "/ws", h_ws },
-	{ EVHTTP_REQ_GET, "/ws/keepalive", h_keepalive },
-	{ EVHTTP_REQ_GET, "/ws/hello", h_hello },
-	{ EVHTTP_REQ_GET, "/ws/flood", h_flood },
-	{ EVHTTP_REQ_GET, "/ws/pause", h_pause },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ws", .fn = h_ws },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ws/keepalive", .fn = h_keepalive },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ws/hello", .fn = h_hello },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ws/flood", .fn = h_flood },
+	{ .method = EVHTTP_REQ_GET, .pattern = "/ws/pause", .fn = h_pause },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = noop },
 };
 static const struct http_route stream_routes[] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = noop },
 };
 
 /* ---- the client ---- */

@@ -31,16 +31,23 @@ static const char *connect_code(int status)
 	}
 }
 
+/* A code that is Connect's already (envd's own refusals name them: "unavailable" answered
+ * 502) is kept; SPACE's ("unauthorized", "bad_request") become Connect's by status. */
+static const char *connect_code_for(int status, const char *code)
+{
+	if (code && (connect_code_status(code) != 500 || strcmp(code, "internal") == 0))
+		return code;
+	return connect_code(status);
+}
+
 static void connect_shape(struct evhttp_request *req, int status, const char *code, const char *msg)
 {
-	(void)code;
-	connect_reply_error(req, connect_code(status), "%s", msg);
+	connect_reply_error(req, connect_code_for(status, code), "%s", msg);
 }
 
 static void connect_stream_shape(struct evhttp_request *req, int status, const char *code, const char *msg)
 {
-	(void)code;
-	connect_stream_reply_error(req, connect_code(status), "%s", msg);
+	connect_stream_reply_error(req, connect_code_for(status, code), "%s", msg);
 }
 
 static void e2b_no_sandbox(struct evhttp_request *req, const char *id)
