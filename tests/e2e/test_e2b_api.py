@@ -191,6 +191,22 @@ def test_kill_twice(e2b):
     assert e2b.req("DELETE", "/sandboxes/not-an-id").status == 404
 
 
+def test_dispatcher_errors_are_e2b_shaped(e2b, daemon):
+    """Errors the dispatcher answers itself on E2B's control paths (unknown routes, wrong
+    methods, refused keys) are E2B's {"code", "message"} too (E2B.req checks every >= 400)."""
+    assert e2b.req("GET", "/sandboxes/sb-0000000000000000/nope").status == 404
+    assert e2b.req("POST", "/v2/whatever", {}).status == 404
+    assert e2b.req("GET", "/snapshots/x/y").status == 404
+    assert e2b.req("GET", "/templates/base/builds").status == 404
+    r = e2b.req("PATCH", "/sandboxes/sb-0000000000000000")
+    assert r.status == 405 and r.headers.get("Allow"), r
+    assert e2b.req("GET", "/sandboxes/sb-x/nope", key="wrong").status == 401
+    assert E2B(daemon, key="").req("POST", "/v2/whatever", {}).status == 401
+    # /v1 keeps SPACE's shape beside them
+    r = space.http_request(daemon.url, "GET", "/v1/nope", None, {"X-API-KEY": daemon.api_key})
+    assert r.status == 404 and r.json["error"]["code"] == "not_found", r
+
+
 def test_refusals(e2b, daemon):
     r = e2b.req("POST", "/v2/sandboxes", {"templateID": TEMPLATE}, key="wrong")
     assert r.status == 401, r
