@@ -5,6 +5,7 @@ sources (per plane), and asked of the running daemon (every documented route rea
 handler). Skipped where PyYAML (python3-yaml) is not installed."""
 
 import os
+import re
 
 import pytest
 
@@ -61,37 +62,81 @@ def test_every_route_of_the_reference_is_in_the_spec(spec):
 
 
 # ---- the spec against the daemon's own route tables
-# Every `static const struct http_route NAME[] = { ... };` in the daemon's sources, with the
-# plane its folder serves; and every `.routes = NAME` an http_plane uses must be one of them,
-# so a route table written some other way fails here instead of being skipped.
+# Each listener's table is assembled from the front ends' own tables in src/daemon/listeners.c
+# (a `parts[]` list per listener); every table it names is a `const struct http_route NAME[] =
+# { ... };` somewhere under src/daemon, each entry `{ EVHTTP_REQ_M, "path", ... }` or a macro
+# `X(M, "path", ...)`. A table written some other way, or one the listeners name that this test
+# cannot find, fails here instead of being skipped.
 DAEMON_SRC = os.path.join(space.REPO, "src", "daemon")
-PLANE_OF_FOLDER = {"api": "control", "dataplane": "data"}
+LISTENERS_C = os.path.join(DAEMON_SRC, "listeners.c")
+PLANE_OF_FUNCTION = {"control_tables": "control", "listeners_data_tables": "data"}
 METHODS = {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+# E2B's tables: E2B's protocol, documented in docs/design/e2b.md (test_e2b_routes_are_documented),
+# not in openapi.yaml.
+E2B_TABLES = {"e2b_api_routes", "envd_routes"}
+ENTRY = re.compile(r"^\s*(?:\{\s*EVHTTP_REQ_(\w+)|[A-Z_][A-Z0-9_]*\(\s*(\w+))\s*,\s*\"([^\"]+)\"")
 
 
-# The E2B front end's route lists (src/daemon/e2b/e2b.h), by the plane whose table names them.
-E2B_MACROS = {"E2B_API_ROUTES": "control", "ENVD_ROUTES": "data"}
-E2B_H = os.path.join(DAEMON_SRC, "e2b", "e2b.h")
+def _norm(path):
+    return re.sub(r"\{[^}]*\}", "{}", path)
+
+
+def listener_tables():
+    """{table name: plane} from listeners.c's parts lists."""
+    with open(LISTENERS_C) as f:
+        text = f.read()
+    out = {}
+    for fn, plane in PLANE_OF_FUNCTION.items():
+        m = re.search(r"\b" + fn + r"\s*\([^)]*\)\s*\{(.*?)\n\}", text, re.S)
+        assert m, f"{fn} not in listeners.c"
+        parts = re.search(r"parts\[\]\s*=\s*\{(.*?)\};", m.group(1), re.S)
+        assert parts, f"{fn}: no parts[] list"
+        names = re.findall(r"\{\s*(\w+)\s*,", parts.group(1))
+        assert names, f"{fn}: no tables in its parts[]"
+        for n in names:
+            out[n] = plane
+    return out
+
+
+def table_entries():
+    """{table name: [(METHOD, path)]} of every route table under src/daemon."""
+    out = {}
+    for dirpath, _, files in os.walk(DAEMON_SRC):
+        for name in files:
+            if not name.endswith(".c"):
+                continue
+            with open(os.path.join(dirpath, name)) as f:
+                text = f.read()
+            for m in re.finditer(r"struct\s+http_route\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\n\};", text, re.S):
+                lines = [ln for ln in m.group(2).splitlines()
+                         if ln.strip() and not ln.strip().startswith(("/*", "*", "//"))]
+                entries = []
+                for ln in lines:
+                    e = ENTRY.match(ln)
+                    assert e, f"{m.group(1)} in {name}: an entry this test cannot read: {ln!r}"
+                    entries.append(((e.group(1) or e.group(2)).upper(), e.group(3)))
+                out[m.group(1)] = entries
+    return out
+
+
+def served_routes(e2b):
+    """{(plane, METHOD, normalized path)} the listeners serve: E2B's tables (e2b) or the rest."""
+    tables, entries = listener_tables(), table_entries()
+    missing = set(tables) - set(entries)
+    assert not missing, f"listeners.c names route tables this test cannot find: {missing}"
+    return {(plane, method, _norm(path)) for name, plane in tables.items()
+            if (name in E2B_TABLES) == e2b for method, path in entries[name]}
 
 
 def e2b_routes():
-    """{(plane, METHOD, path)} from the E2B macros of e2b.h."""
-    import re
-    with open(E2B_H) as f:
-        text = f.read()
-    out = set()
-    for macro, plane in E2B_MACROS.items():
-        m = re.search(r"#define\s+" + macro + r"\b(.*?)(?<!\\)\n", text, re.S)
-        assert m, f"{macro} not in e2b.h"
-        for method, path in re.findall(r"EVHTTP_REQ_(\w+)\s*,\s*\"([^\"]+)\"", m.group(1)):
-            out.add((plane, method, path))
-    return out
+    """{(plane, METHOD, path)} of E2B's tables."""
+    assert E2B_TABLES <= set(listener_tables()), "E2B's tables are not on the listeners"
+    return served_routes(True)
 
 
 def test_e2b_routes_are_documented():
     """Every E2B route the daemon serves is listed, with its method and plane, in the route
     table of docs/design/e2b.md, and that table lists nothing the daemon does not serve."""
-    import re
     with open(os.path.join(space.REPO, "docs", "design", "e2b.md")) as f:
         doc = f.read()
     documented = {(plane, method, _norm(path)) for plane, method, path in
@@ -101,42 +146,9 @@ def test_e2b_routes_are_documented():
     assert served == documented, (sorted(served - documented), sorted(documented - served))
 
 
-def _norm(path):
-    import re
-    return re.sub(r"\{[^}]*\}", "{}", path)
-
-
 def daemon_routes():
-    """{(plane, METHOD, normalized path)} from the sources."""
-    import re
-    tables, used, routes = set(), set(), set()
-    for dirpath, _, files in os.walk(DAEMON_SRC):
-        for name in files:
-            if not name.endswith(".c"):
-                continue
-            with open(os.path.join(dirpath, name)) as f:
-                text = f.read()
-            # A plane's table by name; an api process's tables (cluster_api_routes(api_routes,
-            # ...)) are made from these at start, the same routes relayed: not tables of their own.
-            used.update(m.group(1) for m in re.finditer(r"\.routes\s*=\s*(\w+)\s*[,;]", text))
-            for m in re.finditer(r"struct\s+http_route\s+(\w+)\s*\[\s*\]\s*=\s*\{(.*?)\n\};", text, re.S):
-                if "stream" in m.group(1):
-                    continue  # which routes stream their bodies: a subset, not a plane's table
-                folder = os.path.relpath(dirpath, DAEMON_SRC).split(os.sep)[0]
-                assert folder in PLANE_OF_FOLDER, f"route table {m.group(1)} in {dirpath}: which plane?"
-                tables.add(m.group(1))
-                body = m.group(2)
-                entries = re.findall(r"\{\s*EVHTTP_REQ_(\w+)\s*,\s*\"([^\"]+)\"\s*,\s*\w+\s*\}", body)
-                # Every brace-entry of the table parsed: none written in a shape we skip. The E2B
-                # front end's routes (one macro per plane) are E2B's protocol, documented in
-                # docs/design/e2b.md and checked by test_e2b_routes_are_documented.
-                lines = [ln for ln in body.splitlines() if ln.strip() and not ln.strip().startswith(("/*", "*", "//"))
-                         and ln.strip().rstrip(",") not in E2B_MACROS]
-                assert len(entries) == len(lines), f"{m.group(1)}: unparsed entries in\n{body}"
-                for method, path in entries:
-                    routes.add((PLANE_OF_FOLDER[folder], method, _norm(path)))
-    assert used and used <= tables, f"planes use route tables {used - tables} this test cannot read"
-    return routes
+    """{(plane, METHOD, normalized path)} of SPACE's own routes, from the sources."""
+    return served_routes(False)
 
 
 def spec_routes(spec):

@@ -26,9 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void noop(struct http_req *r) { (void)r; }
 
 static const struct http_route routes[] = {
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files", noop },
-	{ EVHTTP_REQ_PUT, "/v1/sandboxes/{}/files/tar", noop },
-	{ EVHTTP_REQ_POST, "/files", noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files", .fn = noop },
+	{ .method = EVHTTP_REQ_PUT, .pattern = "/v1/sandboxes/{}/files/tar", .fn = noop },
+	{ .method = EVHTTP_REQ_POST, .pattern = "/files", .fn = noop },
 };
 
 static bool has_marker(const uint8_t *d, size_t n)

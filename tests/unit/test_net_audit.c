@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/api/req.h"
+#include "daemon/front/req.h"
 #include "daemon/net/net.h"
 #include "harness.h"
 

@@ -1,7 +1,7 @@
 /* test_req.c -- /v1 request bodies into typed requests, and the validators they share */
 #include <string.h>
 
-#include "daemon/api/req.h"
+#include "daemon/front/req.h"
 #include "harness.h"
 
 static json_t *J(const char *text)
