@@ -562,3 +562,60 @@ def test_a_sandbox_without_a_policy_reaches_nothing(napi, lab):
         assert not lab.requests(since=mark)
     finally:
         napi.remove_sandbox(rec["id"])
+
+
+# ---------------------------------------------------------------------------
+# E2B's default: internet on, every name resolved (docs/design/e2b.md, egress.md "*")
+
+
+def e2b_create(daemon, **body):
+    """A sandbox as an unchanged E2B program makes it: POST /v2/sandboxes, E2B's key header."""
+    body.setdefault("templateID", "base")
+    r = space.http_request(daemon.url, "POST", "/v2/sandboxes", json.dumps(body).encode(),
+                           {"X-API-KEY": daemon.api_key, "Content-Type": "application/json"},
+                           timeout=180)
+    assert r.status == 201, r
+    return {"id": r.json["sandboxID"]}
+
+
+def test_an_e2b_sandbox_resolves_and_reaches_any_public_name_by_default(net_daemon, napi, lab):
+    """raw.test is listed in no policy: E2B's default (no allow_internet_access, or true)
+    resolves it and reaches it over HTTP and intercepted HTTPS. Reserved addresses stay refused
+    though their names resolve; a denyOut name neither resolves nor is reached; internet off
+    resolves nothing."""
+    # every address this test reaches is the lab's (10.1.2.3 is refused before any packet)
+    assert lab.host_veth in gwlab.sh("ip", "route", "get", "198.51.100.10")
+    sb = e2b_create(net_daemon)
+    try:
+        pol = napi.sandbox(sb["id"])["network"]
+        assert "*" in pol["allow"] and "0.0.0.0/0" in pol["allow"], pol
+        mark = lab.mark()
+        rc, out, err = curl(napi, sb, "http://raw.test/e2b-default")
+        assert rc == 0, (out, err)
+        rec = json.loads(out)
+        assert rec["headers"]["host"] == ["raw.test"] and rec["server"] == "198.51.100.10", rec
+        rc, out, err = curl(napi, sb, "https://raw.test/e2b-tls")
+        assert rc == 0 and json.loads(out)["tls"] is True, (rc, out, err)
+        assert [r for r in lab.requests(since=mark) if r.get("host") == "raw.test"]
+        # a name resolving into a reserved block: the name resolves, the address is refused
+        rc, out, err = sh(napi, sb, "getent hosts private.test; curl -sS --connect-timeout 4 "
+                          "--max-time 8 http://private.test/; echo rc=$?")
+        assert "10.1.2.3" in out and "rc=0" not in out, (out, err)
+        recs = find(egress(napi, sb), proto="dns", name="raw.test")
+        assert recs and recs[-1]["verdict"] == "allow" and "by *" in recs[-1]["reason"], recs
+    finally:
+        napi.remove_sandbox(sb["id"])
+    sb = e2b_create(net_daemon, allow_internet_access=True, network={"denyOut": ["raw.test"]})
+    try:
+        rc, out, err = sh(napi, sb, "getent hosts raw.test; echo rc=$?; getent hosts allowed.test")
+        assert "rc=2" in out and "198.51.100.10 " in out.split("rc=2", 1)[1], (out, err)
+        rc, out, err = curl(napi, sb, "http://raw.test/denied")
+        assert rc != 0, (rc, out, err)
+    finally:
+        napi.remove_sandbox(sb["id"])
+    sb = e2b_create(net_daemon, allow_internet_access=False)
+    try:
+        rc, out, err = sh(napi, sb, "getent hosts raw.test; echo rc=$?")
+        assert "rc=2" in out and "198.51.100.10" not in out, (out, err)
+    finally:
+        napi.remove_sandbox(sb["id"])
