@@ -7,7 +7,6 @@
 #include "front/req.h"
 #include "cluster.h"
 #include "log.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "worker.h"
@@ -214,16 +213,6 @@ static void on_claim(struct spaced *d, struct claimed *c)
 		claim_restore(d, &c->rec, c->op_id);
 }
 
-/* Sandboxes of this node being brought up (created or restored) now. */
-static int bringing_up(struct spaced *d)
-{
-	int n = 0;
-
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
-		n += sb->rec.role == ROLE_USER && (sb->rec.state == SB_CREATING || sb->rec.state == SB_RESTORING);
-	return n;
-}
-
 /* At most one bring-up per core at a time (at least two): a burst of intents waits in the
  * store, where another node with less to do may take it, rather than in this node's queue
  * of network namespaces and boots, where it would only time out. */
@@ -241,7 +230,7 @@ static void publish(struct spaced *d)
 {
 	struct capacity c;
 	struct node_rec self;
-	int room, busy = bringing_up(d), claims = 0;
+	int room, busy = sandbox_bringing_up(d), claims = 0;
 
 	if (!d->worker)
 		return;

@@ -352,6 +352,25 @@ int sandbox_create_read(struct spaced *d, const struct create_req *req, struct c
 	return 0;
 }
 
+int sandbox_create_record(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			  struct sandbox_rec *out, space_err *err)
+{
+	struct snapshot_rec from = { 0 };
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	int rc = -1;
+
+	if (!sb)
+		return err_set(err, ENOMEM, "out of memory");
+	sb->d = d;
+	if (create_prepare(d, req, sb, &from, pre, err) == 0) {
+		sandbox_copy_out(sb, out, NULL);
+		rc = 0;
+	}
+	snapshot_rec_clear(&from);
+	sandbox_free(sb);
+	return rc;
+}
+
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			   const char *sb_id, const char *op_id, space_err *err)
 {

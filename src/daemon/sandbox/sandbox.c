@@ -524,3 +524,26 @@ void sandbox_shutdown(struct spaced *d)
 	pools_free(d);
 	tokens_free(d);
 }
+
+int sandbox_bringing_up(const struct spaced *d)
+{
+	int n = 0;
+
+	for (const struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		n += sb->rec.role == ROLE_USER && (sb->rec.state == SB_CREATING || sb->rec.state == SB_RESTORING);
+	return n;
+}
+
+void sandbox_fence(struct spaced *d, int64_t since_ms, sandbox_fence_fn why, void *arg)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		const char *reason;
+
+		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED || sb->rec.created_ms >= since_ms)
+			continue;
+		if (!(reason = why(&sb->rec, arg)))
+			continue;
+		log_error("sandbox %s: %s: stopping its VM (fenced)", sb->rec.id, reason);
+		vm_kill(sb->vm);
+	}
+}

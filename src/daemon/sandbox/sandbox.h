@@ -57,8 +57,21 @@ void create_job_free(void *arg);
  * else a cold boot. With what create_read read (required); what it takes is moved out. */
 int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			struct sandbox_rec *out, struct op_rec *op, space_err *err);
+/* The record a create of req would make (a new id; template or snapshot resolved from pre,
+ * which it takes as sandbox_create_read does), nothing started, stored or held: what an api
+ * process writes as the intent a node claims (cluster/intent.c). Clear *out. */
+int sandbox_create_record(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			  struct sandbox_rec *out, space_err *err);
 /* Whether this daemon gives VMs a network device (which ready snapshots it clones). */
 bool sandbox_net(const struct spaced *d);
+/* Clients' sandboxes this process is bringing up (creating or restoring) now: a node's
+ * claims in flight (cluster/node.c paces its claims by them). */
+int sandbox_bringing_up(const struct spaced *d);
+/* Fencing (cluster/reconcile.c): for each client's sandbox whose VM runs here, made before
+ * since_ms, why(rec, arg) says why the cluster gave up on it (NULL: it stays); those it names
+ * have their VM stopped, logged with the reason. */
+typedef const char *(*sandbox_fence_fn)(const struct sandbox_rec *rec, void *arg);
+void sandbox_fence(struct spaced *d, int64_t since_ms, sandbox_fence_fn why, void *arg);
 /* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			   const char *sb_id, const char *op_id, space_err *err);
