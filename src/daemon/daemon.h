@@ -127,9 +127,6 @@ struct spaced {
 	unsigned nstreams;
 	struct envd_watcher *envd_watchers; /* E2B's polled filesystem watchers (e2b/envd_watch.c) */
 	int memory_budget_mib, vcpu_budget; /* effective capacity (capacity.c) */
-	/* Cluster (docs/design/cluster.md): while a node acts on a claimed intent, the ids the api
-	 * process gave its sandbox and operation (create.c and ops.c take them); "" otherwise. */
-	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
 	char *secrets_sig;         /* node: the secrets as last seen ("name@updated_ms" lines) */
 	unsigned captures_begun;   /* captures started so far (disks_gc's check) */

@@ -146,7 +146,9 @@ static void claim_create(struct spaced *d, struct claimed *c)
 		claim_failed(d, &c->rec, c->op_id, c->why);
 		return;
 	}
-	if (sandbox_create_claimed(d, &c->req, &c->pre, c->rec.id, c->op_id, &err) < 0)
+	snprintf(c->req.claim_sb_id, sizeof(c->req.claim_sb_id), "%s", c->rec.id);
+	snprintf(c->req.claim_op_id, sizeof(c->req.claim_op_id), "%s", c->op_id);
+	if (sandbox_create_claimed(d, &c->req, &c->pre, &err) < 0)
 		claim_failed(d, &c->rec, c->op_id, err.msg);
 	else
 		log_info("sandbox %s: claimed by node %s (operation %s)", c->rec.id, d->cfg.node_id, c->op_id);

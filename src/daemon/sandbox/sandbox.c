@@ -377,7 +377,7 @@ void sandbox_start_delete(struct sandbox *sb, const char *why)
 	if (sb->op.id[0] && !op_state_done(sb->op.state))
 		op_finish(sb->d, &sb->op, cancelled);
 	op_rec_clear(&sb->op);
-	if (op_begin(sb->d, OPK_DELETE, sb->rec.id, &sb->op, &err) < 0)
+	if (op_begin(sb->d, OPK_DELETE, sb->rec.id, NULL, &sb->op, &err) < 0)
 		log_error("sandbox %s: %s", sb->rec.id, err.msg);
 	op_running(sb->d, &sb->op);
 	log_info("sandbox %s: deleting (%s)", sb->rec.id, why);

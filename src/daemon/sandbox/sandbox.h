@@ -72,9 +72,10 @@ int sandbox_bringing_up(const struct spaced *d);
  * have their VM stopped, logged with the reason. */
 typedef const char *(*sandbox_fence_fn)(const struct sandbox_rec *rec, void *arg);
 void sandbox_fence(struct spaced *d, int64_t since_ms, sandbox_fence_fn why, void *arg);
-/* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
+/* A create a node claimed (cluster/node.c): req->claim_sb_id and claim_op_id as the api
+ * process wrote them (EINVAL if either is missing). */
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
-			   const char *sb_id, const char *op_id, space_err *err);
+			   space_err *err);
 /* A row this process did not load at start, loaded while the loop serves: its template and
  * sessions (and, with reconcile, its open operations) are read on the store's thread, then it
  * is made on the loop as start-up would have (a claim that failed: reconcile false, no VM is
@@ -224,8 +225,10 @@ int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib
 
 /* ---- operations (ops.c) ---- */
 
-/* A new operation record (pending) for sandbox sb_id. */
-int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err);
+/* A new operation record (pending) for sandbox sb_id: op_id is the id an api process wrote
+ * with the intent a node claimed (NULL or "": a new one). */
+int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, const char *op_id, struct op_rec *op,
+	     space_err *err);
 /* Move op to running / succeeded / failed (error text for failed), persist, wake waiters. */
 void op_running(struct spaced *d, struct op_rec *op);
 void op_finish(struct spaced *d, struct op_rec *op, const char *error);

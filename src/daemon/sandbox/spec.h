@@ -84,6 +84,9 @@ struct create_req {
 	bool on_timeout_set;
 	enum on_timeout on_timeout;
 	json_t *network;          /* egress policy, normalised (no values); NULL: the template's */
+	/* A create a node claimed keeps the ids the api process wrote with the intent (cluster/
+	 * node.c fills them, never a client's body); "": new ones. */
+	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 };
 
 struct exec_req {
