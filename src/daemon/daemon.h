@@ -107,6 +107,9 @@ struct envd_watcher;
 struct spaced {
 	struct event_base *base;
 	struct config cfg;
+	/* What E2B's SDKs take as E2B_API_URL for this control plane, made at start by the
+	 * listeners (listeners.c: the E2B front end knows its shape) for any front end to show. */
+	char e2b_api_url[160];
 	struct store *store;
 	struct event *store_ev;    /* the store's thread says reads queued on it are done */
 	enum accel accel;

@@ -289,24 +289,3 @@ void cluster_stop(struct spaced *d)
 	worker_stop(d->worker);
 	d->worker = NULL;
 }
-
-static int add_capacity(const struct node_rec *n, void *arg)
-{
-	struct capacity *c = arg;
-
-	if (n->state != NODE_UP)
-		return 0;
-	c->memory_budget_mib += n->memory_mib;
-	c->memory_used_mib += n->used_memory_mib;
-	c->vcpu_budget += n->vcpus;
-	c->vcpus_used += n->used_vcpus;
-	c->running += n->sandboxes;
-	return 0;
-}
-
-int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err)
-{
-	memset(c, 0, sizeof(*c));
-	c->max_sandboxes = max_sandboxes;
-	return store_node_each(conn, add_capacity, c, err);
-}

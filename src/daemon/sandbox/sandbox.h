@@ -213,6 +213,9 @@ struct capacity {
 	int64_t tmpfs_free_mib;     /* where ready and fork snapshots live */
 };
 void capacity_get(struct spaced *d, struct capacity *c);
+/* What the cluster's nodes that are up have and use, summed from their rows (as of their last
+ * renewals): an api process's capacity (GET /v1/info), read on the store's thread (conn). */
+int capacity_of_nodes(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err);
 /* Room for `count` more VMs of this size beyond those that exist (or are
  * counted already: a sandbox restoring or starting is)? EDQUOT with what is
  * short. */
