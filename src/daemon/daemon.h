@@ -107,6 +107,9 @@ struct envd_watcher;
 struct spaced {
 	struct event_base *base;
 	struct config cfg;
+	/* What E2B's SDKs take as E2B_API_URL for this control plane, made at start by the
+	 * listeners (listeners.c: the E2B front end knows its shape) for any front end to show. */
+	char e2b_api_url[160];
 	struct store *store;
 	struct event *store_ev;    /* the store's thread says reads queued on it are done */
 	enum accel accel;
@@ -127,9 +130,6 @@ struct spaced {
 	unsigned nstreams;
 	struct envd_watcher *envd_watchers; /* E2B's polled filesystem watchers (e2b/envd_watch.c) */
 	int memory_budget_mib, vcpu_budget; /* effective capacity (capacity.c) */
-	/* Cluster (docs/design/cluster.md): while a node acts on a claimed intent, the ids the api
-	 * process gave its sandbox and operation (create.c and ops.c take them); "" otherwise. */
-	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 	int64_t reconciled_ms;     /* node: when its rows were last reconciled (cluster/node.c) */
 	char *secrets_sig;         /* node: the secrets as last seen ("name@updated_ms" lines) */
 	unsigned captures_begun;   /* captures started so far (disks_gc's check) */

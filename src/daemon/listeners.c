@@ -12,6 +12,7 @@
 #include "daemon.h"
 #include "dataplane/dataplane.h"
 #include "e2b/e2b.h"
+#include "e2b/e2b_ctl.h"
 #include "front/front.h"
 #include "listeners.h"
 
@@ -105,6 +106,7 @@ int listeners_start(struct spaced *d, space_err *err)
 {
 	struct front_tables ctl, data;
 
+	e2b_api_url(d->cfg.listen, d->e2b_api_url, sizeof(d->e2b_api_url));
 	if (control_tables(d, &ctl, err) < 0 || api_start(d, &ctl, err) < 0)
 		return -1;
 	if (listeners_data_tables(d, &data, err) < 0 || dataplane_start(d, &data, err) < 0)

@@ -16,7 +16,6 @@
 #include "cleanup.h"
 #include "cluster/cluster.h"
 #include "listeners.h"
-#include "e2b/e2b_ctl.h"
 #include "http/http.h"
 #include "http/tls.h"
 #include "keyfile.h"
@@ -171,11 +170,10 @@ static void show_api_key(const struct spaced *d, enum key_origin origin)
  * through our data plane, routed by its headers). */
 static void show_e2b_env(const struct spaced *d, enum key_origin origin)
 {
-	char url[160], path[PATH_MAX];
+	char path[PATH_MAX];
 
-	e2b_api_url(d->cfg.listen, url, sizeof(url));
 	printf("E2B SDKs:\n");
-	printf("  export E2B_API_URL=%s\n", url);
+	printf("  export E2B_API_URL=%s\n", d->e2b_api_url);
 	printf("  export E2B_SANDBOX_URL=%s\n", d->cfg.data_url);
 	if (origin == KEY_GIVEN && d->cfg.api_key_file[0])
 		printf("  export E2B_API_KEY=$(cat %s)\n", d->cfg.api_key_file);

@@ -105,7 +105,7 @@ static void test_op_kept(struct spaced *d)
 	struct op_rec op, got;
 	space_err err = { 0 };
 
-	CHECK(op_begin(d, OPK_PAUSE, "sb-0000000000000001", &op, &err) == 0, "op begun %s", err.msg);
+	CHECK(op_begin(d, OPK_PAUSE, "sb-0000000000000001", NULL, &op, &err) == 0, "op begun %s", err.msg);
 	op_running(d, &op);
 	break_store();
 	op_finish(d, &op, NULL);
@@ -121,7 +121,7 @@ static void test_op_kept(struct spaced *d)
 	      "written again by the retry: succeeded");
 
 	/* a later write that succeeds supersedes a kept one */
-	CHECK(op_begin(d, OPK_RESUME, "sb-0000000000000001", &op, &err) == 0, "another op");
+	CHECK(op_begin(d, OPK_RESUME, "sb-0000000000000001", NULL, &op, &err) == 0, "another op");
 	break_store();
 	op_running(d, &op);
 	mend_store();

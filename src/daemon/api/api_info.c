@@ -4,9 +4,7 @@
 
 #include "api.h"
 #include "log.h"
-#include "cluster/cluster.h"
 #include "store/store.h"
-#include "e2b/e2b_ctl.h"
 #include "sandbox/sandbox.h"
 
 static void info_reply(struct spaced *d, struct evhttp_request *req, const struct capacity *c)
@@ -15,9 +13,6 @@ static void info_reply(struct spaced *d, struct evhttp_request *req, const struc
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	int64_t mem_mib = pages > 0 && page > 0 ? (int64_t)pages * page / (1024 * 1024) : 0;
 	int64_t up = d->started_ms > 0 ? (now_ms() - d->started_ms) / 1000 : 0;
-	char e2b_api[160];
-
-	e2b_api_url(d->cfg.listen, e2b_api, sizeof(e2b_api));
 	http_reply_json(req, 200,
 			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s},s:s,s:s,s:s?}",
 				  "version", SPACE_VERSION,
@@ -36,7 +31,7 @@ static void info_reply(struct spaced *d, struct evhttp_request *req, const struc
 				  "tmpfs_free_mib", (json_int_t)c->tmpfs_free_mib,
 				  "uptime_s", (json_int_t)(up > 0 ? up : 0),
 				  /* What E2B's SDKs take as E2B_API_URL and E2B_SANDBOX_URL. */
-				  "e2b", "api_url", e2b_api, "sandbox_url", d->cfg.data_url,
+				  "e2b", "api_url", d->e2b_api_url, "sandbox_url", d->cfg.data_url,
 				  /* Scale-out (docs/design/cluster.md): what this process is. */
 				  "role", daemon_role_name(d->cfg.role),
 				  "store", store_backend(d->store),
@@ -53,7 +48,7 @@ static int info_read(struct store *conn, void *arg, space_err *err)
 {
 	struct info_job *j = arg;
 
-	return cluster_capacity_on(conn, j->max_sandboxes, &j->c, err);
+	return capacity_of_nodes(conn, j->max_sandboxes, &j->c, err);
 }
 
 static void info_read_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)

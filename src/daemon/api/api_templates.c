@@ -6,7 +6,6 @@
 #include "api.h"
 #include "front/req.h"
 #include "front/render.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -14,7 +13,7 @@
  * the node keeps warm of each (its pool) is added on the loop. */
 struct tmpl_job {
 	char ref[256];
-	bool net;      /* egress_enabled: which ready snapshots this daemon clones */
+	bool net;      /* sandbox_net: which ready snapshots this daemon clones */
 	int size;      /* PUT .../pool */
 	char name[SPEC_NAME_MAX + 1]; /* PUT .../pool: the template's name */
 	char digest[128];
@@ -115,7 +114,7 @@ static struct tmpl_job *job_new(struct http_req *r, const char *ref)
 		return NULL;
 	}
 	snprintf(q->ref, sizeof(q->ref), "%s", ref);
-	q->net = egress_enabled(r->d);
+	q->net = sandbox_net(r->d);
 	return q;
 }
 

@@ -28,12 +28,6 @@ void cluster_reconcile(struct spaced *d);
 /* At shutdown, before the store closes: stops the worker. */
 void cluster_stop(struct spaced *d);
 
-/* What the nodes that are up have and use, summed (as of their last renewals): GET /v1/info
- * on an api process, read on the store's thread (conn: api_read). */
-struct capacity;
-struct store;
-int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err);
-
 /* The route table of an api process's control (data false) or data plane, made from a role-all
  * table by each route's declaration (http.h: http_place): kept (served from the store),
  * replaced by an intent writer, or by a relay to the owning node; errors in the route's dialect.

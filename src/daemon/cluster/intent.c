@@ -10,7 +10,7 @@
 #include "http/proxy.h"
 #include "log.h"
 #include "front/render.h"
-#include "sandbox/runtime.h"
+#include "sandbox/sandbox.h"
 #include "store/store.h"
 
 struct fit {
@@ -90,41 +90,30 @@ static int create_reads(struct store *conn, void *arg, space_err *err)
 static void create_prepared(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
 	struct intent_job *j = arg, *next;
-	struct snapshot_rec from = { 0 };
 	struct op_rec *op = &j->op;
-	struct sandbox *sb;
 	space_err e2 = { 0 };
 
 	if (rc < 0) {
 		http_reply_err(req, err);
 		return;
 	}
-	if (!(sb = calloc(1, sizeof(*sb)))) {
-		http_reply_error(req, 500, "internal", "out of memory");
-		return;
-	}
-	sb->d = d;
-	if (create_prepare(d, &j->c.req, sb, &from, &j->c.pre, &e2) < 0) {
+	if (sandbox_create_record(d, &j->c.req, &j->c.pre, &j->rec, &e2) < 0) {
 		http_reply_err(req, &e2);
-		goto out;
+		return;
 	}
 	id_new(op->id, "op-");
 	op->kind = OPK_CREATE;
-	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", sb->rec.id);
+	snprintf(op->sandbox_id, sizeof(op->sandbox_id), "%s", j->rec.id);
 	op->state = OP_PENDING;
 	op->created_ms = op->updated_ms = now_ms();
 	j->intent = json_pack("{s:s,s:s,s:O}", "kind", "create", "op", op->id, "request", j->body);
-	sandbox_copy_out(sb, &j->rec, NULL);
 	if (!j->intent || !(next = calloc(1, sizeof(*next)))) {
 		http_reply_error(req, 500, "internal", "out of memory");
-		goto out;
+		return;
 	}
 	*next = *j;
 	memset(j, 0, sizeof(*j));
 	api_read_to(d, req, create_write, create_written, create_free, next);
-out:
-	snapshot_rec_clear(&from);
-	sandbox_free(sb);
 }
 
 void cluster_create(struct http_req *r)

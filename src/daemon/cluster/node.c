@@ -7,7 +7,6 @@
 #include "front/req.h"
 #include "cluster.h"
 #include "log.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 #include "worker.h"
@@ -147,7 +146,9 @@ static void claim_create(struct spaced *d, struct claimed *c)
 		claim_failed(d, &c->rec, c->op_id, c->why);
 		return;
 	}
-	if (sandbox_create_claimed(d, &c->req, &c->pre, c->rec.id, c->op_id, &err) < 0)
+	snprintf(c->req.claim_sb_id, sizeof(c->req.claim_sb_id), "%s", c->rec.id);
+	snprintf(c->req.claim_op_id, sizeof(c->req.claim_op_id), "%s", c->op_id);
+	if (sandbox_create_claimed(d, &c->req, &c->pre, &err) < 0)
 		claim_failed(d, &c->rec, c->op_id, err.msg);
 	else
 		log_info("sandbox %s: claimed by node %s (operation %s)", c->rec.id, d->cfg.node_id, c->op_id);
@@ -214,16 +215,6 @@ static void on_claim(struct spaced *d, struct claimed *c)
 		claim_restore(d, &c->rec, c->op_id);
 }
 
-/* Sandboxes of this node being brought up (created or restored) now. */
-static int bringing_up(struct spaced *d)
-{
-	int n = 0;
-
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
-		n += sb->rec.role == ROLE_USER && (sb->rec.state == SB_CREATING || sb->rec.state == SB_RESTORING);
-	return n;
-}
-
 /* At most one bring-up per core at a time (at least two): a burst of intents waits in the
  * store, where another node with less to do may take it, rather than in this node's queue
  * of network namespaces and boots, where it would only time out. */
@@ -241,7 +232,7 @@ static void publish(struct spaced *d)
 {
 	struct capacity c;
 	struct node_rec self;
-	int room, busy = bringing_up(d), claims = 0;
+	int room, busy = sandbox_bringing_up(d), claims = 0;
 
 	if (!d->worker)
 		return;
@@ -297,25 +288,4 @@ void cluster_stop(struct spaced *d)
 {
 	worker_stop(d->worker);
 	d->worker = NULL;
-}
-
-static int add_capacity(const struct node_rec *n, void *arg)
-{
-	struct capacity *c = arg;
-
-	if (n->state != NODE_UP)
-		return 0;
-	c->memory_budget_mib += n->memory_mib;
-	c->memory_used_mib += n->used_memory_mib;
-	c->vcpu_budget += n->vcpus;
-	c->vcpus_used += n->used_vcpus;
-	c->running += n->sandboxes;
-	return 0;
-}
-
-int cluster_capacity_on(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err)
-{
-	memset(c, 0, sizeof(*c));
-	c->max_sandboxes = max_sandboxes;
-	return store_node_each(conn, add_capacity, c, err);
 }

@@ -6,7 +6,6 @@
 
 #include "cluster.h"
 #include "log.h"
-#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
 
@@ -80,21 +79,13 @@ static void adopt_unknown(struct spaced *d, const struct view *vw)
 /* A VM it runs whose row is no longer its own, or was marked lost (its lease lapsed while it
  * was cut off), is stopped: the cluster has given up on it, and its writes are fenced off
  * already. Not one made since the read was queued (its first write may have come after). */
-static void stop_fenced(struct spaced *d, const struct view *vw)
+static const char *fenced_why(const struct sandbox_rec *rec, void *arg)
 {
-	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
-		const struct sandbox_rec *r;
+	const struct sandbox_rec *r = row_find(arg, rec->id);
 
-		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED ||
-		    sb->rec.created_ms >= vw->asked_ms - FRESH_MS)
-			continue;
-		r = row_find(vw, sb->rec.id);
-		if (r && r->state != SB_LOST)
-			continue;
-		log_error("sandbox %s: %s: stopping its VM (fenced)", sb->rec.id,
-			  r ? "the cluster marked it lost" : "its row is no longer this node's");
-		vm_kill(sb->vm);
-	}
+	if (r && r->state != SB_LOST)
+		return NULL;
+	return r ? "the cluster marked it lost" : "its row is no longer this node's";
 }
 
 /* Secrets are written by api processes, whose gateways are elsewhere: a node sees each change
@@ -174,7 +165,7 @@ static void view_done(void *arg, bool ran)
 		log_warn("node %s: reconciling: %s", d->cfg.node_id, vw->err.msg);
 	if (ran && !vw->failed) {
 		adopt_unknown(d, vw);
-		stop_fenced(d, vw);
+		sandbox_fence(d, vw->asked_ms - FRESH_MS, fenced_why, (void *)vw);
 		apply_secrets(d, vw);
 	}
 	view_free(vw);

@@ -1,5 +1,5 @@
 /* envd_proc_wire.c -- process.Process's proto3 JSON messages: requests parsed into the core's
- * typed requests (through the /v1 parsers' validators), events and listings rendered */
+ * typed requests (checked by the core's validators, spec.h), events and listings rendered */
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -76,95 +76,89 @@ int envd_pty_size(const json_t *pty, uint16_t *rows, uint16_t *cols, space_err *
 	return 0;
 }
 
-/* The StartRequest as the /v1 exec body req_exec takes: {argv, env, cwd, user, stdin, pty}. */
-static json_t *v1_exec_body(const json_t *body, const char *user, space_err *err)
+/* The StartRequest's process: argv (cmd, then args), env, cwd. */
+static int start_process(const json_t *proc, struct exec_req *out, space_err *err)
 {
-	const json_t *proc = json_object_get(body, "process"), *cmd = json_object_get(proc, "cmd");
-	const json_t *args = json_object_get(proc, "args"), *envs = json_object_get(proc, "envs");
-	const json_t *cwd = json_object_get(proc, "cwd"), *pty = json_object_get(body, "pty");
-	const json_t *in = json_object_get(body, "stdin"), *v;
-	json_t *out = json_object(), *argv = json_array();
-	uint16_t rows, cols;
+	const json_t *cmd = json_object_get(proc, "cmd"), *args = json_object_get(proc, "args");
+	const json_t *cwd = json_object_get(proc, "cwd"), *v;
 	size_t i;
 
-	if (!out || !argv) {
-		err_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (!json_is_object(proc)) {
-		err_set(err, EINVAL, "process is required: {\"cmd\":..., \"args\":[...]}");
-		goto fail;
-	}
-	if (!json_is_string(cmd) || !json_string_length(cmd)) {
-		err_set(err, EINVAL, "process.cmd must be a non-empty string");
-		goto fail;
-	}
-	if (!absent(args) && !json_is_array(args)) {
-		err_set(err, EINVAL, "process.args must be an array of strings");
-		goto fail;
-	}
-	/* Each entry is checked by req_exec (strings, sizes, count). */
-	if (json_array_append(argv, (json_t *)cmd) < 0) {
-		err_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
+	if (!json_is_object(proc))
+		return err_set(err, EINVAL, "process is required: {\"cmd\":..., \"args\":[...]}");
+	if (!json_is_string(cmd) || !json_string_length(cmd))
+		return err_set(err, EINVAL, "process.cmd must be a non-empty string");
+	if (!absent(args) && !json_is_array(args))
+		return err_set(err, EINVAL, "process.args must be an array of strings");
+	if (json_array_size(args) >= SPEC_ARGV_MAX)
+		return err_set(err, EINVAL, "argv must be an array of 1 to %d strings", SPEC_ARGV_MAX);
+	if (spec_check_argv_entry(0, json_string_value(cmd), json_string_length(cmd), err) < 0 ||
+	    strlist_add(&out->argv, json_string_value(cmd)) < 0)
+		return err->code ? -1 : err_set(err, ENOMEM, "out of memory");
 	json_array_foreach(args, i, v) {
-		if (json_array_size(argv) > SPEC_ARGV_MAX)
-			break;
-		if (json_array_append(argv, (json_t *)v) < 0) {
-			err_set(err, ENOMEM, "out of memory");
-			goto fail;
-		}
+		if (!json_is_string(v))
+			return err_set(err, EINVAL, "argv[%zu] must be a string", i + 1);
+		/* the NUL check needs JSON's length; the rest is spec_check_exec's */
+		if (spec_check_argv_entry(i + 1, json_string_value(v), json_string_length(v), err) < 0 ||
+		    strlist_add(&out->argv, json_string_value(v)) < 0)
+			return err->code ? -1 : err_set(err, ENOMEM, "out of memory");
 	}
-	if (json_object_set(out, "argv", argv) < 0 ||
-	    (!absent(envs) && json_object_set(out, "env", (json_t *)envs) < 0) ||
-	    (!absent(cwd) && json_object_set(out, "cwd", (json_t *)cwd) < 0) ||
-	    (user && *user && json_object_set_new(out, "user", json_string(user)) < 0)) {
-		err_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (!absent(in) && !json_is_boolean(in)) {
-		err_set(err, EINVAL, "stdin must be true or false");
-		goto fail;
-	}
-	if (json_object_set_new(out, "stdin", json_boolean(absent(in) || json_is_true(in))) < 0) {
-		err_set(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	if (!absent(pty)) {
-		if (envd_pty_size(pty, &rows, &cols, err) < 0)
-			goto fail;
-		if (json_object_set_new(out, "pty", json_pack("{s:i,s:i}", "rows", rows, "cols", cols)) < 0) {
-			err_set(err, ENOMEM, "out of memory");
-			goto fail;
-		}
-	}
-	json_decref(argv);
-	return out;
-fail:
-	json_decref(argv);
-	json_decref(out);
-	return NULL;
+	if (req_string_map((json_t *)proc, "envs", true, &out->env, err) < 0)
+		return -1;
+	if (absent(cwd))
+		return 0;
+	if (!json_is_string(cwd) || json_string_length(cwd) >= sizeof(out->cwd) ||
+	    strlen(json_string_value(cwd)) != json_string_length(cwd))
+		return err_set(err, EINVAL, "cwd must be a string of at most %zu bytes", sizeof(out->cwd) - 1);
+	snprintf(out->cwd, sizeof(out->cwd), "%s", json_string_value(cwd));
+	return 0;
 }
 
+/* The StartRequest's tag (its bytes checked here: JSON's length finds a NUL). */
+static int start_tag(const json_t *tag, struct exec_req *out, space_err *err)
+{
+	if (absent(tag))
+		return 0;
+	if (!json_is_string(tag) || spec_check_tag(json_string_value(tag), json_string_length(tag), err) < 0)
+		return err->code ? -1 : err_set(err, EINVAL, "tag must be a string");
+	snprintf(out->tag, sizeof(out->tag), "%s", json_string_value(tag));
+	return 0;
+}
+
+/* The StartRequest's stdin (open unless false: envd's default) and pty. */
+static int start_io(const json_t *body, struct exec_req *out, space_err *err)
+{
+	const json_t *in = json_object_get(body, "stdin"), *pty = json_object_get(body, "pty");
+
+	if (!absent(in) && !json_is_boolean(in))
+		return err_set(err, EINVAL, "stdin must be true or false");
+	out->stdin_open = absent(in) || json_is_true(in);
+	if (absent(pty))
+		return 0;
+	if (envd_pty_size(pty, &out->pty_rows, &out->pty_cols, err) < 0)
+		return -1;
+	out->stdin_open = true; /* a terminal always has input */
+	return 0;
+}
+
+/* The StartRequest filled into the core's typed exec directly, then checked by the core's
+ * validator (spec_check_exec), as /v1's req_exec is. */
 int envd_start_req(const json_t *body, const char *user, struct exec_req *out, space_err *err)
 {
-	const json_t *tag = json_object_get(body, "tag");
-	json_t *v1;
-	int rc;
-
 	memset(out, 0, sizeof(*out));
-	if (!absent(tag) && (!json_is_string(tag) ||
-			     spec_check_tag(json_string_value(tag), json_string_length(tag), err) < 0))
-		return err->code ? -1 : err_set(err, EINVAL, "tag must be a string");
-	v1 = v1_exec_body(body, user, err);
-	if (!v1)
-		return -1;
-	rc = req_exec(v1, out, err);
-	json_decref(v1);
-	if (rc == 0 && json_is_string(tag))
-		snprintf(out->tag, sizeof(out->tag), "%s", json_string_value(tag));
-	return rc;
+	if (start_tag(json_object_get(body, "tag"), out, err) < 0 ||
+	    start_process(json_object_get(body, "process"), out, err) < 0)
+		goto fail;
+	if (user && strlen(user) >= sizeof(out->user)) {
+		err_set(err, EINVAL, "user must be a string of at most %zu bytes", sizeof(out->user) - 1);
+		goto fail;
+	}
+	snprintf(out->user, sizeof(out->user), "%s", user ? user : "");
+	if (start_io(body, out, err) < 0 || spec_check_exec(out, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	exec_req_free(out);
+	return -1;
 }
 
 int envd_selector(const json_t *body, int *pid, const char **tag, space_err *err)

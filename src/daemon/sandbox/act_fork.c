@@ -149,7 +149,7 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 	if (strcmp(c->tmpl.digest, r->template_digest) != 0)
 		log_warn("sandbox %s: its template %s is not known here", r->id, r->template_digest);
 	sandbox_persist(c);
-	if (op_begin(parent->d, OPK_CREATE, r->id, &c->op, err) < 0) {
+	if (op_begin(parent->d, OPK_CREATE, r->id, NULL, &c->op, err) < 0) {
 		sandbox_start_delete(c, "its fork could not be recorded");
 		return NULL;
 	}

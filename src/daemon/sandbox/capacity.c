@@ -1,6 +1,7 @@
 /* capacity.c -- what the node can hold: a memory and a vCPU budget for the VMs that exist, and
  * tmpfs room for the snapshots clones map. A create, restore, start or fork that does not fit is
- * refused (429) rather than overcommitting the host until every VM faults. */
+ * refused (429) rather than overcommitting the host until every VM faults. An api process sums
+ * its nodes' rows instead (capacity_of_nodes). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -8,6 +9,7 @@
 
 #include "log.h"
 #include "runtime.h"
+#include "store/store.h"
 
 /* Host memory kept for the daemon, the kernel and page cache. */
 #define RESERVE_MIB 1024
@@ -100,4 +102,25 @@ int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib
 int capacity_overhead_mib(void)
 {
 	return VM_OVERHEAD_MIB;
+}
+
+static int add_capacity(const struct node_rec *n, void *arg)
+{
+	struct capacity *c = arg;
+
+	if (n->state != NODE_UP)
+		return 0;
+	c->memory_budget_mib += n->memory_mib;
+	c->memory_used_mib += n->used_memory_mib;
+	c->vcpu_budget += n->vcpus;
+	c->vcpus_used += n->used_vcpus;
+	c->running += n->sandboxes;
+	return 0;
+}
+
+int capacity_of_nodes(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err)
+{
+	memset(c, 0, sizeof(*c));
+	c->max_sandboxes = max_sandboxes;
+	return store_node_each(conn, add_capacity, c, err);
 }

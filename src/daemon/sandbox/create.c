@@ -122,8 +122,8 @@ int create_prepare(struct spaced *d, const struct create_req *req, struct sandbo
 		return err_set(err, EINVAL, "a sandbox from snapshot %s has its size: %d vcpus, %d MiB", from->id,
 			       dvcpus, dmem);
 	/* A create a node claimed keeps the id the api process gave it. */
-	if (d->claim_sb_id[0])
-		snprintf(r->id, sizeof(r->id), "%s", d->claim_sb_id);
+	if (req->claim_sb_id[0])
+		snprintf(r->id, sizeof(r->id), "%s", req->claim_sb_id);
 	else
 		id_new(r->id, "sb-");
 	snprintf(r->template_ref, sizeof(r->template_ref), "%s", from->id[0] ? from->template_ref : ref);
@@ -241,7 +241,7 @@ static void claim(struct sandbox *pooled, struct sandbox *want, const json_t *po
 	r->created_ms = now_ms();
 	r->expires_ms = r->timeout_s ? r->created_ms + r->timeout_s * 1000 : 0;
 	op_rec_clear(&pooled->op);
-	if (op_begin(pooled->d, OPK_CREATE, r->id, &pooled->op, &err) < 0)
+	if (op_begin(pooled->d, OPK_CREATE, r->id, NULL, &pooled->op, &err) < 0)
 		log_error("sandbox %s: %s", r->id, err.msg);
 	sandbox_persist(pooled);
 	op_finish(pooled->d, &pooled->op, NULL);
@@ -250,12 +250,13 @@ static void claim(struct sandbox *pooled, struct sandbox *want, const json_t *po
 	log_info("sandbox %s: claimed from the %s pool", r->id, pooled->tmpl.name);
 }
 
-/* Starts a sandbox that create_prepare filled: boot, or clone from snap. */
-static int launch_new(struct sandbox *sb, const struct snapshot_rec *snap, space_err *err)
+/* Starts a sandbox that create_prepare filled: boot, or clone from snap, under operation
+ * op_id (a claimed create's; "": a new one). */
+static int launch_new(struct sandbox *sb, const struct snapshot_rec *snap, const char *op_id, space_err *err)
 {
 	/* Intent first: the sandbox and its operation are on disk before QEMU starts. */
 	sandbox_persist(sb);
-	if (op_begin(sb->d, OPK_CREATE, sb->rec.id, &sb->op, err) < 0) {
+	if (op_begin(sb->d, OPK_CREATE, sb->rec.id, op_id, &sb->op, err) < 0) {
 		sb->rec.state = SB_FAILED;
 		snprintf(sb->rec.error, sizeof(sb->rec.error), "%s", err->msg);
 		sandbox_persist(sb);
@@ -305,7 +306,7 @@ int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct cr
 		}
 	}
 	/* A claimed create has its id already: a pool VM (another id) cannot be it. */
-	if (role == ROLE_USER && !from.id[0] && !d->claim_sb_id[0] &&
+	if (role == ROLE_USER && !from.id[0] && !req->claim_sb_id[0] &&
 	    (pooled = pool_claim(d, sb->rec.template_digest, sb->rec.vcpus, sb->rec.memory_mib))) {
 		claim(pooled, sb, pre ? pre->policy : NULL);
 		*out = pooled;
@@ -330,7 +331,7 @@ int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct cr
 		snprintf(sb->rec.template_ref, sizeof(sb->rec.template_ref), "%s", sb->tmpl.name);
 	sb->next = d->sandboxes;
 	d->sandboxes = sb;
-	rc = launch_new(sb, snap, err);
+	rc = launch_new(sb, snap, req->claim_op_id, err);
 	*out = sb;
 	sb = NULL;
 out:
@@ -352,15 +353,31 @@ int sandbox_create_read(struct spaced *d, const struct create_req *req, struct c
 	return 0;
 }
 
+int sandbox_create_record(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			  struct sandbox_rec *out, space_err *err)
+{
+	struct snapshot_rec from = { 0 };
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	int rc = -1;
+
+	if (!sb)
+		return err_set(err, ENOMEM, "out of memory");
+	sb->d = d;
+	if (create_prepare(d, req, sb, &from, pre, err) == 0) {
+		sandbox_copy_out(sb, out, NULL);
+		rc = 0;
+	}
+	snapshot_rec_clear(&from);
+	sandbox_free(sb);
+	return rc;
+}
+
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
-			   const char *sb_id, const char *op_id, space_err *err)
+			   space_err *err)
 {
 	struct sandbox *sb;
-	int rc;
 
-	snprintf(d->claim_sb_id, sizeof(d->claim_sb_id), "%s", sb_id);
-	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
-	rc = sandbox_create_pre(d, req, pre, ROLE_USER, &sb, err);
-	d->claim_sb_id[0] = d->claim_op_id[0] = '\0';
-	return rc;
+	if (!req->claim_sb_id[0] || !req->claim_op_id[0])
+		return err_set(err, EINVAL, "a claimed create names its sandbox and operation");
+	return sandbox_create_pre(d, req, pre, ROLE_USER, &sb, err);
 }

@@ -92,7 +92,7 @@ int lifecycle_begin(struct sandbox *sb, enum op_kind kind, const struct lc_args 
 	if (op_in_flight(sb) || !(a->from & T(sb->rec.state)))
 		return lifecycle_refuse(sb, kind, err);
 	op_rec_clear(&sb->op);
-	if (op_begin(sb->d, kind, sb->rec.id, &sb->op, err) < 0)
+	if (op_begin(sb->d, kind, sb->rec.id, args ? args->op_id : NULL, &sb->op, err) < 0)
 		return -1;
 	sb->rec.prev_state = sb->rec.state;
 	if (a->transient != SB__COUNT)

@@ -19,13 +19,13 @@ struct op_waiter {
 	struct op_waiter *next;
 };
 
-int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err)
+int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, const char *op_id, struct op_rec *op,
+	     space_err *err)
 {
 	memset(op, 0, sizeof(*op));
 	/* The operation an api process wrote with the intent a node claimed keeps its id. */
-	if (d->claim_op_id[0]) {
-		snprintf(op->id, sizeof(op->id), "%s", d->claim_op_id);
-		d->claim_op_id[0] = '\0';
+	if (op_id && op_id[0]) {
+		snprintf(op->id, sizeof(op->id), "%s", op_id);
 	} else {
 		id_new(op->id, "op-");
 	}

@@ -242,18 +242,14 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 
 int sandbox_restore_claimed(struct spaced *d, const char *sb_id, const char *op_id, space_err *err)
 {
-	struct sandbox_rec out = { 0 };
-	struct op_rec op = { 0 };
-	int rc;
+	const struct lc_args args = { .op_id = op_id };
+	struct sandbox *sb;
 
 	if (!sandbox_find(d, sb_id))
 		return err_set(err, ENOENT, "sandbox %s is not loaded here", sb_id);
-	snprintf(d->claim_op_id, sizeof(d->claim_op_id), "%s", op_id);
-	rc = sandbox_act(d, sb_id, OPK_RESTORE, &out, &op, err);
-	d->claim_op_id[0] = '\0';
-	sandbox_rec_clear(&out);
-	op_rec_clear(&op);
-	return rc;
+	if (!(sb = sandbox_find_for(d, sb_id, OPK_RESTORE, err)))
+		return -1;
+	return lifecycle_begin(sb, OPK_RESTORE, &args, err);
 }
 
 /* ---- a row loaded while the loop serves: its reads on the store's thread ---- */

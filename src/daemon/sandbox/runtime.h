@@ -213,6 +213,7 @@ struct lc_args {
 	int count;                  /* fork */
 	const char *name;           /* snapshot */
 	json_t *children;           /* fork: ids made by the caller (borrowed) */
+	const char *op_id;          /* a claimed restore: the api process's operation id (NULL: new) */
 };
 /* Checks the action may start now (409 with the state and operation if
  * not), records the operation, moves to the action's transient state and

@@ -377,7 +377,7 @@ void sandbox_start_delete(struct sandbox *sb, const char *why)
 	if (sb->op.id[0] && !op_state_done(sb->op.state))
 		op_finish(sb->d, &sb->op, cancelled);
 	op_rec_clear(&sb->op);
-	if (op_begin(sb->d, OPK_DELETE, sb->rec.id, &sb->op, &err) < 0)
+	if (op_begin(sb->d, OPK_DELETE, sb->rec.id, NULL, &sb->op, &err) < 0)
 		log_error("sandbox %s: %s", sb->rec.id, err.msg);
 	op_running(sb->d, &sb->op);
 	log_info("sandbox %s: deleting (%s)", sb->rec.id, why);
@@ -523,4 +523,27 @@ void sandbox_shutdown(struct spaced *d)
 	ops_unsaved_free(d);
 	pools_free(d);
 	tokens_free(d);
+}
+
+int sandbox_bringing_up(const struct spaced *d)
+{
+	int n = 0;
+
+	for (const struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		n += sb->rec.role == ROLE_USER && (sb->rec.state == SB_CREATING || sb->rec.state == SB_RESTORING);
+	return n;
+}
+
+void sandbox_fence(struct spaced *d, int64_t since_ms, sandbox_fence_fn why, void *arg)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
+		const char *reason;
+
+		if (sb->rec.role != ROLE_USER || !sb->vm || sb->rec.state == SB_DELETED || sb->rec.created_ms >= since_ms)
+			continue;
+		if (!(reason = why(&sb->rec, arg)))
+			continue;
+		log_error("sandbox %s: %s: stopping its VM (fenced)", sb->rec.id, reason);
+		vm_kill(sb->vm);
+	}
 }

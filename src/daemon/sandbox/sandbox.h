@@ -57,11 +57,25 @@ void create_job_free(void *arg);
  * else a cold boot. With what create_read read (required); what it takes is moved out. */
 int sandbox_create_read(struct spaced *d, const struct create_req *req, struct create_reads *pre,
 			struct sandbox_rec *out, struct op_rec *op, space_err *err);
+/* The record a create of req would make (a new id; template or snapshot resolved from pre,
+ * which it takes as sandbox_create_read does), nothing started, stored or held: what an api
+ * process writes as the intent a node claims (cluster/intent.c). Clear *out. */
+int sandbox_create_record(struct spaced *d, const struct create_req *req, struct create_reads *pre,
+			  struct sandbox_rec *out, space_err *err);
 /* Whether this daemon gives VMs a network device (which ready snapshots it clones). */
 bool sandbox_net(const struct spaced *d);
-/* A create a node claimed (cluster/node.c): sb_id and op_id as the api process wrote them. */
+/* Clients' sandboxes this process is bringing up (creating or restoring) now: a node's
+ * claims in flight (cluster/node.c paces its claims by them). */
+int sandbox_bringing_up(const struct spaced *d);
+/* Fencing (cluster/reconcile.c): for each client's sandbox whose VM runs here, made before
+ * since_ms, why(rec, arg) says why the cluster gave up on it (NULL: it stays); those it names
+ * have their VM stopped, logged with the reason. */
+typedef const char *(*sandbox_fence_fn)(const struct sandbox_rec *rec, void *arg);
+void sandbox_fence(struct spaced *d, int64_t since_ms, sandbox_fence_fn why, void *arg);
+/* A create a node claimed (cluster/node.c): req->claim_sb_id and claim_op_id as the api
+ * process wrote them (EINVAL if either is missing). */
 int sandbox_create_claimed(struct spaced *d, const struct create_req *req, struct create_reads *pre,
-			   const char *sb_id, const char *op_id, space_err *err);
+			   space_err *err);
 /* A row this process did not load at start, loaded while the loop serves: its template and
  * sessions (and, with reconcile, its open operations) are read on the store's thread, then it
  * is made on the loop as start-up would have (a claim that failed: reconcile false, no VM is
@@ -199,6 +213,9 @@ struct capacity {
 	int64_t tmpfs_free_mib;     /* where ready and fork snapshots live */
 };
 void capacity_get(struct spaced *d, struct capacity *c);
+/* What the cluster's nodes that are up have and use, summed from their rows (as of their last
+ * renewals): an api process's capacity (GET /v1/info), read on the store's thread (conn). */
+int capacity_of_nodes(struct store *conn, int max_sandboxes, struct capacity *c, space_err *err);
 /* Room for `count` more VMs of this size beyond those that exist (or are
  * counted already: a sandbox restoring or starting is)? EDQUOT with what is
  * short. */
@@ -211,8 +228,10 @@ int capacity_snapshot_room(struct spaced *d, enum snap_kind kind, int memory_mib
 
 /* ---- operations (ops.c) ---- */
 
-/* A new operation record (pending) for sandbox sb_id. */
-int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, struct op_rec *op, space_err *err);
+/* A new operation record (pending) for sandbox sb_id: op_id is the id an api process wrote
+ * with the intent a node claimed (NULL or "": a new one). */
+int op_begin(struct spaced *d, enum op_kind kind, const char *sb_id, const char *op_id, struct op_rec *op,
+	     space_err *err);
 /* Move op to running / succeeded / failed (error text for failed), persist, wake waiters. */
 void op_running(struct spaced *d, struct op_rec *op);
 void op_finish(struct spaced *d, struct op_rec *op, const char *error);

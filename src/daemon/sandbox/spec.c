@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
+
 /* ---- strmap ---- */
 
 static int grow(void ***a, void ***b, size_t *cap, size_t need)
@@ -194,6 +196,35 @@ int spec_check_user(const char *u, space_err *err)
 	return 0;
 bad:
 	return err_set(err, EINVAL, "user must be a user name (1 to %d letters, digits, _ - .)", SPEC_USER_MAX);
+}
+
+static int check_exec_env(const struct strmap *env, space_err *err)
+{
+	if (env->n > SPEC_ENV_MAX)
+		return err_set(err, EINVAL, "env has more than %d entries", SPEC_ENV_MAX);
+	for (size_t i = 0; i < env->n; i++)
+		if (spec_check_env_entry("env", env->keys[i], strlen(env->values[i]), err) < 0)
+			return -1;
+	return 0;
+}
+
+int spec_check_exec(const struct exec_req *r, space_err *err)
+{
+	if (r->argv.n < 1 || r->argv.n > SPEC_ARGV_MAX)
+		return err_set(err, EINVAL, "argv must be an array of 1 to %d strings", SPEC_ARGV_MAX);
+	for (size_t i = 0; i < r->argv.n; i++)
+		if (spec_check_argv_entry(i, r->argv.v[i], strlen(r->argv.v[i]), err) < 0)
+			return -1;
+	if (check_exec_env(&r->env, err) < 0 || spec_check_cwd(r->cwd, err) < 0 ||
+	    (r->user[0] && spec_check_user(r->user, err) < 0) ||
+	    spec_check_tag(r->tag, strlen(r->tag), err) < 0)
+		return -1;
+	if (r->token_ttl_s < 0 || r->token_ttl_s > SPEC_TOKEN_TTL_MAX)
+		return err_set(err, EINVAL, "token_ttl_s must be 1 to %d", SPEC_TOKEN_TTL_MAX);
+	if ((r->pty_rows == 0) != (r->pty_cols == 0) || r->pty_rows > PROTO_PTY_MAX_DIM ||
+	    r->pty_cols > PROTO_PTY_MAX_DIM)
+		return err_set(err, EINVAL, "pty rows and cols must be 1 to %d", PROTO_PTY_MAX_DIM);
+	return 0;
 }
 
 int spec_check_snapshot_name(const char *name, space_err *err)

@@ -84,6 +84,9 @@ struct create_req {
 	bool on_timeout_set;
 	enum on_timeout on_timeout;
 	json_t *network;          /* egress policy, normalised (no values); NULL: the template's */
+	/* A create a node claimed keeps the ids the api process wrote with the intent (cluster/
+	 * node.c fills them, never a client's body); "": new ones. */
+	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
 };
 
 struct exec_req {
@@ -96,6 +99,10 @@ struct exec_req {
 	uint16_t pty_rows, pty_cols; /* 0: no terminal; else run on a PTY of this size */
 	char tag[SPEC_TAG_MAX + 1]; /* "" = none */
 };
+/* Whether the core runs r as it is, whichever front end filled it (/v1's req_exec, E2B's
+ * envd_start_req): argv 1..SPEC_ARGV_MAX entries (argv[0] not empty), env names and values,
+ * cwd, user, token TTL, PTY size, tag. 0, or -1 with EINVAL naming what is wrong. */
+int spec_check_exec(const struct exec_req *r, space_err *err);
 
 struct timeout_req {
 	int64_t timeout_s;        /* from now; 0 = never expires */
