@@ -129,7 +129,9 @@ static void write_key_file(const struct spaced *d, const char *path)
 
 static int ensure_api_key(struct spaced *d, enum key_origin *origin, space_err *err)
 {
-	unsigned char raw[24];
+	/* E2B's SDKs refuse, before sending anything, a key that is not "e2b_" and hex
+	 * (the Python SDK checks it); 20 random bytes make 40 digits, as E2B's own keys have. */
+	unsigned char raw[20];
 
 	*origin = KEY_GIVEN;
 	if (d->cfg.api_key[0])
@@ -142,8 +144,8 @@ static int ensure_api_key(struct spaced *d, enum key_origin *origin, space_err *
 	*origin = KEY_GENERATED;
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		return err_set(err, EIO, "generating an API key: no randomness");
-	memcpy(d->cfg.api_key, "sk-", 3);
-	hex(raw, sizeof(raw), d->cfg.api_key + 3);
+	memcpy(d->cfg.api_key, "e2b_", 4);
+	hex(raw, sizeof(raw), d->cfg.api_key + 4);
 	return store_kv_set(d->store, "api_key", d->cfg.api_key, err);
 }
 

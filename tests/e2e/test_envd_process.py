@@ -175,7 +175,7 @@ def test_run_reports_start_output_and_exit_status(envd):
     pid = s.start()
     out, end = s.until_end()
     assert out["stdout"] == b"hi\n" and out["stderr"] == b"err\n", out
-    assert end == {"exitCode": 3, "exited": True, "status": "exit status 3"}, end
+    assert end == {"exitCode": 3, "exited": True, "status": "exit status 3", "error": "exit status 3"}, end
     # An ended process is no longer listed nor found.
     assert pid not in [p["pid"] for p in envd.call("List", {}).get("processes", [])]
 
@@ -218,6 +218,7 @@ def test_sigkill_ends_with_envd_status(envd):
     assert envd.call("SendSignal", dict(sel(pid), signal="SIGNAL_SIGKILL")) == {}
     _, end = s.until_end()
     assert end["exitCode"] == -1 and end["status"] == "signal: killed" and not end.get("exited"), end
+    assert end["error"] == "signal: killed", end
 
 
 def test_list_connect_by_pid_and_tag_after_the_client_left(envd):

@@ -393,7 +393,7 @@ def test_generated_key_never_reaches_the_log(bare):
             st = os.stat(path)
             assert st.st_mode & 0o777 == 0o600
             key = open(path).read().strip()
-            assert key.startswith("sk-") and key not in d.log_text(), f"start {start}: the key is in the log"
+            assert re.fullmatch(r"e2b_[0-9a-f]{40}", key) and key not in d.log_text(), f"start {start}: the key is in the log"
             assert f"in {path}" in text
             resp = space.http_request(d.url, "GET", "/v1/info", headers=space.bearer(key))
             assert resp.status == 200

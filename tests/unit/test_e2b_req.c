@@ -1,5 +1,6 @@
 /* test_e2b_req.c -- E2B's control-plane bodies and queries into the core's typed requests,
  * and the pure renderers (e2b_req.c, e2b_render.c) */
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon/e2b/e2b.h"
@@ -163,6 +164,60 @@ static void test_network(void)
 	}
 }
 
+/* What net() gives, less the empty inject list the normaliser adds. */
+static const char *net_plain(int internet, const char *network)
+{
+	static char out[512];
+	const char *got = net(internet, network, false), *inj = strstr(got, ",\"inject\":[]");
+
+	snprintf(out, sizeof(out), "%.*s%s", inj ? (int)(inj - got) : (int)strlen(got), got,
+		 inj ? inj + strlen(",\"inject\":[]") : "");
+	return out;
+}
+
+/* GET /sandboxes/{id}'s allowInternetAccess and network from a stored policy; fed back to
+ * e2b_req_network, what we render makes that policy again (back; NULL: not ours to round-trip). */
+static void test_network_back(void)
+{
+	static const struct {
+		const char *policy;
+		bool open;
+		const char *want, *back;
+	} table[] = {
+		{ "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[],\"inject\":[]}", true, "{\"allowOut\":[],\"denyOut\":[]}",
+		  "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
+		{ "{\"allow\":[],\"deny\":[],\"inject\":[]}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}",
+		  "{\"allow\":[],\"deny\":[]}" },
+		{ "{}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}", NULL },
+		{ "{\"allow\":[\"pypi.org\"],\"deny\":[]}", false, "{\"allowOut\":[\"pypi.org\"],\"denyOut\":[\"0.0.0.0/0\"]}",
+		  "{\"allow\":[\"pypi.org\"],\"deny\":[]}" },
+		{ "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}", true,
+		  "{\"allowOut\":[\"1.2.3.4\"],\"denyOut\":[\"10.0.0.0/8\"]}",
+		  "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
+		{ "{\"allow\":\"x\",\"deny\":7}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
+		json_t *pol = J(table[i].policy), *n = NULL;
+		bool open = !table[i].open;
+		char *s = NULL;
+
+		if (e2b_network_json(pol, &open, &n) == 0 && n)
+			s = json_dumps(n, JSON_COMPACT);
+		CHECK(s && !strcmp(s, table[i].want) && open == table[i].open, "%s -> %s open=%d (got %s open=%d)",
+		      table[i].policy, table[i].want, table[i].open, s ? s : "NULL", open);
+		if (s && table[i].back) {
+			const char *got = net_plain(open ? 1 : 0, s);
+
+			CHECK(!strcmp(got, table[i].back), "round trip %s -> %s -> %s (want %s)", table[i].policy, s, got,
+			      table[i].back);
+		}
+		free(s);
+		json_decref(n);
+		json_decref(pol);
+	}
+}
+
 static void test_timeouts_fork_snapshot(void)
 {
 	struct timeout_req t;
@@ -318,6 +373,7 @@ int main(void)
 {
 	RUN(test_create);
 	RUN(test_network);
+	RUN(test_network_back);
 	RUN(test_timeouts_fork_snapshot);
 	RUN(test_queries);
 	RUN(test_render);

@@ -186,11 +186,18 @@ static void test_events(void)
 	r.state = SESS_EXITED;
 	r.exit_code = 3;
 	EXPECT(strcmp(dump(envd_event_end(&r)),
-		      "{\"event\":{\"end\":{\"exitCode\":3,\"exited\":true,\"status\":\"exit status 3\"}}}") == 0);
+		      "{\"event\":{\"end\":{\"error\":\"exit status 3\",\"exitCode\":3,\"exited\":true,\"status\":\"exit status 3\"}}}") == 0);
 	r.exit_code = -1;
 	r.exit_signal = 9;
 	EXPECT(strcmp(dump(envd_event_end(&r)),
-		      "{\"event\":{\"end\":{\"exitCode\":-1,\"exited\":false,\"status\":\"signal: killed\"}}}") == 0);
+		      "{\"event\":{\"end\":{\"error\":\"signal: killed\",\"exitCode\":-1,\"exited\":false,\"status\":\"signal: killed\"}}}") == 0);
+	r.exit_signal = 15;
+	EXPECT(strstr(dump(envd_event_end(&r)), "\"error\":\"signal: terminated\"") != NULL);
+	r.exit_signal = 0;
+	r.exit_code = 0;
+	EXPECT(strcmp(dump(envd_event_end(&r)),
+		      "{\"event\":{\"end\":{\"exitCode\":0,\"exited\":true,\"status\":\"exit status 0\"}}}") == 0);
+	r.exit_code = -1;
 	r.exit_signal = 40;
 	EXPECT(strstr(dump(envd_event_end(&r)), "\"status\":\"signal: signal 40\"") != NULL);
 	r.state = SESS_FAILED;

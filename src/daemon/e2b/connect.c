@@ -255,12 +255,15 @@ struct connect_stream {
 	struct event *ka_timer;
 	struct timeval ka_every;
 	bool sent_since_tick;
+	struct event *deadline; /* the client's Connect-Timeout-Ms, or NULL */
 };
 
 static void stream_free(struct connect_stream *cs)
 {
 	if (cs->ka_timer)
 		event_free(cs->ka_timer);
+	if (cs->deadline)
+		event_free(cs->deadline);
 	if (cs->out)
 		evbuffer_free(cs->out);
 	json_decref(cs->keepalive);
@@ -301,6 +304,26 @@ static void stream_keepalive(evutil_socket_t fd, short what, void *arg)
 	cs->sent_since_tick = false;
 }
 
+/* As connect-go's server: the handler's context ends at the deadline, the stream with
+ * deadline_exceeded and Go's text for it. */
+static void stream_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct connect_stream *cs = arg;
+
+	(void)fd;
+	(void)what;
+	if (cs->ops && cs->ops->on_deadline)
+		cs->ops->on_deadline(cs, cs->arg);
+	else if (cs->ops && cs->ops->on_gone)
+		cs->ops->on_gone(cs, cs->arg);
+	connect_stream_end(cs, "deadline_exceeded", "context deadline exceeded");
+}
+
+int64_t connect_timeout_ms(struct evhttp_request *req)
+{
+	return connect_parse_timeout(evhttp_find_header(evhttp_request_get_input_headers(req), "Connect-Timeout-Ms"));
+}
+
 unsigned connect_keepalive_s(struct evhttp_request *req)
 {
 	const char *h = evhttp_find_header(evhttp_request_get_input_headers(req), "Keepalive-Ping-Interval");
@@ -316,6 +339,8 @@ struct connect_stream *connect_stream_begin(struct http_req *r, const struct con
 {
 	struct connect_stream *cs = calloc(1, sizeof(*cs));
 	unsigned every = connect_keepalive_s(r->req);
+	int64_t timeout_ms = connect_timeout_ms(r->req);
+	struct timeval until = { (time_t)(timeout_ms / 1000), (suseconds_t)(timeout_ms % 1000) * 1000 };
 
 	if (cs) {
 		cs->ops = ops;
@@ -326,8 +351,10 @@ struct connect_stream *connect_stream_begin(struct http_req *r, const struct con
 			cs->keepalive = json_incref((json_t *)keepalive);
 			cs->ka_timer = event_new(r->d->base, -1, EV_PERSIST, stream_keepalive, cs);
 		}
+		if (timeout_ms > 0)
+			cs->deadline = evtimer_new(r->d->base, stream_deadline, cs);
 	}
-	if (!cs || !cs->out || (keepalive && !cs->ka_timer)) {
+	if (!cs || !cs->out || (keepalive && !cs->ka_timer) || (timeout_ms > 0 && !cs->deadline)) {
 		if (cs)
 			stream_free(cs);
 		http_reply_error(r->req, 500, "internal", "out of memory");
@@ -339,6 +366,8 @@ struct connect_stream *connect_stream_begin(struct http_req *r, const struct con
 	http_hold_begin(&cs->hold, r->req, stream_gone, r->d->conns);
 	if (cs->ka_timer)
 		evtimer_add(cs->ka_timer, &cs->ka_every);
+	if (cs->deadline)
+		evtimer_add(cs->deadline, &until);
 	return cs;
 }
 

@@ -57,12 +57,16 @@ void connect_stream_reply_error(struct evhttp_request *req, const char *code, co
  * stream, sends with connect_stream_send, and ends with connect_stream_end (which frees it), or
  * is told by on_gone that the client left (the stream is freed right after on_gone returns).
  * While idle longer than the client's Keepalive-Ping-Interval (seconds; default 50, at least 1),
- * the keepalive message (if any) is sent. */
+ * the keepalive message (if any) is sent. A client's Connect-Timeout-Ms is its deadline: once
+ * past, the stream ends with deadline_exceeded (on_deadline). */
 struct connect_stream;
 struct connect_stream_ops {
 	void (*on_gone)(struct connect_stream *cs, void *arg);
 	/* The queued bytes drained below the high-water mark (see connect_stream_full). */
 	void (*on_drain)(struct connect_stream *cs, void *arg);
+	/* The client's Connect-Timeout-Ms passed: the owner lets go of the stream as on_gone (NULL:
+	 * on_gone is called), then the stream ends with deadline_exceeded and is freed. */
+	void (*on_deadline)(struct connect_stream *cs, void *arg);
 };
 /* Starts the reply (200, application/connect+json). keepalive: a message sent when idle (a new
  * reference is taken), or NULL. NULL when out of memory (then r is answered with 500). */
@@ -80,6 +84,7 @@ void connect_stream_end(struct connect_stream *cs, const char *code, const char 
 unsigned connect_keepalive_s(struct evhttp_request *req);
 /* The client's Connect-Timeout-Ms in ms, 0 when absent or malformed (pure helper:
  * connect_parse_timeout). */
+int64_t connect_timeout_ms(struct evhttp_request *req);
 int64_t connect_parse_timeout(const char *h);
 
 #endif

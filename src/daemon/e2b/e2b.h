@@ -22,11 +22,11 @@
 #define E2B_TOKEN_TTL_S 604800
 
 /* ---- control plane (API key: X-API-KEY or Authorization: Bearer), e2b_sandboxes.c ---- */
-void e2b_create(struct http_req *r);        /* POST /v2/sandboxes */
+void e2b_create(struct http_req *r);        /* POST /v2/sandboxes, POST /sandboxes (Python SDK) */
 void e2b_list(struct http_req *r);          /* GET /v2/sandboxes */
 void e2b_get(struct http_req *r);           /* GET /sandboxes/{id} */
 void e2b_kill(struct http_req *r);          /* DELETE /sandboxes/{id} */
-void e2b_connect(struct http_req *r);       /* POST /v2/sandboxes/{id}/connect */
+void e2b_connect(struct http_req *r);       /* POST /v2/sandboxes/{id}/connect, POST /sandboxes/{id}/connect */
 void e2b_resume(struct http_req *r);        /* POST /sandboxes/{id}/resume (older SDKs) */
 void e2b_pause(struct http_req *r);         /* POST /sandboxes/{id}/pause */
 void e2b_timeout(struct http_req *r);       /* POST /sandboxes/{id}/timeout */

@@ -77,6 +77,11 @@ const char *e2b_state_name(enum e2b_state s);
 const char *e2b_template_id(const struct sandbox_rec *sb);
 /* A list entry / GET /sandboxes/{id}: disk_mb the template image's size (0: unknown). */
 json_t *e2b_sandbox_json(const struct sandbox_rec *sb, int64_t disk_mb);
+/* GET /sandboxes/{id}: that, with allowInternetAccess and network from its egress policy. */
+json_t *e2b_sandbox_detail_json(const struct sandbox_rec *sb, int64_t disk_mb);
+/* Our egress policy as E2B's network ({"allowOut": [...], "denyOut": [...]}); *open: its
+ * allowInternetAccess. -1 when out of memory (pure). */
+int e2b_network_json(const json_t *policy, bool *open, json_t **out);
 /* What create, connect, resume and fork answer. */
 json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token);
 /* E2B's template list entry. */

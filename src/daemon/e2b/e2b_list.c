@@ -220,11 +220,16 @@ static int get_read(struct store *conn, void *arg, space_err *err)
 static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
 {
 	struct get_job *g = arg;
+	json_t *o = e2b_sandbox_detail_json(&g->sb, g->mb);
 
 	(void)d;
 	(void)rc;
 	(void)err;
-	http_reply_json(req, 200, e2b_sandbox_json(&g->sb, g->mb));
+	if (!o) {
+		e2b_reply_error(req, 500, "out of memory");
+		return;
+	}
+	http_reply_json(req, 200, o);
 }
 
 static void get_free(void *arg)

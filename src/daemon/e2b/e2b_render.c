@@ -88,6 +88,72 @@ json_t *e2b_sandbox_json(const struct sandbox_rec *sb, int64_t disk_mb)
 			 "autoResume", 0);
 }
 
+/* E2B's whole IPv4 internet (e2b_req.c maps allow_internet_access onto it). */
+#define E2B_ALL_V4 "0.0.0.0/0"
+
+static bool has_str(const json_t *l, const char *s)
+{
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(l, i, x)
+		if (json_is_string(x) && strcmp(json_string_value(x), s) == 0)
+			return true;
+	return false;
+}
+
+/* The strings of l but skip; NULL when out of memory. */
+static json_t *strs_but(const json_t *l, const char *skip)
+{
+	json_t *out = json_array();
+	const json_t *x;
+	size_t i;
+
+	json_array_foreach(l, i, x)
+		if (out && json_is_string(x) && strcmp(json_string_value(x), skip) != 0 &&
+		    json_array_append(out, (json_t *)x) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	return out;
+}
+
+/* The inverse of e2b_req_network: an open policy (allow holds the whole internet) is
+ * allowInternetAccess with its exceptions; a closed one denies 0.0.0.0/0 and allows its list.
+ * The stored policy is our own, normalised, yet read defensively (absent lists are empty). */
+int e2b_network_json(const json_t *policy, bool *open, json_t **out)
+{
+	const json_t *allow = json_object_get(policy, "allow"), *deny = json_object_get(policy, "deny");
+	json_t *a, *d;
+
+	*open = json_is_array(allow) && has_str(allow, E2B_ALL_V4);
+	a = strs_but(allow, E2B_ALL_V4);
+	d = *open ? strs_but(deny, "") : json_pack("[s]", E2B_ALL_V4);
+	*out = a && d ? json_pack("{s:o,s:o}", "allowOut", a, "denyOut", d) : NULL;
+	if (!*out) {
+		if (!a || !d) {
+			json_decref(a);
+			json_decref(d);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+json_t *e2b_sandbox_detail_json(const struct sandbox_rec *sb, int64_t disk_mb)
+{
+	json_t *o = e2b_sandbox_json(sb, disk_mb), *net = NULL;
+	bool open;
+
+	if (!o || e2b_network_json(sb->network, &open, &net) < 0 ||
+	    json_object_set_new(o, "allowInternetAccess", json_boolean(open)) < 0 ||
+	    json_object_set_new(o, "network", net) < 0) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
 json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token)
 {
 	/* trafficAccessToken is the envd token too: the code interpreter's SDK sends only that

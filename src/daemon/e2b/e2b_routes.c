@@ -9,6 +9,9 @@ const struct http_route e2b_api_routes[] = {
 	{ EVHTTP_REQ_POST, "/v2/sandboxes", e2b_create, &e2b_dialect, HTTP_PLACE_ROOM, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v2/sandboxes", e2b_list, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/v2/sandboxes/{}/connect", e2b_connect, &e2b_dialect, HTTP_PLACE_RESTORE, 0, NULL, NULL },
+	/* The Python SDK's forms of create and connect (the JS SDK uses the /v2 ones). */
+	{ EVHTTP_REQ_POST, "/sandboxes", e2b_create, &e2b_dialect, HTTP_PLACE_ROOM, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/sandboxes/{}/connect", e2b_connect, &e2b_dialect, HTTP_PLACE_RESTORE, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/sandboxes/{}", e2b_get, &e2b_dialect, HTTP_PLACE_LOCAL, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_DELETE, "/sandboxes/{}", e2b_kill, &e2b_dialect, HTTP_PLACE_DELETE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/sandboxes/{}/resume", e2b_resume, &e2b_dialect, HTTP_PLACE_RESTORE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },

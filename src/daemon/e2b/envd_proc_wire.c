@@ -276,14 +276,18 @@ json_t *envd_event_end(const struct session_rec *rec)
 	if (rec->state == SESS_FAILED)
 		return json_pack("{s:{s:{s:i,s:b,s:s,s:s}}}", "event", "end", "exitCode", -1, "exited", 0,
 				 "status", "error", "error", rec->error[0] ? rec->error : "the process failed");
+	/* envd's error is Go's cmd.Wait() error: an ExitError, whose text is ProcessState.String()
+	 * (the status), for a signal or a non-zero exit; none for exit 0. */
 	if (rec->exit_signal > 0) {
 		snprintf(status, sizeof(status), "signal: %s", signal_text(rec->exit_signal, sigbuf));
-		return json_pack("{s:{s:{s:i,s:b,s:s}}}", "event", "end", "exitCode", -1, "exited", 0, "status",
-				 status);
+		return json_pack("{s:{s:{s:i,s:b,s:s,s:s}}}", "event", "end", "exitCode", -1, "exited", 0, "status",
+				 status, "error", status);
 	}
 	snprintf(status, sizeof(status), "exit status %d", rec->exit_code);
-	return json_pack("{s:{s:{s:i,s:b,s:s}}}", "event", "end", "exitCode", rec->exit_code, "exited", 1,
-			 "status", status);
+	if (rec->exit_code != 0)
+		return json_pack("{s:{s:{s:i,s:b,s:s,s:s}}}", "event", "end", "exitCode", rec->exit_code, "exited", 1,
+				 "status", status, "error", status);
+	return json_pack("{s:{s:{s:i,s:b,s:s}}}", "event", "end", "exitCode", 0, "exited", 1, "status", status);
 }
 
 json_t *envd_process_info(const struct session_rec *rec)

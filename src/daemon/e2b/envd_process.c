@@ -33,6 +33,7 @@ struct proc_stream {
 	bool watching;
 	bool started; /* the start event went out */
 	bool pty;
+	bool owns_deadline; /* a Start with Connect-Timeout-Ms: the deadline kills its process */
 };
 
 static void proc_release(struct proc_stream *ps)
@@ -172,7 +173,21 @@ static void proc_gone(struct connect_stream *cs, void *arg)
 	proc_release(arg);
 }
 
-static const struct connect_stream_ops proc_ops = { .on_gone = proc_gone, .on_drain = proc_drained };
+/* As envd: a Start's process runs under the request's timeout and is killed when it passes
+ * (exec.CommandContext); a Connect's deadline only ends that stream. */
+static void proc_deadline(struct connect_stream *cs, void *arg)
+{
+	struct proc_stream *ps = arg;
+
+	(void)cs;
+	if (ps->owns_deadline && ps->w.s)
+		session_cancel(ps->w.s);
+	proc_release(ps);
+}
+
+static const struct connect_stream_ops proc_ops = {
+	.on_gone = proc_gone, .on_drain = proc_drained, .on_deadline = proc_deadline
+};
 
 static struct proc_stream *proc_new(struct http_req *r)
 {
@@ -271,6 +286,7 @@ void envd_process_start(struct http_req *r)
 	struct session *s;
 	char user[SPEC_USER_MAX + 2], token[65];
 	json_t *body = connect_request(r, true);
+	int64_t timeout_ms;
 	int rc;
 
 	if (!body)
@@ -302,6 +318,11 @@ void envd_process_start(struct http_req *r)
 	if (!ps) {
 		session_cancel(s);
 		return;
+	}
+	/* The process dies at the deadline even if this stream is gone by then. */
+	if ((timeout_ms = connect_timeout_ms(r->req)) > 0) {
+		session_set_deadline(s, now_ms() + timeout_ms);
+		ps->owns_deadline = true;
 	}
 	if (session_start(s, &err) < 0) {
 		proc_release(ps);

@@ -93,6 +93,7 @@ struct session {
 	bool released;             /* agent was told to forget the channel */
 	bool kill_wanted;          /* cancelled while the agent was away: SIGKILL after its hello */
 	bool free_running;         /* unread output never pauses the process (E2B's processes) */
+	int64_t kill_at_ms;        /* a client's deadline for the process: SIGKILL then (0: none) */
 	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	bool ephemeral;            /* the daemon's own (a file operation, a watch): never stored or
 				    * listed; freed with its spool once ended and unwatched */

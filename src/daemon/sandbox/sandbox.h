@@ -336,6 +336,9 @@ int session_start(struct session *s, space_err *err);
 int session_stdin(struct session *s, const void *data, size_t len, int close_after, space_err *err);
 /* EBUSY if the process is not running. */
 int session_signal(struct session *s, int signo, space_err *err);
+/* The process is killed (session_cancel) at at_ms (wall clock, ms; 0: never) whoever reads
+ * it: envd's Connect-Timeout-Ms on Start. Checked by sessions_tick (within a second). */
+void session_set_deadline(struct session *s, int64_t at_ms);
 /* Ends s whatever it is doing: not started yet, it fails as cancelled; running, SIGKILL (now,
  * or once the agent is back). */
 void session_cancel(struct session *s);

@@ -467,14 +467,31 @@ static void maybe_ack(struct session *s)
 		s->acked = ack;
 }
 
+void session_set_deadline(struct session *s, int64_t at_ms)
+{
+	s->kill_at_ms = at_ms;
+}
+
+/* Processes past their client's deadline are killed (session_cancel only signals or marks). */
+static void sessions_deadlines(struct sandbox *sb, int64_t now)
+{
+	for (struct session *s = sb->sessions; s; s = s->next)
+		if (s->kill_at_ms && now >= s->kill_at_ms) {
+			s->kill_at_ms = 0;
+			session_cancel(s);
+		}
+}
+
 void sessions_tick(struct spaced *d)
 {
 	struct sandbox *sb;
 	struct session *s;
 	int64_t now = now_ms();
 
-	for (sb = d->sandboxes; sb; sb = sb->next)
+	for (sb = d->sandboxes; sb; sb = sb->next) {
+		sessions_deadlines(sb, now);
 		sessions_evict(sb, now);
+	}
 	if (!any_paused || disk_low(d))
 		return;
 	any_paused = false;
