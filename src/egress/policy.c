@@ -143,11 +143,6 @@ static int parse_host(const char *s, struct egress_entry *e, const char *what, s
 {
 	bool wild = strncmp(s, "*.", 2) == 0;
 
-	if (strcmp(s, "*") == 0) {
-		e->kind = EGRESS_ANY;
-		snprintf(e->text, sizeof(e->text), "*");
-		return 0;
-	}
 	if (!egress_name_normalise(wild ? s + 2 : s, e->name))
 		return err_set(err, EINVAL, "%s: bad %s \"%s\"", what, wild ? "wildcard" : "name", s);
 	e->kind = wild ? EGRESS_WILDCARD : EGRESS_NAME;
@@ -155,7 +150,7 @@ static int parse_host(const char *s, struct egress_entry *e, const char *what, s
 	return 0;
 }
 
-/* "name", "*.suffix", "*" (any name), "a.b.c.d[/n]", each with an optional ":port". */
+/* "name", "*.suffix", "a.b.c.d[/n]", each with an optional ":port". */
 static int parse_entry(const char *s, struct egress_entry *e, const char *what, space_err *err)
 {
 	char body[EGRESS_NAME_MAX + 16];
@@ -311,8 +306,6 @@ static int parse_inject_host(const json_t *o, struct egress_inject *r, const cha
 
 	if (!host)
 		return err_set(err, EINVAL, "%s.host: missing or not a string", what);
-	if (strcmp(host, "*") == 0)
-		return err_set(err, EINVAL, "%s.host: \"*\" would send the secret to every host: name them", what);
 	if (strchr(host, ':') || looks_numeric(host))
 		return err_set(err, EINVAL, "%s.host: \"%.300s\" must be a name or *.suffix without a port",
 			       what, host);
@@ -498,8 +491,6 @@ static bool name_matches(const struct egress_entry *e, const char *name)
 
 	if (e->kind == EGRESS_NAME)
 		return strcmp(e->name, name) == 0;
-	if (e->kind == EGRESS_ANY)
-		return name[0] != '\0';
 	if (e->kind != EGRESS_WILDCARD)
 		return false;
 	n = strlen(name);

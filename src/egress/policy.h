@@ -17,9 +17,7 @@
 #define EGRESS_SECRET_NAME_MAX 64
 #define EGRESS_SECRET_VALUE_MAX 8192
 
-/* EGRESS_ANY: "*", every name (the gateway resolves any name, and the addresses it hands out
- * for a name are that name's as for any name entry; reserved ranges stay refused). */
-enum egress_kind { EGRESS_NAME, EGRESS_WILDCARD, EGRESS_CIDR, EGRESS_ANY };
+enum egress_kind { EGRESS_NAME, EGRESS_WILDCARD, EGRESS_CIDR };
 
 struct egress_entry {
 	enum egress_kind kind;

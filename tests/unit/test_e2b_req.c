@@ -75,11 +75,8 @@ static void test_create(void)
 		      table[i].code, last);
 
 	CHECK(create("{}", &r, true) == 0 && !strcmp(r.template_ref, "base") && !r.timeout_set &&
-		      !r.on_timeout_set && r.network && !r.snapshot[0] &&
-		      json_array_size(json_object_get(r.network, "allow")) == 2 &&
-		      !strcmp(json_string_value(json_array_get(json_object_get(r.network, "allow"), 1)), "*"),
-	      "an empty create: template base, the daemon's timeout, internet on (E2B's default: every "
-	      "address and every name)");
+		      !r.on_timeout_set && !r.network && !r.snapshot[0],
+	      "an empty create: template base, the daemon's timeout, the template's network");
 	create_req_free(&r);
 	CHECK(create("{\"templateID\":\"minimal\",\"timeout\":15,\"autoPause\":true,\"metadata\":{\"k\":\"v\"},"
 		     "\"envVars\":{\"A\":\"1\"}}",
@@ -128,19 +125,16 @@ static void test_network(void)
 		{ -1, NULL, false, "NULL" },
 		{ 1, NULL, false, "NULL" },
 		{ -1, "{}", false, "NULL" },
-		{ -1, NULL, true, "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[]}" },
-		{ 1, NULL, true, "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[]}" },
-		{ 0, NULL, true, "{\"allow\":[],\"deny\":[]}" },
+		{ -1, NULL, true, "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
 		{ 0, NULL, false, "{\"allow\":[],\"deny\":[]}" },
 		{ 0, "{\"allowOut\":[\"pypi.org\"]}", false, "{\"allow\":[\"pypi.org\"],\"deny\":[]}" },
 		{ -1, "{\"allowOut\":[\"pypi.org\",\"1.2.3.4\"],\"denyOut\":[\"0.0.0.0/0\"]}", false,
 		  "{\"allow\":[\"pypi.org\",\"1.2.3.4\"],\"deny\":[]}" },
 		{ -1, "{\"denyOut\":[\"10.0.0.0/8\",\"1.2.3.4\"],\"allowOut\":[\"1.2.3.4\"]}", false,
-		  "{\"allow\":[\"0.0.0.0/0\",\"*\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
+		  "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
 		{ -1, "{\"allowOut\":[\"*.example.com\"],\"allowPublicTraffic\":false,\"maskRequestHost\":\"x\"}", false,
-		  "{\"allow\":[\"0.0.0.0/0\",\"*\",\"*.example.com\"],\"deny\":[]}" },
-		{ -1, "{\"allowOut\":[\"*\"],\"denyOut\":[\"evil.test\"]}", false, "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[\"evil.test\"]}" },
-		{ 1, "{\"allowOut\":[\"0.0.0.0/0\"]}", false, "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[]}" },
+		  "{\"allow\":[\"0.0.0.0/0\",\"*.example.com\"],\"deny\":[]}" },
+		{ 1, "{\"allowOut\":[\"0.0.0.0/0\"]}", false, "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
 		{ -1, "{\"allowOut\":[\"Not A Name\"]}", false, "ERR" },
 		{ -1, "{\"denyOut\":[\"::/0\"]}", false, "ERR" },
 		{ -1, "{\"denyOut\":{}}", false, "ERR" },

@@ -37,12 +37,11 @@ int e2b_req_create(json_t *body, struct create_req *out, space_err *err);
  * through req_network. allow_internet: -1 absent, 0 false, 1 true. network: E2B's
  * {allowOut, denyOut, allowPublicTraffic, maskRequestHost, httpsPorts} or NULL.
  *  - no internet (allow_internet 0, or denyOut naming 0.0.0.0/0): {"allow": allowOut};
- *  - otherwise (internet on, E2B's default): {"allow": ["0.0.0.0/0", "*", allowOut...],
+ *  - otherwise, with allowOut or denyOut given: {"allow": ["0.0.0.0/0", allowOut...],
  *    "deny": denyOut less what allowOut names (E2B's allow wins over its deny; ours the
- *    other way round)}: every public address, and every name resolved by the gateway;
+ *    other way round)}; we cannot allow every *name*, so names resolve only when listed;
  *  - nothing said: *out = NULL (the template's default policy) unless open_default, then
- *    {"allow": ["0.0.0.0/0", "*"]} (a create: E2B's default; an update that clears the
- *    rules). */
+ *    {"allow": ["0.0.0.0/0"]} (an update that clears the rules). */
 int e2b_req_network(int allow_internet, const json_t *network, bool open_default, json_t **out,
 		    space_err *err);
 

@@ -9,7 +9,6 @@
 
 /* E2B's "no internet": the whole IPv4 space denied. */
 #define ALL_V4 "0.0.0.0/0"
-#define ANY_NAME "*" /* egress policy: every name */
 
 static int get_bool(json_t *body, const char *key, int *out, space_err *err)
 {
@@ -109,16 +108,11 @@ int e2b_req_network(int allow_internet, const json_t *network, bool open_default
 		json_decref(pol);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	/* Internet on (E2B's default): every public address, and every name resolved (the
-	 * gateway hands out a name's addresses as for any name entry; reserved ranges stay
-	 * refused; denyOut still wins). */
-	if (!closed && (json_array_append_new(a, json_string(ALL_V4)) < 0 ||
-			json_array_append_new(a, json_string(ANY_NAME)) < 0))
+	if (!closed && json_array_append_new(a, json_string(ALL_V4)) < 0)
 		goto oom;
 	if (allow) {
 		json_array_foreach(allow, i, x) {
-			if (!closed && (strcmp(json_string_value(x), ALL_V4) == 0 ||
-					strcmp(json_string_value(x), ANY_NAME) == 0))
+			if (!closed && strcmp(json_string_value(x), ALL_V4) == 0)
 				continue; /* there already */
 			if (json_array_append(a, (json_t *)x) < 0)
 				goto oom;
@@ -181,7 +175,7 @@ int e2b_req_create(json_t *body, struct create_req *r, space_err *err)
 	}
 	if (req_string_map(body, "envVars", true, &r->env, err) < 0 ||
 	    req_string_map(body, "metadata", false, &r->metadata, err) < 0 ||
-	    e2b_req_network(internet, json_object_get(body, "network"), true, &r->network, err) < 0) {
+	    e2b_req_network(internet, json_object_get(body, "network"), false, &r->network, err) < 0) {
 		create_req_free(r);
 		return -1;
 	}
