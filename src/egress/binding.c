@@ -70,7 +70,7 @@ int egress_binding_parse(const json_t *hosts, json_t **out, space_err *err)
 		size_t k;
 		json_t *v;
 
-		if (e->kind == EGRESS_CIDR || e->port) {
+		if ((e->kind != EGRESS_NAME && e->kind != EGRESS_WILDCARD) || e->port) {
 			err_set(err, EINVAL, "hosts[%d]: \"%.300s\" must be a name or *.suffix, without a port", i, e->text);
 			egress_policy_free(p);
 			json_decref(norm);

@@ -150,7 +150,7 @@ static int parse_host(const char *s, struct egress_entry *e, const char *what, s
 	return 0;
 }
 
-/* "name", "*.suffix", "a.b.c.d[/n]", each with an optional ":port". */
+/* "name", "*.suffix", "a.b.c.d[/n]", "*" (every name), each with an optional ":port". */
 static int parse_entry(const char *s, struct egress_entry *e, const char *what, space_err *err)
 {
 	char body[EGRESS_NAME_MAX + 16];
@@ -164,7 +164,10 @@ static int parse_entry(const char *s, struct egress_entry *e, const char *what, 
 		return err_set(err, EINVAL, "%s: bad port in \"%.300s\" (1..65535)", what, s);
 	memcpy(body, s, n);
 	body[n] = '\0';
-	if ((looks_numeric(body) ? parse_cidr(body, e, what, err) : parse_host(body, e, what, err)) < 0)
+	if (strcmp(body, "*") == 0) {
+		e->kind = EGRESS_ANY;
+		snprintf(e->text, sizeof(e->text), "*");
+	} else if ((looks_numeric(body) ? parse_cidr(body, e, what, err) : parse_host(body, e, what, err)) < 0)
 		return -1;
 	if (e->port) {
 		size_t t = strlen(e->text);
@@ -484,11 +487,15 @@ json_t *egress_policy_json(const struct egress_policy *p, bool with_values)
 
 /* ---- matching ---- */
 
-/* A name entry matches: exact, or a wildcard's suffix with at least one more label. */
+/* A name entry matches: exact, or a wildcard's suffix with at least one more label, or "*"
+ * any name of two labels or more (a single label is no public name: "localhost", or a short
+ * name an upstream resolver would complete with its search domains). */
 static bool name_matches(const struct egress_entry *e, const char *name)
 {
 	size_t n, s;
 
+	if (e->kind == EGRESS_ANY)
+		return strchr(name, '.') != NULL;
 	if (e->kind == EGRESS_NAME)
 		return strcmp(e->name, name) == 0;
 	if (e->kind != EGRESS_WILDCARD)
@@ -512,6 +519,7 @@ static struct egress_verdict verdict(bool allow, const char *how, const struct e
 {
 	struct egress_verdict v = { .allow = allow, .passthrough = allow && e && e->tls_passthrough };
 
+	v.any_name = allow && e && e->kind == EGRESS_ANY;
 	if (e)
 		snprintf(v.reason, sizeof(v.reason), "%s by %s", how, e->text);
 	else
@@ -524,9 +532,12 @@ struct egress_verdict egress_check_name(const struct egress_policy *p, const cha
 	for (int i = 0; p && i < p->ndeny; i++)
 		if (name_matches(&p->deny[i], name) && port_matches(&p->deny[i], port, true))
 			return verdict(false, "denied", &p->deny[i]);
-	for (int i = 0; p && i < p->nallow; i++)
-		if (name_matches(&p->allow[i], name) && port_matches(&p->allow[i], port, false))
-			return verdict(true, "allowed", &p->allow[i]);
+	/* pass 0: the entries that name it; pass 1: "*" */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; p && i < p->nallow; i++)
+			if ((p->allow[i].kind == EGRESS_ANY) == (pass == 1) && name_matches(&p->allow[i], name) &&
+			    port_matches(&p->allow[i], port, false))
+				return verdict(true, "allowed", &p->allow[i]);
 	return verdict(false, NULL, NULL);
 }
 

@@ -17,11 +17,14 @@
 #define EGRESS_SECRET_NAME_MAX 64
 #define EGRESS_SECRET_VALUE_MAX 8192
 
-enum egress_kind { EGRESS_NAME, EGRESS_WILDCARD, EGRESS_CIDR };
+/* EGRESS_ANY: the allow entry "*" (or "*:port"): every name of at least two labels, still
+ * checked like any name rule (its addresses must have been handed out for it by the gateway's
+ * DNS). Never an inject host or a secret's binding. */
+enum egress_kind { EGRESS_NAME, EGRESS_WILDCARD, EGRESS_CIDR, EGRESS_ANY };
 
 struct egress_entry {
 	enum egress_kind kind;
-	char name[EGRESS_NAME_MAX + 1]; /* NAME: the name; WILDCARD: the suffix without "*." */
+	char name[EGRESS_NAME_MAX + 1]; /* NAME: the name; WILDCARD: the suffix without "*."; ANY: "" */
 	uint32_t addr, mask;            /* CIDR, host byte order */
 	uint16_t port;                  /* 0: every port */
 	bool tls_passthrough;           /* allow only: TLS it allows is relayed untouched, never
@@ -61,15 +64,19 @@ json_t *egress_policy_json(const struct egress_policy *p, bool with_values);
 bool egress_name_normalise(const char *in, char out[EGRESS_NAME_MAX + 1]);
 
 /* A decision and the entry that made it ("allowed by pypi.org:443", "denied by evil.com",
- * "not allowed"); passthrough: the allow entry says "tls": "passthrough". */
+ * "not allowed"); passthrough: the allow entry says "tls": "passthrough"; any_name: the
+ * allow entry was "*" (the name is allowed only as one of every name: the gateway hands out
+ * none of its addresses that it would refuse). */
 struct egress_verdict {
 	bool allow;
 	bool passthrough;
+	bool any_name;
 	char reason[EGRESS_NAME_MAX + 48];
 };
 
 /* Is connecting to (or resolving, port 0 = any port) name allowed? Deny entries matching the
- * name (and port) win; then allow entries matching name and port. */
+ * name (and port) win; then allow entries matching name and port, a named one (exact or
+ * wildcard) before "*" so that the reason names the most specific entry. */
 struct egress_verdict egress_check_name(const struct egress_policy *p, const char *name, uint16_t port);
 /* Is the address allowed by a CIDR entry (and not denied by one)? */
 struct egress_verdict egress_check_addr(const struct egress_policy *p, uint32_t addr, uint16_t port);

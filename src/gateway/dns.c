@@ -19,6 +19,7 @@ struct gw_dns_query {
 	char qname[EGRESS_NAME_MAX + 2];   /* as the guest asked (answers must echo it) */
 	char name[EGRESS_NAME_MAX + 1];    /* normalised */
 	char reason[EGRESS_NAME_MAX + 48];
+	bool any_name;                     /* allowed by "*" only: withhold refused addresses */
 };
 
 
@@ -67,7 +68,7 @@ int gw_handout_count(struct gw *g)
 
 /* Remembers addr for name until now + ttl: refreshes the same pair, else takes a free or
  * expired slot, else evicts the oldest. */
-static void handout_add(struct gw *g, uint32_t addr, const char *name, int ttl)
+void gw_handout_add(struct gw *g, uint32_t addr, const char *name, int ttl)
 {
 	time_t now = time(NULL);
 	struct gw_handout *slot = NULL;
@@ -115,6 +116,56 @@ static int clamp_ttl(int ttl)
 	return ttl < GW_TTL_MIN ? GW_TTL_MIN : ttl > GW_TTL_MAX ? GW_TTL_MAX : ttl;
 }
 
+bool gw_dns_addr_usable(struct gw *g, uint32_t addr, char *why, size_t len)
+{
+	struct egress_verdict v;
+
+	if (gw_addr_refused(g, addr, 0, why, len))
+		return false;
+	v = egress_check_addr(g->policy, addr, 0);
+	if (!v.allow && strncmp(v.reason, "denied", 6) == 0) {
+		snprintf(why, len, "%s", v.reason);
+		return false;
+	}
+	return true;
+}
+
+/* The upstream's addresses (network order) to the guest, each remembered for the name. A
+ * name only "*" allows gets none that the gateway would refuse (reserved, the host's, the
+ * node's --refuse, a deny CIDR): every public name resolves, but a name pointing into a
+ * private network (DNS rebinding, a cluster's internal names) is answered without them. */
+static void answer(struct gw_dns_query *p, const uint32_t *a, int count, int ttl)
+{
+	struct gw *g = p->g;
+	uint32_t *keep = malloc((size_t)count * sizeof(*keep));
+	char why[EGRESS_NAME_MAX + 48] = "", reason[2 * (EGRESS_NAME_MAX + 48)];
+	int n = 0, withheld = 0;
+
+	if (!keep) {
+		audit_query(g, p->name, false, "out of memory");
+		evdns_server_request_respond(p->req, DNS_ERR_SERVERFAILED);
+		return;
+	}
+	for (int i = 0; i < count; i++) {
+		if (p->any_name && !gw_dns_addr_usable(g, ntohl(a[i]), why, sizeof(why))) {
+			withheld++;
+			continue;
+		}
+		gw_handout_add(g, ntohl(a[i]), p->name, ttl);
+		keep[n++] = a[i];
+	}
+	if (n > 0)
+		evdns_server_request_add_a_reply(p->req, p->qname, n, keep, ttl);
+	free(keep);
+	if (withheld)
+		snprintf(reason, sizeof(reason), "%s; %d of %d addresses withheld (%s)", p->reason, withheld,
+			 count, why);
+	else
+		snprintf(reason, sizeof(reason), "%s", p->reason);
+	audit_query(g, p->name, true, reason);
+	evdns_server_request_respond(p->req, DNS_ERR_NONE);
+}
+
 static void resolved(int result, char type, int count, int ttl, void *addrs, void *arg)
 {
 	struct gw_dns_query *p = arg;
@@ -123,12 +174,11 @@ static void resolved(int result, char type, int count, int ttl, void *addrs, voi
 	int err = DNS_ERR_NONE;
 
 	if (result == DNS_ERR_NONE && type == DNS_IPv4_A && count > 0) {
-		ttl = clamp_ttl(ttl);
-		for (int i = 0; i < count; i++)
-			handout_add(g, ntohl(a[i]), p->name, ttl);
-		evdns_server_request_add_a_reply(p->req, p->qname, count, addrs, ttl);
-		audit_query(g, p->name, true, p->reason);
-	} else if (result == DNS_ERR_NOTEXIST || result == DNS_ERR_NONE || result == DNS_ERR_NODATA) {
+		answer(p, a, count, clamp_ttl(ttl));
+		pending_free(p);
+		return;
+	}
+	if (result == DNS_ERR_NOTEXIST || result == DNS_ERR_NONE || result == DNS_ERR_NODATA) {
 		err = result == DNS_ERR_NOTEXIST ? DNS_ERR_NOTEXIST : DNS_ERR_NONE;
 		audit_query(g, p->name, true, p->reason);
 	} else {
@@ -140,7 +190,7 @@ static void resolved(int result, char type, int count, int ttl, void *addrs, voi
 }
 
 static void resolve(struct gw *g, struct evdns_server_request *req, const char *qname, const char *name,
-		    const char *reason)
+		    const struct egress_verdict *v)
 {
 	struct gw_dns_query *p;
 
@@ -153,7 +203,8 @@ static void resolve(struct gw *g, struct evdns_server_request *req, const char *
 	p->req = req;
 	snprintf(p->qname, sizeof(p->qname), "%s", qname);
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	snprintf(p->reason, sizeof(p->reason), "%s", reason);
+	snprintf(p->reason, sizeof(p->reason), "%s", v->reason);
+	p->any_name = v->any_name;
 	p->next = g->dns_queries;
 	if (g->dns_queries)
 		g->dns_queries->prev = p;
@@ -194,7 +245,7 @@ static void query_cb(struct evdns_server_request *req, void *arg)
 		audit_query(g, name, true, v.reason);  /* NOERROR, no answers: A records only */
 		evdns_server_request_respond(req, DNS_ERR_NONE);
 	} else {
-		resolve(g, req, q->name, name, v.reason);
+		resolve(g, req, q->name, name, &v);
 	}
 }
 

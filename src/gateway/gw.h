@@ -195,6 +195,11 @@ bool gw_handout_has(struct gw *g, uint32_t addr, const char *name);
  * NULL if none. */
 const char *gw_handout_name_for_port(struct gw *g, uint32_t addr, uint16_t port);
 int gw_handout_count(struct gw *g);
+/* Remembers addr (host order) as handed out for name for ttl seconds (+ GW_TTL_MIN). */
+void gw_handout_add(struct gw *g, uint32_t addr, const char *name, int ttl);
+/* May the DNS hand out addr (host order) for a name only "*" allows? Not if the gateway would
+ * refuse it (gw_addr_refused for any port) or a deny CIDR denies it; why says which. */
+bool gw_dns_addr_usable(struct gw *g, uint32_t addr, char *why, size_t len);
 
 /* control.c */
 /* mkns.c: `--make-netns PATH [--ca-cert F --ca-key F --ca-name CN]` (egress/mkns.h); exits

@@ -59,6 +59,9 @@ NAMES = {
     "www.allowed.test": ["198.51.100.10"],
     "metadata.test": ["169.254.169.254"],
     "hostaddr.test": ["198.51.100.1"],     # the host's own address
+    # names no test's policy lists (E2B's internet resolves every name: test_e2b_network.py)
+    "unlisted.test": ["198.51.100.10"],
+    "also-unlisted.test": ["198.51.100.13"],
 }
 CERT_NAMES = [n for n in NAMES if n != "nocert.test"] + ["*.wild.test"]
 GUEST_MAC = "52:54:00:a9:00:15"
@@ -164,6 +167,13 @@ class Lab:
         self._wait_tcp("203.0.113.10", 7000)
         self._wait_tcp("198.51.100.10", 7443)
         self._wait_tcp("198.51.100.10", 7993)
+
+    def assert_routed(self, *addrs):
+        """Network safety: each address leaves the host through the lab's veth (so a gateway
+        connecting to it from the host's netns reaches the lab, never the real network)."""
+        for a in addrs:
+            out = sh("ip", "-o", "route", "get", a)
+            assert f" dev {self.host_veth} " in out + " ", f"{a} is not routed into the lab: {out}"
 
     @staticmethod
     def _wait_tcp(addr, port, timeout=10):

@@ -66,8 +66,11 @@ def test_policy_shown_replaced_and_deny_all_by_default(own_daemon, napi):
         assert r.status == 200, r
         assert r.json["allow"] == ["example.com"], r.json
         assert napi.sandbox(sb["id"])["network"]["allow"] == ["example.com"]
-        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["*"]})
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["**"]})
         assert r.status == 400 and "allow[0]" in r.json["error"]["message"], r.json
+        # "*": every name (each still reachable only at the addresses resolved for it)
+        r = napi.raw("PUT", f"/v1/sandboxes/{sb['id']}/network", {"allow": ["*", "*:8443"]})
+        assert r.status == 200 and r.json["allow"] == ["*", "*:8443"], r.json
         # TLS passed through untouched only where an entry says so; "intercept" is the default
         pinned = {"allow": [{"name": "Pinned.Example:443", "tls": "passthrough"},
                             {"name": "other.example", "tls": "intercept"}]}

@@ -75,8 +75,10 @@ static void test_create(void)
 		      table[i].code, last);
 
 	CHECK(create("{}", &r, true) == 0 && !strcmp(r.template_ref, "base") && !r.timeout_set &&
-		      !r.on_timeout_set && !r.network && !r.snapshot[0],
-	      "an empty create: template base, the daemon's timeout, the template's network");
+		      !r.on_timeout_set && r.network && !r.snapshot[0] &&
+		      json_array_size(json_object_get(r.network, "allow")) == 2 &&
+		      !strcmp(json_string_value(json_array_get(json_object_get(r.network, "allow"), 1)), "*"),
+	      "an empty create: template base, the daemon's timeout, E2B's internet (every address and name)");
 	create_req_free(&r);
 	CHECK(create("{\"templateID\":\"minimal\",\"timeout\":15,\"autoPause\":true,\"metadata\":{\"k\":\"v\"},"
 		     "\"envVars\":{\"A\":\"1\"}}",
@@ -92,14 +94,14 @@ static void test_create(void)
 }
 
 /* The policy e2b_req_network makes, as compact JSON ("NULL" for none, "ERR" on error). */
-static const char *net(int internet, const char *network, bool open_default)
+static const char *net(int internet, const char *network)
 {
 	static char out[512];
 	space_err e = { 0 };
 	json_t *n = network ? J(network) : NULL, *pol = NULL;
 	char *s;
 
-	if (e2b_req_network(internet, n, open_default, &pol, &e) < 0) {
+	if (e2b_req_network(internet, n, &pol, &e) < 0) {
 		snprintf(out, sizeof(out), "ERR");
 		snprintf(last, sizeof(last), "%s", e.msg);
 	} else if (!pol) {
@@ -116,33 +118,37 @@ static const char *net(int internet, const char *network, bool open_default)
 
 static void test_network(void)
 {
+	/* E2B's internet (true, or nothing said) is every public address and every name. */
+#define OPEN "\"0.0.0.0/0\",\"*\""
 	static const struct {
 		int internet;
 		const char *network;
-		bool open_default;
 		const char *want;
 	} table[] = {
-		{ -1, NULL, false, "NULL" },
-		{ 1, NULL, false, "NULL" },
-		{ -1, "{}", false, "NULL" },
-		{ -1, NULL, true, "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
-		{ 0, NULL, false, "{\"allow\":[],\"deny\":[]}" },
-		{ 0, "{\"allowOut\":[\"pypi.org\"]}", false, "{\"allow\":[\"pypi.org\"],\"deny\":[]}" },
-		{ -1, "{\"allowOut\":[\"pypi.org\",\"1.2.3.4\"],\"denyOut\":[\"0.0.0.0/0\"]}", false,
+		{ -1, NULL, "{\"allow\":[" OPEN "],\"deny\":[]}" },
+		{ 1, NULL, "{\"allow\":[" OPEN "],\"deny\":[]}" },
+		{ -1, "{}", "{\"allow\":[" OPEN "],\"deny\":[]}" },
+		{ 0, NULL, "{\"allow\":[],\"deny\":[]}" },
+		{ 0, "{\"allowOut\":[\"pypi.org\"]}", "{\"allow\":[\"pypi.org\"],\"deny\":[]}" },
+		{ -1, "{\"allowOut\":[\"pypi.org\",\"1.2.3.4\"],\"denyOut\":[\"0.0.0.0/0\"]}",
 		  "{\"allow\":[\"pypi.org\",\"1.2.3.4\"],\"deny\":[]}" },
-		{ -1, "{\"denyOut\":[\"10.0.0.0/8\",\"1.2.3.4\"],\"allowOut\":[\"1.2.3.4\"]}", false,
-		  "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
-		{ -1, "{\"allowOut\":[\"*.example.com\"],\"allowPublicTraffic\":false,\"maskRequestHost\":\"x\"}", false,
-		  "{\"allow\":[\"0.0.0.0/0\",\"*.example.com\"],\"deny\":[]}" },
-		{ 1, "{\"allowOut\":[\"0.0.0.0/0\"]}", false, "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
-		{ -1, "{\"allowOut\":[\"Not A Name\"]}", false, "ERR" },
-		{ -1, "{\"denyOut\":[\"::/0\"]}", false, "ERR" },
-		{ -1, "{\"denyOut\":{}}", false, "ERR" },
-		{ -1, "[]", false, "ERR" },
+		{ -1, "{\"denyOut\":[\"10.0.0.0/8\",\"1.2.3.4\"],\"allowOut\":[\"1.2.3.4\"]}",
+		  "{\"allow\":[" OPEN ",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
+		{ 1, "{\"denyOut\":[\"blocked.example\",\"203.0.113.0/24\"]}",
+		  "{\"allow\":[" OPEN "],\"deny\":[\"blocked.example\",\"203.0.113.0/24\"]}" },
+		{ -1, "{\"allowOut\":[\"*.example.com\"],\"allowPublicTraffic\":false,\"maskRequestHost\":\"x\"}",
+		  "{\"allow\":[" OPEN ",\"*.example.com\"],\"deny\":[]}" },
+		{ 1, "{\"allowOut\":[\"0.0.0.0/0\",\"*\"]}", "{\"allow\":[" OPEN "],\"deny\":[]}" },
+		{ 0, "{\"allowOut\":[\"*\"]}", "{\"allow\":[\"*\"],\"deny\":[]}" },
+		{ -1, "{\"allowOut\":[\"Not A Name\"]}", "ERR" },
+		{ -1, "{\"denyOut\":[\"::/0\"]}", "ERR" },
+		{ -1, "{\"denyOut\":{}}", "ERR" },
+		{ -1, "[]", "ERR" },
 	};
+#undef OPEN
 
 	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-		const char *got = net(table[i].internet, table[i].network, table[i].open_default);
+		const char *got = net(table[i].internet, table[i].network);
 		const char *want = table[i].want, *inj = strstr(got, ",\"inject\":[]");
 		char norm[512];
 

@@ -381,6 +381,68 @@ static void reserved_ranges(void)
 	egress_policy_free(p);
 }
 
+/* "*": every name of two labels or more, still a name rule (no address without a CIDR), never
+ * an inject host; the most specific entry names the reason; deny names and CIDRs win. */
+static void any_name(void)
+{
+	space_err err;
+	struct egress_policy *p = parse("{\"allow\":[\"*\"]}", false, &err);
+	struct egress_verdict v;
+	json_t *j;
+	char *s;
+
+	if (!CHECK(p, "parse: %s", err.msg))
+		return;
+	v = egress_check_name(p, "files.pythonhosted.org", 0);
+	EXPECT(v.allow && v.any_name && strcmp(v.reason, "allowed by *") == 0);
+	EXPECT(egress_check_name(p, "github.com", 443).allow);
+	EXPECT(!egress_check_name(p, "localhost", 0).allow); /* a single label is no public name */
+	EXPECT(!egress_check_addr(p, 0xc6336414u, 443).allow); /* a name rule opens no address */
+	EXPECT(!egress_cidr_names(p, 0x0a010203u, 443));
+	j = egress_policy_json(p, false);
+	s = j ? json_dumps(json_object_get(j, "allow"), JSON_COMPACT) : NULL;
+	EXPECT(s && strcmp(s, "[\"*\"]") == 0);
+	free(s);
+	json_decref(j);
+	egress_policy_free(p);
+
+	/* E2B's internet: every public address and every name, denyOut's name and CIDR winning */
+	p = parse("{\"allow\":[\"0.0.0.0/0\",\"*\",\"pypi.org:443\"],\"deny\":[\"blocked.example\","
+		  "\"*.evil.example\",\"203.0.113.0/24\"]}", false, &err);
+	if (!CHECK(p, "parse: %s", err.msg))
+		return;
+	v = egress_check_name(p, "pypi.org", 443);
+	EXPECT(v.allow && !v.any_name && strcmp(v.reason, "allowed by pypi.org:443") == 0);
+	EXPECT(egress_check_name(p, "pypi.org", 80).any_name);
+	v = egress_check_name(p, "blocked.example", 0);
+	EXPECT(!v.allow && strcmp(v.reason, "denied by blocked.example") == 0);
+	EXPECT(!egress_check_name(p, "blocked.example", 443).allow);
+	EXPECT(!egress_check_name(p, "a.evil.example", 0).allow);
+	EXPECT(egress_check_name(p, "evil.example", 0).allow); /* the wildcard's apex is not below it */
+	v = egress_check_addr(p, 0xcb007105u, 443); /* 203.0.113.5 */
+	EXPECT(!v.allow && strcmp(v.reason, "denied by 203.0.113.0/24") == 0);
+	EXPECT(egress_check_addr(p, 0xc6336414u, 443).allow); /* 198.51.100.20 */
+	/* reserved blocks stay closed: 0.0.0.0/0 names none of them */
+	EXPECT(egress_addr_reserved(0x0a010203u) && !egress_cidr_names(p, 0x0a010203u, 443));
+	EXPECT(egress_addr_reserved(0xa9fea9feu) && !egress_cidr_names(p, 0xa9fea9feu, 80));
+	EXPECT(egress_addr_reserved(0x7f000001u) && !egress_cidr_names(p, 0x7f000001u, 80));
+	egress_policy_free(p);
+
+	p = parse("{\"allow\":[\"*:443\", {\"name\": \"*\", \"tls\": \"passthrough\"}],\"deny\":[\"*:25\"]}",
+		  false, &err);
+	if (CHECK(p, "ports and objects: %s", err.msg)) {
+		EXPECT(strcmp(p->allow[0].text, "*:443") == 0 && p->allow[0].kind == EGRESS_ANY);
+		EXPECT(egress_check_name(p, "a.example", 25).allow == false);
+		EXPECT(egress_check_name(p, "a.example", 443).allow);
+		EXPECT(egress_check_name(p, "a.example", 80).passthrough);
+		egress_policy_free(p);
+	}
+	EXPECT(strcmp(parse_error("{\"allow\":[\"**\"]}", false), "allow[0]: bad name \"**\"") == 0);
+	EXPECT(strcmp(parse_error("{\"allow\":[\"*:0\"]}", false), "allow[0]: bad port in \"*:0\" (1..65535)") == 0);
+	EXPECT(strncmp(parse_error("{\"inject\":[{\"host\":\"*\",\"header\":\"X\",\"secret\":\"s\"}]}", false),
+		       "inject[0]: bad name \"*\"", 26) == 0);
+}
+
 int main(void)
 {
 	RUN(errors);
@@ -394,5 +456,6 @@ int main(void)
 	RUN(reserved_ranges);
 	RUN(passthrough);
 	RUN(refuse_list);
+	RUN(any_name);
 	return DONE();
 }

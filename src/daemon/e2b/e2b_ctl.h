@@ -34,16 +34,15 @@ enum e2b_state { E2B_NONE, E2B_RUNNING, E2B_PAUSED };
 int e2b_req_create(json_t *body, struct create_req *out, space_err *err);
 
 /* An E2B network description onto our egress policy (docs/design/egress.md), normalised
- * through req_network. allow_internet: -1 absent, 0 false, 1 true. network: E2B's
+ * through req_network; always a policy (E2B's default is internet on, whatever the template's
+ * default policy). allow_internet: -1 absent, 0 false, 1 true. network: E2B's
  * {allowOut, denyOut, allowPublicTraffic, maskRequestHost, httpsPorts} or NULL.
  *  - no internet (allow_internet 0, or denyOut naming 0.0.0.0/0): {"allow": allowOut};
- *  - otherwise, with allowOut or denyOut given: {"allow": ["0.0.0.0/0", allowOut...],
- *    "deny": denyOut less what allowOut names (E2B's allow wins over its deny; ours the
- *    other way round)}; we cannot allow every *name*, so names resolve only when listed;
- *  - nothing said: *out = NULL (the template's default policy) unless open_default, then
- *    {"allow": ["0.0.0.0/0"]} (an update that clears the rules). */
-int e2b_req_network(int allow_internet, const json_t *network, bool open_default, json_t **out,
-		    space_err *err);
+ *  - otherwise (true or absent): {"allow": ["0.0.0.0/0", "*", allowOut...], "deny": denyOut
+ *    less what allowOut names (E2B's allow wins over its deny; ours the other way round)}:
+ *    every public address, and every name resolved by the gateway (its addresses reachable
+ *    under that name), denyOut's names and CIDRs excepted. */
+int e2b_req_network(int allow_internet, const json_t *network, json_t **out, space_err *err);
 
 /* PUT /sandboxes/{id}/network: {allowOut, denyOut, allow_internet_access}. */
 int e2b_req_network_update(json_t *body, json_t **out, space_err *err);

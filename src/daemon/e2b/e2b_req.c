@@ -9,6 +9,8 @@
 
 /* E2B's "no internet": the whole IPv4 space denied. */
 #define ALL_V4 "0.0.0.0/0"
+/* Our allow entry for every name (egress.md): with ALL_V4 it is E2B's internet. */
+#define ALL_NAMES "*"
 
 static int get_bool(json_t *body, const char *key, int *out, space_err *err)
 {
@@ -78,8 +80,7 @@ static int refuse_present(const json_t *obj, const char *key, const char *why, s
 	return err_set(err, EINVAL, "%s is not supported here: %s", key, why);
 }
 
-int e2b_req_network(int allow_internet, const json_t *network, bool open_default, json_t **out,
-		    space_err *err)
+int e2b_req_network(int allow_internet, const json_t *network, json_t **out, space_err *err)
 {
 	const json_t *allow = NULL, *deny = NULL, *x;
 	json_t *pol, *a, *d;
@@ -97,10 +98,6 @@ int e2b_req_network(int allow_internet, const json_t *network, bool open_default
 			return -1;
 	}
 	closed = allow_internet == 0 || (deny && list_has(deny, ALL_V4));
-	if (!closed && !allow && !deny) {
-		if (!open_default)
-			return 0;
-	}
 	pol = json_object();
 	a = json_array();
 	d = json_array();
@@ -108,11 +105,13 @@ int e2b_req_network(int allow_internet, const json_t *network, bool open_default
 		json_decref(pol);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	if (!closed && json_array_append_new(a, json_string(ALL_V4)) < 0)
+	if (!closed && (json_array_append_new(a, json_string(ALL_V4)) < 0 ||
+			json_array_append_new(a, json_string(ALL_NAMES)) < 0))
 		goto oom;
 	if (allow) {
 		json_array_foreach(allow, i, x) {
-			if (!closed && strcmp(json_string_value(x), ALL_V4) == 0)
+			if (!closed && (strcmp(json_string_value(x), ALL_V4) == 0 ||
+					strcmp(json_string_value(x), ALL_NAMES) == 0))
 				continue; /* there already */
 			if (json_array_append(a, (json_t *)x) < 0)
 				goto oom;
@@ -175,7 +174,7 @@ int e2b_req_create(json_t *body, struct create_req *r, space_err *err)
 	}
 	if (req_string_map(body, "envVars", true, &r->env, err) < 0 ||
 	    req_string_map(body, "metadata", false, &r->metadata, err) < 0 ||
-	    e2b_req_network(internet, json_object_get(body, "network"), false, &r->network, err) < 0) {
+	    e2b_req_network(internet, json_object_get(body, "network"), &r->network, err) < 0) {
 		create_req_free(r);
 		return -1;
 	}
@@ -192,7 +191,7 @@ int e2b_req_network_update(json_t *body, json_t **out, space_err *err)
 	if (get_bool(body, "allow_internet_access", &internet, err) < 0)
 		return -1;
 	/* The update's body is the network object itself (allowOut, denyOut, ...). */
-	return e2b_req_network(internet, body, true, out, err);
+	return e2b_req_network(internet, body, out, err);
 }
 
 int e2b_req_timeout(json_t *body, const char *key, struct timeout_req *out, bool *set, space_err *err)
