@@ -1086,6 +1086,11 @@ class Daemon:
         self.data_url = f"http://127.0.0.1:{self.data_port}"
         self.templates_dir = templates_dir
         self.extra_args = list(extra_args)
+        # Sandboxes' gateways resolve names upstream (E2B's default policy resolves any name):
+        # a test daemon's ask loopback's discard port, where nothing answers, unless the test
+        # names its own lab's DNS. No query from a test leaves this machine.
+        if "--dns-upstream" not in self.extra_args:
+            self.extra_args += ["--dns-upstream", "127.0.0.1:9"]
         accel = os.environ.get("SPACE_TEST_ACCEL")
         if accel and "--accel" not in self.extra_args:
             self.extra_args += ["--accel", accel]

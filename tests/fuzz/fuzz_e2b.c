@@ -190,11 +190,13 @@ static void try_queries(const char *s)
 static void try_agent(const uint8_t *p, size_t n)
 {
 	space_err err = { 0 };
+	static struct envd_watch_state st; /* kept across inputs, as a watch keeps it across lines */
 	json_t *ev = NULL, *e;
-	int rc = envd_watch_event("/d", (const char *)p, n, &ev);
+	int rc = envd_watch_event(&st, "/d", (const char *)p, n, &ev);
 
 	MUST(rc >= -1 && rc <= 1);
-	MUST(rc == 0 || !ev);
+	MUST(rc >= 0 ? json_is_array(ev) && json_array_size(ev) <= 2 : !ev);
+	MUST(memchr(st.landing, '\0', sizeof(st.landing)));
 	json_decref(ev);
 	e = http_parse_json_object((const char *)p, n, &err);
 	if (e) {

@@ -168,7 +168,7 @@ static void test_network(void)
 static const char *net_plain(int internet, const char *network)
 {
 	static char out[512];
-	const char *got = net(internet, network, false), *inj = strstr(got, ",\"inject\":[]");
+	const char *got = net(internet, network), *inj = strstr(got, ",\"inject\":[]");
 
 	snprintf(out, sizeof(out), "%.*s%s", inj ? (int)(inj - got) : (int)strlen(got), got,
 		 inj ? inj + strlen(",\"inject\":[]") : "");
@@ -184,16 +184,22 @@ static void test_network_back(void)
 		bool open;
 		const char *want, *back;
 	} table[] = {
+		{ "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[],\"inject\":[]}", true, "{\"allowOut\":[],\"denyOut\":[]}",
+		  "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[]}" },
+		/* an open policy of an older create: shown the same; sent back it gains every name */
 		{ "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[],\"inject\":[]}", true, "{\"allowOut\":[],\"denyOut\":[]}",
-		  "{\"allow\":[\"0.0.0.0/0\"],\"deny\":[]}" },
+		  "{\"allow\":[\"0.0.0.0/0\",\"*\"],\"deny\":[]}" },
 		{ "{\"allow\":[],\"deny\":[],\"inject\":[]}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}",
 		  "{\"allow\":[],\"deny\":[]}" },
 		{ "{}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}", NULL },
 		{ "{\"allow\":[\"pypi.org\"],\"deny\":[]}", false, "{\"allowOut\":[\"pypi.org\"],\"denyOut\":[\"0.0.0.0/0\"]}",
 		  "{\"allow\":[\"pypi.org\"],\"deny\":[]}" },
-		{ "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}", true,
+		{ "{\"allow\":[\"0.0.0.0/0\",\"*\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}", true,
 		  "{\"allowOut\":[\"1.2.3.4\"],\"denyOut\":[\"10.0.0.0/8\"]}",
-		  "{\"allow\":[\"0.0.0.0/0\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
+		  "{\"allow\":[\"0.0.0.0/0\",\"*\",\"1.2.3.4\"],\"deny\":[\"10.0.0.0/8\"]}" },
+		/* closed: "*" is an allowOut entry like any */
+		{ "{\"allow\":[\"*\"],\"deny\":[]}", false, "{\"allowOut\":[\"*\"],\"denyOut\":[\"0.0.0.0/0\"]}",
+		  "{\"allow\":[\"*\"],\"deny\":[]}" },
 		{ "{\"allow\":\"x\",\"deny\":7}", false, "{\"allowOut\":[],\"denyOut\":[\"0.0.0.0/0\"]}", NULL },
 	};
 

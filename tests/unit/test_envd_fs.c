@@ -5,18 +5,61 @@
 #include "harness.h"
 #include "e2b/envd_fs.h"
 
-/* The event of line under dir as compact JSON, "overflow", "malformed" or "none". */
-static const char *ev(const char *dir, const char *line)
+/* The events of line under dir (with st) as compact JSON, "overflow", "malformed". */
+static const char *evs(struct envd_watch_state *st, const char *dir, const char *line)
 {
 	static char buf[512];
 	json_t *e = NULL;
-	int rc = envd_watch_event(dir, line, strlen(line), &e);
+	int rc = envd_watch_event(st, dir, line, strlen(line), &e);
 	char *s = e ? json_dumps(e, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
-	snprintf(buf, sizeof(buf), "%s", rc < 0 ? "malformed" : rc == 1 ? "overflow" : s ? s : "none");
+	snprintf(buf, sizeof(buf), "%s", rc < 0 ? "malformed" : rc == 1 ? "overflow" : s ? s : "null");
 	free(s);
 	json_decref(e);
 	return buf;
+}
+
+/* The one event of line under dir, with a fresh state; "none" for no event. */
+static const char *ev(const char *dir, const char *line)
+{
+	struct envd_watch_state st = { 0 };
+	const char *s = evs(&st, dir, line);
+	static char one[512];
+
+	if (strcmp(s, "[]") == 0)
+		return "none";
+	if (s[0] != '[')
+		return s;
+	snprintf(one, sizeof(one), "%.*s", (int)strlen(s) - 2, s + 1);
+	return one;
+}
+
+/* SPACE's atomic write as a watch sees it: envd shows only the user's file, created and
+ * written. */
+static void test_atomic_write(void)
+{
+	struct envd_watch_state st = { 0 };
+
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"create\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"chmod\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"rename\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"create\",\"path\":\"/w/a.txt\"}"),
+		      "[{\"name\":\"a.txt\",\"type\":\"EVENT_TYPE_CREATE\"},"
+		      "{\"name\":\"a.txt\",\"type\":\"EVENT_TYPE_WRITE\"}]") == 0);
+	/* once: the next create of that name is a plain create */
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"create\",\"path\":\"/w/a.txt\"}"),
+		      "[{\"name\":\"a.txt\",\"type\":\"EVENT_TYPE_CREATE\"}]") == 0);
+	/* recursive: in a subdirectory */
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"rename\",\"path\":\"/w/d/.b.space-abc123\"}"), "[]") == 0);
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"create\",\"path\":\"/w/d/b\"}"),
+		      "[{\"name\":\"d/b\",\"type\":\"EVENT_TYPE_CREATE\"},{\"name\":\"d/b\",\"type\":\"EVENT_TYPE_WRITE\"}]") == 0);
+	/* names that only look alike are the user's */
+	EXPECT(strcmp(ev("/w", "{\"type\":\"create\",\"path\":\"/w/.a.space-ab\"}"),
+		      "{\"name\":\".a.space-ab\",\"type\":\"EVENT_TYPE_CREATE\"}") == 0);
+	EXPECT(strcmp(ev("/w", "{\"type\":\"create\",\"path\":\"/w/a.space-abcdef\"}"),
+		      "{\"name\":\"a.space-abcdef\",\"type\":\"EVENT_TYPE_CREATE\"}") == 0);
+	EXPECT(strcmp(ev("/w", "{\"type\":\"create\",\"path\":\"/w/.a.space-abc.ef\"}"),
+		      "{\"name\":\".a.space-abc.ef\",\"type\":\"EVENT_TYPE_CREATE\"}") == 0);
 }
 
 static void test_events(void)
@@ -45,5 +88,6 @@ static void test_events(void)
 int main(void)
 {
 	RUN(test_events);
+	RUN(test_atomic_write);
 	return DONE();
 }

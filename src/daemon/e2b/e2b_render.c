@@ -103,7 +103,8 @@ static bool has_str(const json_t *l, const char *s)
 }
 
 /* The strings of l but skip; NULL when out of memory. */
-static json_t *strs_but(const json_t *l, const char *skip)
+/* The strings of l but skip and skip2 (NULL: none). */
+static json_t *strs_but(const json_t *l, const char *skip, const char *skip2)
 {
 	json_t *out = json_array();
 	const json_t *x;
@@ -111,7 +112,7 @@ static json_t *strs_but(const json_t *l, const char *skip)
 
 	json_array_foreach(l, i, x)
 		if (out && json_is_string(x) && strcmp(json_string_value(x), skip) != 0 &&
-		    json_array_append(out, (json_t *)x) < 0) {
+		    !(skip2 && strcmp(json_string_value(x), skip2) == 0) && json_array_append(out, (json_t *)x) < 0) {
 			json_decref(out);
 			return NULL;
 		}
@@ -127,8 +128,9 @@ int e2b_network_json(const json_t *policy, bool *open, json_t **out)
 	json_t *a, *d;
 
 	*open = json_is_array(allow) && has_str(allow, E2B_ALL_V4);
-	a = strs_but(allow, E2B_ALL_V4);
-	d = *open ? strs_but(deny, "") : json_pack("[s]", E2B_ALL_V4);
+	/* open: "*" (every name) is part of E2B's internet, not an exception of its own */
+	a = strs_but(allow, E2B_ALL_V4, *open ? "*" : NULL);
+	d = *open ? strs_but(deny, "", NULL) : json_pack("[s]", E2B_ALL_V4);
 	*out = a && d ? json_pack("{s:o,s:o}", "allowOut", a, "denyOut", d) : NULL;
 	if (!*out) {
 		if (!a || !d) {

@@ -3,6 +3,7 @@
  * stream (the polled watchers are envd_watch.c's). Each call is one agent operation (Move is a
  * rename, then a stat of the result); the agent's output is parsed and re-encoded in envd's
  * shapes. */
+#include <ctype.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -122,6 +123,7 @@ struct fs_call {
 	struct timeval ka_every;
 	struct fop *f;
 	bool sent_since_tick;
+	struct envd_watch_state watch;
 };
 
 static const char *connect_code_for(int e, int status)
@@ -487,7 +489,48 @@ static int watch_header(struct fop *f)
 	return envelope(fop_out(f), 0, json_pack("{s:{}}", "start"));
 }
 
-int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev)
+/* The length of the user's name inside a temporary name ".<name>.space-XXXXXX" (the agent's
+ * fs_write.c), or 0 when base is not one. */
+static size_t temp_base_len(const char *base)
+{
+	static const char sfx[] = ".space-";
+	size_t n = strlen(base), k = sizeof(sfx) - 1;
+
+	if (n < 1 + 1 + k + 6 || base[0] != '.' || strncmp(base + n - 6 - k, sfx, k) != 0)
+		return 0;
+	for (size_t i = n - 6; i < n; i++)
+		if (!isalnum((unsigned char)base[i]))
+			return 0;
+	return n - 6 - k - 1;
+}
+
+static int add_event(json_t *evs, const char *name, const char *type)
+{
+	return json_array_append_new(evs, json_pack("{s:s,s:s}", "name", name, "type", type));
+}
+
+/* name: relative to the watched directory. */
+static int map_event(struct envd_watch_state *st, const char *name, const char *t, const char *type, json_t *evs)
+{
+	const char *slash = strrchr(name, '/');
+	const char *base = slash ? slash + 1 : name;
+	size_t bl = temp_base_len(base), dl = (size_t)(base - name);
+
+	if (bl) {
+		/* SPACE's temporary file: never shown; renamed away, it lands on its user's name */
+		if (strcmp(t, "rename") == 0 && dl + bl < sizeof(st->landing))
+			snprintf(st->landing, sizeof(st->landing), "%.*s%.*s", (int)dl, name, (int)bl, base + 1);
+		return 0;
+	}
+	if (strcmp(t, "create") == 0 && st->landing[0] && strcmp(name, st->landing) == 0) {
+		st->landing[0] = '\0';
+		return add_event(evs, name, "EVENT_TYPE_CREATE") < 0 || add_event(evs, name, "EVENT_TYPE_WRITE") < 0
+			       ? -1 : 0;
+	}
+	return add_event(evs, name, type);
+}
+
+int envd_watch_event(struct envd_watch_state *st, const char *dir, const char *line, size_t len, json_t **evs)
 {
 	json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
 	const char *t = json_string_value(json_object_get(j, "type"));
@@ -497,8 +540,8 @@ int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev)
 	const char *name;
 	int rc = 0;
 
-	*ev = NULL;
-	if (!json_is_object(j)) {
+	*evs = NULL;
+	if (!json_is_object(j) || !(*evs = json_array())) {
 		json_decref(j);
 		return -1;
 	}
@@ -512,25 +555,35 @@ int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev)
 			name = p + 1;
 		else
 			name = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
-		if (!(*ev = json_pack("{s:s,s:s}", "name", name, "type", type)))
-			rc = -1;
+		rc = map_event(st, name, t, type, *evs);
 	}
 	json_decref(j);
+	if (rc < 0) {
+		json_decref(*evs);
+		*evs = NULL;
+	}
 	return rc;
 }
 
 static int watch_line(struct fop *f, const char *line, size_t len, struct evbuffer *out)
 {
 	struct fs_call *c = fop_ctx(f);
-	json_t *ev;
-	int rc = envd_watch_event(c->path, line, len, &ev);
+	json_t *evs, *ev;
+	size_t i;
+	int rc = envd_watch_event(&c->watch, c->path, line, len, &evs);
 
 	if (rc < 0)
 		return -1;
-	if (!ev)
-		return 0; /* a lost-events note has no envelope in envd's stream */
-	c->sent_since_tick = true;
-	return envelope(out, 0, json_pack("{s:o}", "filesystem", ev));
+	/* a lost-events note has no envelope in envd's stream */
+	json_array_foreach(evs, i, ev) {
+		c->sent_since_tick = true;
+		if (envelope(out, 0, json_pack("{s:O}", "filesystem", ev)) < 0) {
+			json_decref(evs);
+			return -1;
+		}
+	}
+	json_decref(evs);
+	return 0;
 }
 
 static int watch_end(struct fop *f, struct evbuffer *out)

@@ -22,11 +22,17 @@ int envd_abs_path(struct http_req *r, const char *user, const char *p, char *out
 json_t *envd_entry_info(const json_t *e);
 /* Unix seconds as protobuf's JSON Timestamp (RFC 3339, UTC, microseconds) (pure). */
 void envd_rfc3339(double t, char out[40]);
-/* One event line of the agent's watch (docs/design/channels.md) as envd's FilesystemEvent
+/* What a watch remembers between its lines: the user's file SPACE's atomic write (the agent's
+ * fs_write.c: a temporary ".<name>.space-XXXXXX" renamed over <name>) is landing on. */
+struct envd_watch_state {
+	char landing[ENVD_PATH_MAX + 1];
+};
+/* One event line of the agent's watch (docs/design/channels.md) as envd's FilesystemEvents
  * {name, type}, the name relative to dir (the watched directory as the watch's header line
- * named it) (pure). 0 with *ev a new reference (NULL: no event envd has a name for), 1 when the
- * line says the guest's event queue overflowed (events were lost), -1 when it is malformed or
- * out of memory. */
-int envd_watch_event(const char *dir, const char *line, size_t len, json_t **ev);
+ * named it) (pure but for st). *evs: a new array of 0..2 events. SPACE's own temporary files
+ * are not shown; a temporary file renamed over a name is shown as envd shows a write to it
+ * (create, then write). 0, 1 when the line says the guest's event queue overflowed (events were
+ * lost), -1 when it is malformed or out of memory (*evs NULL). */
+int envd_watch_event(struct envd_watch_state *st, const char *dir, const char *line, size_t len, json_t **evs);
 
 #endif

@@ -64,6 +64,7 @@ struct envd_watcher {
 	char sb[ID_LEN];
 	char dir[ENVD_PATH_MAX + 1]; /* as the agent's header line names it */
 	char why[256];               /* why it ended */
+	struct envd_watch_state watch;
 	struct evbuffer *line, *err;
 	/* The queue: a ring of FilesystemEvent objects, oldest at head. */
 	json_t *ev[WATCHER_MAX_EVENTS];
@@ -190,7 +191,8 @@ static void watcher_ended(struct envd_watcher *x, const struct session_rec *rec)
 /* One complete stdout line: the header (the watch is in place: answer the create), then events. */
 static int watcher_line(struct envd_watcher *x, const char *line, size_t len)
 {
-	json_t *ev;
+	json_t *evs, *ev;
+	size_t i;
 	int rc;
 
 	if (!x->ready) {
@@ -211,13 +213,14 @@ static int watcher_line(struct envd_watcher *x, const char *line, size_t len)
 		}
 		return 0;
 	}
-	rc = envd_watch_event(x->dir, line, len, &ev);
+	rc = envd_watch_event(&x->watch, x->dir, line, len, &evs);
 	if (rc < 0)
 		return -1;
 	if (rc == 1)
 		note_dropped(x, 1);
-	if (ev)
-		queue_push(x, ev);
+	json_array_foreach(evs, i, ev)
+		queue_push(x, json_incref(ev));
+	json_decref(evs);
 	return 0;
 }
 
