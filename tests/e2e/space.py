@@ -1080,7 +1080,7 @@ class Daemon:
         self.state_dir = os.path.join(self.root, "state")
         os.mkdir(self.state_dir)
         self.log_path = os.path.join(self.root, "spaced.log")
-        self.api_key = secrets.token_hex(16)
+        self.api_key = "e2b_" + secrets.token_hex(20)  # the form E2B's SDKs check (what spaced generates)
         self.port, self.data_port = free_ports(2)
         self.url = f"http://127.0.0.1:{self.port}"
         self.data_url = f"http://127.0.0.1:{self.data_port}"

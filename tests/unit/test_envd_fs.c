@@ -40,6 +40,13 @@ static void test_atomic_write(void)
 {
 	struct envd_watch_state st = { 0 };
 
+	/* the O_TMPFILE before it has a name: its mode set, its content written */
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"chmod\",\"path\":\"/w/#9\"}"), "[]") == 0);
+	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"write\",\"path\":\"/w/#12\"}"), "[]") == 0);
+	EXPECT(strcmp(ev("/w", "{\"type\":\"create\",\"path\":\"/w/#9\"}"),
+		      "{\"name\":\"#9\",\"type\":\"EVENT_TYPE_CREATE\"}") == 0);
+	EXPECT(strcmp(ev("/w", "{\"type\":\"chmod\",\"path\":\"/w/#9a\"}"),
+		      "{\"name\":\"#9a\",\"type\":\"EVENT_TYPE_CHMOD\"}") == 0);
 	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"create\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);
 	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"chmod\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);
 	EXPECT(strcmp(evs(&st, "/w", "{\"type\":\"rename\",\"path\":\"/w/.a.txt.space-TvaSAn\"}"), "[]") == 0);

@@ -504,6 +504,18 @@ static size_t temp_base_len(const char *base)
 	return n - 6 - k - 1;
 }
 
+/* "#<inode>": the name the kernel gives an O_TMPFILE's dentry (fs_write.c writes into one
+ * before it links it in), seen by inotify as its owner and mode are set. */
+static bool tmpfile_name(const char *base)
+{
+	if (base[0] != '#' || !base[1])
+		return false;
+	for (const char *c = base + 1; *c; c++)
+		if (!isdigit((unsigned char)*c))
+			return false;
+	return true;
+}
+
 static int add_event(json_t *evs, const char *name, const char *type)
 {
 	return json_array_append_new(evs, json_pack("{s:s,s:s}", "name", name, "type", type));
@@ -516,6 +528,10 @@ static int map_event(struct envd_watch_state *st, const char *name, const char *
 	const char *base = slash ? slash + 1 : name;
 	size_t bl = temp_base_len(base), dl = (size_t)(base - name);
 
+	/* An unnamed temporary file of SPACE's write only ever has its attributes or content
+	 * changed (a user's file of that name is also created, renamed and removed, and shown). */
+	if (tmpfile_name(base) && (strcmp(t, "chmod") == 0 || strcmp(t, "write") == 0))
+		return 0;
 	if (bl) {
 		/* SPACE's temporary file: never shown; renamed away, it lands on its user's name */
 		if (strcmp(t, "rename") == 0 && dl + bl < sizeof(st->landing))
