@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""e2b.py -- the unmodified E2B SDK beside our own /v1 API, on the same daemon and template:
-create -> first output byte of `echo x`.
+"""e2b.py -- the unmodified E2B SDKs (JS and Python) beside our own /v1 API, on the same daemon
+and template: create -> first output byte of `echo x`.
 
 Starts its own spaced (the plain build, free loopback ports, temp state dir, ready snapshots on,
 as a user runs it) and measures, sample by sample interleaved so host noise hits both alike:
   SDK      Sandbox.create() -> the first stdout bytes of commands.run('echo x')  (bench/e2b.mjs,
            driven over stdin by this script; E2B_API_URL / E2B_SANDBOX_URL point at the daemon):
            POST /v2/sandboxes, then envd's process.Process/Start stream
+  Python   the same with the Python SDK (e2b 2.34.0 from ../shared/e2b-python/site, bench/e2b_py.py:
+           POST /sandboxes, then the same stream); left out, saying why, where that folder is absent
   native   POST /v1/sandboxes, wait for the operation, POST .../sessions with the argv the SDK
            sends (/bin/bash -l -c 'echo x'), attach, the first output byte
   gVisor   `runsc --network=none --platform=ptrace do echo hi`, spawn -> first byte (the peer a user
@@ -51,19 +53,28 @@ def native_sample(api, template):
     return created, first
 
 
+PY_SITE = os.path.realpath(os.path.join(HERE, "..", "..", "shared", "e2b-python", "site"))
+
+
 class SdkDriver:
-    def __init__(self, d, template):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NODE_"))}
+    """One SDK's sample loop in a child: the JS one (bench/e2b.mjs) or the Python one."""
+
+    def __init__(self, d, template, python=False):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("E2B_", "NODE_", "PYTHON"))}
         env.update(E2B_API_URL=d.url, E2B_SANDBOX_URL=d.data_url, E2B_API_KEY=d.api_key,
                    E2B_BENCH_TEMPLATE=template)
-        self.p = subprocess.Popen([NODE, os.path.join(HERE, "e2b.mjs")], env=env, text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if python:
+            env["PYTHONPATH"] = PY_SITE
+            argv = ["/usr/bin/python3", os.path.join(HERE, "e2b_py.py")]
+        else:
+            argv = [NODE, os.path.join(HERE, "e2b.mjs")]
+        self.p = subprocess.Popen(argv, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def sample(self):
         self.p.stdin.write("go\n")
         self.p.stdin.flush()
         line = self.p.stdout.readline()
-        assert line, f"bench/e2b.mjs exited ({self.p.poll()})"
+        assert line, f"the SDK's sample loop exited ({self.p.poll()})"
         r = json.loads(line)
         assert "error" not in r, r["error"]
         return r["created"], r["first"]
@@ -89,25 +100,33 @@ def main():
 
     d = space.Daemon("spaced-bench-e2b", extra_args=["--accel", args.accel])
     d.binary = space.PLAIN_SPACED
-    sdk_c, sdk_f, nat_c, nat_f = [], [], [], []
-    drv = None
+    sdk_c, sdk_f, nat_c, nat_f, py_c, py_f = [], [], [], [], [], []
+    drv = pydrv = None
+    py_missing = None if os.path.isdir(os.path.join(PY_SITE, "e2b")) else f"no Python SDK at {PY_SITE}"
     try:
         d.start()
         info = d.api.info()
         print(f"spaced {info['version']}, accelerator {info['accelerator']}, "
               f"host {info['capacity']['host_vcpus']} vCPUs", flush=True)
         drv = SdkDriver(d, args.template)
+        if not py_missing:
+            pydrv = SdkDriver(d, args.template, python=True)
         for i in range(stats.WARMUP + args.n):
             print(f"sample {i + 1}/{stats.WARMUP + args.n} ...", flush=True)
             c, f = drv.sample()
             sdk_c.append(c)
             sdk_f.append(f)
+            if pydrv:
+                c, f = pydrv.sample()
+                py_c.append(c)
+                py_f.append(f)
             c, f = native_sample(d.api, args.template)
             nat_c.append(c)
             nat_f.append(f)
     finally:
-        if drv:
-            drv.close()
+        for dr in (drv, pydrv):
+            if dr:
+                dr.close()
         d.cleanup()
 
     rows = [
@@ -116,6 +135,15 @@ def main():
         (f"SDK Sandbox.create() ({args.template})", stats.drop_warmup(sdk_c), stats.drop_warmup(nat_c),
          "native create + op wait"),
     ]
+    if pydrv:
+        rows += [
+            ("Python SDK create -> first byte", stats.drop_warmup(py_f), stats.drop_warmup(nat_f),
+             "native /v1 same steps"),
+            ("Python SDK Sandbox.create()", stats.drop_warmup(py_c), stats.drop_warmup(nat_c),
+             "native create + op wait"),
+            ("Python SDK vs JS SDK, first byte", stats.drop_warmup(py_f), stats.drop_warmup(sdk_f),
+             "JS SDK create -> first byte"),
+        ]
     head = f"{'metric':<40} {'n':>4} {'median':>12} {'p99 / max':>16}   {'baseline (median)':<36} {'ratio':>8}"
     print()
     print(head)
@@ -125,6 +153,8 @@ def main():
         label, worst = stats.tail(xs)
         print(f"{name:<40} {len(xs):>4} {fmt(med):>12} {label + ' ' + fmt(worst):>16}   "
               f"{fmt(b) + ' ' + base_name:<36} {stats.ratio(med, b):>7.2f}x")
+    if py_missing:
+        print(f"{'Python SDK create -> first byte':<40} {'-':>4} {py_missing}")
     gv_reason = lifecycle.gvisor_probe() if args.gvisor else "not asked for (--gvisor 0)"
     if gv_reason:
         print(f"{'gVisor runsc do echo -> first byte':<40} {'-':>4} {gv_reason}")
