@@ -65,7 +65,8 @@ class SdkDriver:
                    E2B_BENCH_TEMPLATE=template)
         if python:
             env["PYTHONPATH"] = PY_SITE
-            argv = ["/usr/bin/python3", os.path.join(HERE, "e2b_py.py")]
+            # -P: bench/ (whose e2b.py would shadow the SDK) is not put on its path
+            argv = ["/usr/bin/python3", "-P", os.path.join(HERE, "e2b_py.py")]
         else:
             argv = [NODE, os.path.join(HERE, "e2b.mjs")]
         self.p = subprocess.Popen(argv, env=env, text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
