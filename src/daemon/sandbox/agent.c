@@ -241,6 +241,17 @@ static void orphan_flush(struct agent *a)
  * Its output is acknowledged (once per pass and channel) and dropped, so it
  * never blocks on a full window, and its exit released. Returns -1 on a
  * malformed frame. */
+/* The first output of the first command after a start ends the start's record. */
+static void first_output(struct sandbox *sb)
+{
+	struct start_phases *ph = &sb->phases;
+
+	if (!ph->at_us[PH_UP] || ph->at_us[PH_FIRST])
+		return;
+	phases_mark(ph, PH_FIRST);
+	log_info("sandbox %s: first output %.1f ms after its start began", sb->rec.id, phases_ms(ph, PH_FIRST));
+}
+
 static int orphan_frame(struct agent *a, const struct proto_hdr *h, struct proto_rd *r)
 {
 	uint64_t off;
@@ -332,6 +343,7 @@ static int dispatch(struct agent *a, const struct proto_hdr *h, const uint8_t *p
 		if (r.bad || (stream != PROTO_STDOUT && stream != PROTO_STDERR))
 			return -1;
 		data = proto_rd_rest(&r, &n);
+		first_output(a->sb);
 		session_on_data(s, stream, off, data, n);
 		return 0;
 	}

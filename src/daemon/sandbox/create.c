@@ -214,6 +214,9 @@ static void claim(struct sandbox *pooled, struct sandbox *want, const json_t *po
 
 	r->role = ROLE_USER;
 	r->start_kind = START_POOL;
+	/* Its start, as a client sees it, is this claim. */
+	phases_begin(&pooled->phases);
+	phases_mark(&pooled->phases, PH_UP);
 	/* A warm-up still running ends on its own (its channel is an orphan's);
 	 * nothing waits for it any more. */
 	pooled->warm_done = NULL;

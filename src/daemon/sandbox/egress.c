@@ -363,6 +363,7 @@ static void first_push_done(struct gw *g, const space_err *err, void *arg)
 	}
 	sb->net_pending = false;
 	sb->net_repush = false;
+	phases_mark(&sb->phases, PH_POLICY);
 	if (err) {
 		log_warn("sandbox %s: its gateway: %s (its guest reaches nothing until one runs; retrying)",
 			 sb->rec.id, err->msg);

@@ -34,6 +34,13 @@ static void bringup_end(struct sandbox *sb, const char *error)
 
 	stop_timer(sb);
 	sb->up_done = NULL;
+	if (!error && done) {
+		char text[320];
+
+		phases_mark(&sb->phases, PH_UP);
+		phases_text(&sb->phases, text, sizeof(text));
+		log_info("sandbox %s: up in %.1f ms: %s", sb->rec.id, phases_ms(&sb->phases, PH_UP), text);
+	}
 	if (done)
 		done(sb, error);
 }
@@ -76,8 +83,10 @@ static void net_prepared(struct sandbox *sb, const space_err *err)
 		bringup_end(sb, err->msg);
 		return;
 	}
+	phases_mark(&sb->phases, PH_NETNS);
 	/* Its first policy is answered before the bring-up ends (sandbox_identity_applied). */
 	egress_gateway_up(sb);
+	phases_mark(&sb->phases, PH_GATEWAY);
 	sb->vm_next = true;
 	event_active(sb->launch_ev, EV_TIMEOUT, 0);
 }
@@ -150,6 +159,7 @@ static void launch_vm(struct sandbox *sb)
 		bringup_end(sb, err.msg);
 		return;
 	}
+	phases_mark(&sb->phases, PH_QEMU);
 	sb->rec.pid = vm_pid(sb->vm);
 	sb->rec.pid_start = vm_pid_start(sb->vm);
 	sandbox_persist(sb);
@@ -173,6 +183,7 @@ int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_
 	sb->guest_ran = false;
 	sb->vm_next = false;
 	sb->up_done = done;
+	phases_begin(&sb->phases);
 	event_active(sb->launch_ev, EV_TIMEOUT, 0);
 	/* The deadline counts from now: the wait for a turn is part of it. */
 	stop_timer(sb);
@@ -202,6 +213,7 @@ static void vm_ready(struct vm *vm, void *arg)
 
 	(void)vm;
 	sb->guest_ran = true;
+	phases_mark(&sb->phases, PH_READY);
 	attach_agent(sb);
 }
 
@@ -254,6 +266,7 @@ void sandbox_agent_ready(struct sandbox *sb)
 	/* Every VM gets its identity once, before any command of a client:
 	 * frames are processed in order, so an H_EXEC queued after H_IDENTITY
 	 * runs after it. A reconnect to the same VM needs none. */
+	phases_mark(&sb->phases, PH_HELLO);
 	if (sb->identity_done || sb->identity_sent)
 		return;
 	if (identity_send(sb, &err) < 0) {
@@ -275,6 +288,7 @@ void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error)
 	if (sb->identity_done)
 		return;
 	sb->identity_done = true;
+	phases_mark(&sb->phases, PH_IDENTITY);
 	/* Ready once its gateway has its policy too: a client's first connection must not
 	 * race the policy (it would be refused). */
 	if (egress_wait_ready(sb))

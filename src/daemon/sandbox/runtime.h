@@ -8,6 +8,7 @@
 
 #include "daemon.h"
 #include "model/model.h"
+#include "phases.h"
 #include "proto.h"
 #include "sandbox/sandbox.h"
 #include "spool.h"
@@ -68,6 +69,7 @@ struct sandbox {
 	bool unsaved;              /* its last store write failed: sandbox_tick writes it again */
 	int64_t suspended_bytes;   /* what the saved state of its last suspend here takes (0: not known) */
 	struct disk_share *share;  /* its disk being copied to the shared directory (disks.c) */
+	struct start_phases phases; /* its last start, step by step (phases.c) */
 	struct sandbox *next;
 };
 
