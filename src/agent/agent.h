@@ -112,6 +112,10 @@ struct agent_port {
 struct agent {
 	bool pid1;
 	bool net_ca; /* the sandbox's CA is in the trust store: children get AGENT_CA_ENV */
+	/* The link, route and resolver this agent last set in full (every step succeeded):
+	 * a clone, fork or restore of that guest has them already, and skips those steps. */
+	bool net_set;
+	uint32_t net_addr, net_prefix, net_gateway, net_dns;
 	bool set_clock;
 	bool quit;
 	int epfd;
@@ -272,9 +276,10 @@ void agent_poweroff(struct agent *a, uint32_t mode) __attribute__((noreturn));
 /* net.c: the H_IDENTITY net payload (docs/design/egress.md) */
 #define AGENT_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define AGENT_CA_FILE "/usr/local/share/ca-certificates/space-egress.crt"
-/* PID 1 only: lo and eth0 up, eth0's address, default route, IPv6 off, /etc/resolv.conf, the
- * CA (installed, or taken out when ca_pem is ""); sets a->net_ca. Every step is tried; -1 with
- * errno of the first that failed. */
+/* PID 1 only: lo and eth0 up, eth0's address, default route, IPv6 off, /etc/resolv.conf (all
+ * skipped when this guest set the same ones already: a->net_set), the CA (installed, or taken
+ * out when ca_pem is ""); sets a->net_ca. Every step is tried; -1 with errno of the first that
+ * failed. */
 int agent_net_apply(struct agent *a, const struct proto_net *n);
 /* SIOCGIFFLAGS then SIOCSIFFLAGS with IFF_UP on an AF_INET socket. */
 int agent_net_link_up(int fd, const char *ifname);

@@ -133,6 +133,6 @@ void agent_identity_handle(struct agent *a, const uint8_t *payload, size_t len)
 	if (id.hostname[0] && a->pid1)
 		step(a, &res, PROTO_IDENTITY_HOSTNAME,
 		     sethostname(id.hostname, strlen(id.hostname)), "sethostname");
-	agent_log(a, false, "H_IDENTITY: applied 0x%x, error %d", res.applied, res.error);
+	/* Failures were logged step by step; success needs no console line (see on_hello). */
 	send_result(a, &res);
 }

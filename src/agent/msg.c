@@ -86,7 +86,8 @@ static void on_hello(struct agent *a, struct proto_rd *r)
 	 * channel resends from its last acked offset: the host may have lost unacked bytes. */
 	send_hello(a);
 	agent_proc_rewind_all(a);
-	agent_log(a, false, "H_HELLO v%u: %u channel(s) live", version, a->nprocs);
+	/* No console line: the first one after a restore costs a clone ~10 ms under TCG, and the
+	 * A_HELLO tells the host as much. */
 }
 
 static bool want_len(struct agent *a, const struct proto_hdr *h, size_t n)

@@ -308,13 +308,36 @@ static int links(struct agent *a, const struct proto_net *n, int *first)
 /* Each step independent, as in identity.c: without a trust store (the busybox template has no
  * /etc/ssl) the link and DNS are still set. The CA state the children's environment follows is
  * what the trust store now holds. */
+static bool net_same(const struct agent *a, const struct proto_net *n)
+{
+	return a->net_set && a->net_addr == n->addr && a->net_prefix == n->prefix_len &&
+	       a->net_gateway == n->gateway && a->net_dns == n->dns;
+}
+
+/* The link, route and resolver as the host asks; a guest restored from one that set them
+ * (every sandbox's are the same: its gateway is on its own TAP) keeps them: under TCG, every
+ * kernel path a clone runs for the first time costs it milliseconds. */
+static void net_links(struct agent *a, const struct proto_net *n, int *first)
+{
+	int before = *first;
+
+	if (net_same(a, n))
+		return;
+	links(a, n, first);
+	net_step(a, first, ipv6_off(), "disable IPv6");
+	net_step(a, first, agent_net_write_resolv("", n->dns), "/etc/resolv.conf");
+	a->net_set = *first == before;
+	a->net_addr = n->addr;
+	a->net_prefix = n->prefix_len;
+	a->net_gateway = n->gateway;
+	a->net_dns = n->dns;
+}
+
 int agent_net_apply(struct agent *a, const struct proto_net *n)
 {
 	int first = 0, rc;
 
-	links(a, n, &first);
-	net_step(a, &first, ipv6_off(), "disable IPv6");
-	net_step(a, &first, agent_net_write_resolv("", n->dns), "/etc/resolv.conf");
+	net_links(a, n, &first);
 	rc = agent_net_install_ca("", n->ca_pem);
 	net_step(a, &first, rc, "install CA");
 	if (rc == 0)

@@ -525,6 +525,11 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 		send_hello(a);
 		if (a->was_ready)
 			evtimer_add(a->hello_wait, &tv);
+		/* It may end the bring-up, and with it this agent: freed once this returns. */
+		a->reading++;
+		sandbox_agent_connected(a->sb);
+		if (--a->reading == 0 && a->freed)
+			agent_destroy(a);
 		return;
 	}
 	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {

@@ -163,6 +163,9 @@ static void launch_vm(struct sandbox *sb)
 	sb->rec.pid = vm_pid(sb->vm);
 	sb->rec.pid_start = vm_pid_start(sb->vm);
 	sandbox_persist(sb);
+	/* Its socket is ours and listening already: H_HELLO and H_IDENTITY wait in it while
+	 * QEMU restores, and the guest finds them the moment it runs. */
+	attach_agent(sb);
 }
 
 int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err)
@@ -214,7 +217,8 @@ static void vm_ready(struct vm *vm, void *arg)
 	(void)vm;
 	sb->guest_ran = true;
 	phases_mark(&sb->phases, PH_READY);
-	attach_agent(sb);
+	if (!sb->agent)
+		attach_agent(sb);
 }
 
 static void vm_exited(struct vm *vm, const char *reason, void *arg)
@@ -259,16 +263,10 @@ static void vm_event(struct vm *vm, const char *event, json_t *data, void *arg)
 		log_warn("sandbox %s: the guest kernel panicked", sb->rec.id);
 }
 
-void sandbox_agent_ready(struct sandbox *sb)
+static void send_identity(struct sandbox *sb)
 {
 	space_err err = { 0 };
 
-	/* Every VM gets its identity once, before any command of a client:
-	 * frames are processed in order, so an H_EXEC queued after H_IDENTITY
-	 * runs after it. A reconnect to the same VM needs none. */
-	phases_mark(&sb->phases, PH_HELLO);
-	if (sb->identity_done || sb->identity_sent)
-		return;
 	if (identity_send(sb, &err) < 0) {
 		log_warn("sandbox %s: %s", sb->rec.id, err.msg);
 		if (sb->vm)
@@ -277,6 +275,25 @@ void sandbox_agent_ready(struct sandbox *sb)
 		return;
 	}
 	sb->identity_sent = true;
+}
+
+/* Every VM gets its identity once, before any command of a client: frames are processed in
+ * order, so an H_EXEC queued after H_IDENTITY runs after it. It goes on every connection until
+ * the guest has applied it (one lost with a dropped connection goes again; applying it twice
+ * is harmless), right behind H_HELLO: the guest reads both in one wake-up. A reconnect to a
+ * VM that has it needs none. */
+void sandbox_agent_connected(struct sandbox *sb)
+{
+	if (!sb->identity_done)
+		send_identity(sb);
+}
+
+void sandbox_agent_ready(struct sandbox *sb)
+{
+	phases_mark(&sb->phases, PH_HELLO);
+	if (sb->identity_done || sb->identity_sent)
+		return;
+	send_identity(sb);
 }
 
 void sandbox_identity_applied(struct sandbox *sb, uint32_t applied, int error)

@@ -147,6 +147,9 @@ void sandbox_bringup_adopted(struct sandbox *sb, bringup_cb done);
  * identity, or with why not (the VM is then gone or being killed). */
 int sandbox_launch(struct sandbox *sb, const struct snapshot_rec *snap, bringup_cb done, space_err *err);
 extern const struct vm_events sandbox_vm_events;
+/* A connection to the agent is up and its H_HELLO queued: a VM being brought up gets its
+ * identity right behind it, without waiting for the answer. */
+void sandbox_agent_connected(struct sandbox *sb);
 /* The agent answered its first HELLO on this connection. */
 void sandbox_agent_ready(struct sandbox *sb);
 /* The agent applied (or tried) the identity it was sent. */
