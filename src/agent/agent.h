@@ -290,8 +290,10 @@ char *agent_net_bundle_replace(const char *bundle, const char *ca_pem);
 /* tmp file beside path, then rename(); errno on -1. */
 int agent_net_write_atomic(const char *path, const char *data, size_t len, mode_t mode);
 /* root + AGENT_CA_FILE (mkdir -p) and the block in root + AGENT_CA_BUNDLE (created if
- * absent); "" removes both (no bundle is then left alone). */
-int agent_net_install_ca(const char *root, const char *ca_pem);
+ * absent); "" removes both (no bundle is then left alone). in_place: files that exist are
+ * overwritten where they are (same inode, from the first byte that changes) instead of
+ * replaced by a renamed copy: only while nobody can be reading them. */
+int agent_net_install_ca(const char *root, const char *ca_pem, bool in_place);
 /* root/etc/resolv.conf = "nameserver <dns>\noptions timeout:2 attempts:2\n". */
 int agent_net_write_resolv(const char *root, uint32_t dns);
 

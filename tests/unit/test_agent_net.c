@@ -88,7 +88,7 @@ static void install_ca(void)
 	char path[256];
 
 	/* No /etc/ssl at all (the busybox template): made, the bundle is just the block. */
-	EXPECT_EQ(agent_net_install_ca(root, PEM1), 0);
+	EXPECT_EQ(agent_net_install_ca(root, PEM1, false), 0);
 	EXPECT(same(slurp(AGENT_CA_FILE), PEM1));
 	EXPECT(same(slurp(AGENT_CA_BUNDLE), BLOCK(PEM1)));
 	snprintf(path, sizeof(path), "%s%s", root, AGENT_CA_BUNDLE);
@@ -96,21 +96,49 @@ static void install_ca(void)
 
 	/* A system bundle: kept, the block replaced on the next CA; no temporary left. */
 	put(AGENT_CA_BUNDLE, "SYS\n");
-	EXPECT_EQ(agent_net_install_ca(root, PEM1), 0);
-	EXPECT_EQ(agent_net_install_ca(root, PEM2), 0);
+	EXPECT_EQ(agent_net_install_ca(root, PEM1, false), 0);
+	EXPECT_EQ(agent_net_install_ca(root, PEM2, false), 0);
 	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n" BLOCK(PEM2 "\n")));
 	EXPECT(same(slurp(AGENT_CA_FILE), PEM2));
 	strcat(path, ".space-tmp");
 	EXPECT(access(path, F_OK) < 0);
 
 	/* No CA any more: the block and the file go, the system's certificates stay. */
-	EXPECT_EQ(agent_net_install_ca(root, ""), 0);
+	EXPECT_EQ(agent_net_install_ca(root, "", false), 0);
 	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n"));
 	EXPECT(slurp(AGENT_CA_FILE) == NULL);
-	EXPECT_EQ(agent_net_install_ca(root, ""), 0);
+	EXPECT_EQ(agent_net_install_ca(root, "", false), 0);
 
 	/* A PEM that carries our markers would break the block: refused. */
-	EXPECT_EQ(agent_net_install_ca(root, "# space-egress-ca end\n"), -1);
+	EXPECT_EQ(agent_net_install_ca(root, "# space-egress-ca end\n", false), -1);
+	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n"));
+}
+
+/* In place: the same files (inodes) rewritten, a shorter CA cuts them, the content is what
+ * an atomic install writes; files that do not exist yet are made as before. */
+static void install_ca_in_place(void)
+{
+	struct stat a, b, c, d;
+	char bundle[256], file[256];
+
+	snprintf(bundle, sizeof(bundle), "%s%s", root, AGENT_CA_BUNDLE);
+	snprintf(file, sizeof(file), "%s%s", root, AGENT_CA_FILE);
+	unlink(bundle);
+	unlink(file);
+	EXPECT_EQ(agent_net_install_ca(root, PEM2, true), 0); /* none there: made */
+	EXPECT(same(slurp(AGENT_CA_BUNDLE), BLOCK(PEM2 "\n")));
+	put(AGENT_CA_BUNDLE, "SYS\n");
+	EXPECT_EQ(agent_net_install_ca(root, PEM2, false), 0);
+	EXPECT(stat(bundle, &a) == 0 && stat(file, &b) == 0);
+	EXPECT_EQ(agent_net_install_ca(root, PEM1, true), 0);
+	EXPECT(stat(bundle, &c) == 0 && stat(file, &d) == 0);
+	EXPECT(a.st_ino == c.st_ino && b.st_ino == d.st_ino);
+	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n" BLOCK(PEM1)));
+	EXPECT(same(slurp(AGENT_CA_FILE), PEM1));
+	EXPECT_EQ(agent_net_install_ca(root, PEM2, true), 0);
+	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n" BLOCK(PEM2 "\n")));
+	EXPECT(same(slurp(AGENT_CA_FILE), PEM2));
+	EXPECT_EQ(agent_net_install_ca(root, "", true), 0);
 	EXPECT(same(slurp(AGENT_CA_BUNDLE), "SYS\n"));
 }
 
@@ -176,6 +204,7 @@ int main(void)
 	}
 	RUN(bundle_replace);
 	RUN(install_ca);
+	RUN(install_ca_in_place);
 	RUN(resolv);
 	RUN(child_env);
 	nftw(root, rm, 16, FTW_DEPTH | FTW_PHYS);
