@@ -29,6 +29,9 @@
 /* The niceness of a starting gateway (and of --make-netns). */
 #define GW_START_NICE 10
 
+/* cgroup.procs files a gateway joins (one per cgroup v1 hierarchy, or the v2 leaf). */
+#define GW_CGROUP_FILES_MAX 4
+
 struct args {
 	const char *sandbox, *netns, *audit_dir, *dns_upstream, *upstream_ca, *refuse;
 	struct gw_mkns mkns;
@@ -37,6 +40,8 @@ struct args {
 	int max_conns;
 	long max_buffer;
 	bool print_ruleset;
+	const char *cgroup_procs[GW_CGROUP_FILES_MAX]; /* joined first: --cgroup-procs FILE */
+	int ncgroup;
 };
 
 static void usage(void)
@@ -44,6 +49,7 @@ static void usage(void)
 	fprintf(stderr, "usage: space-gw --sandbox ID --netns PATH --control-fd N --audit-dir DIR\n"
 			"                [--dns-upstream ADDR:PORT] [--upstream-ca FILE] [--uid UID --gid GID]\n"
 			"                [--max-conns N] [--max-buffer BYTES] [--refuse CIDR[,CIDR...]]\n"
+			"                [--cgroup-procs FILE]...\n"
 			"       space-gw --print-ruleset\n"
 			"       space-gw --make-netns PATH [--ca-cert FILE --ca-key FILE [--ca-name CN]]\n"
 			"                (a failure is reported on fd 3)\n");
@@ -70,7 +76,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 		{ "uid", 1, 0, 'u' }, { "gid", 1, 0, 'g' }, { "max-conns", 1, 0, 'm' },
 		{ "max-buffer", 1, 0, 'B' }, { "refuse", 1, 0, 'r' },
 		{ "print-ruleset", 0, 0, 'p' }, { "make-netns", 1, 0, 'M' },
-		{ "ca-cert", 1, 0, 'K' }, { "ca-key", 1, 0, 'k' }, { "ca-name", 1, 0, 'N' }, { 0, 0, 0, 0 },
+		{ "ca-cert", 1, 0, 'K' }, { "ca-key", 1, 0, 'k' }, { "ca-name", 1, 0, 'N' },
+		{ "cgroup-procs", 1, 0, 'G' }, { 0, 0, 0, 0 },
 	};
 	long v;
 	int o;
@@ -95,6 +102,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 		case 'm': if (!parse_long(optarg, 1, 1 << 20, &v)) return -1; a->max_conns = (int)v; break;
 		case 'B': if (!parse_long(optarg, 1 << 20, 1L << 40, &a->max_buffer)) return -1; break;
 		case 'r': a->refuse = optarg; break;
+		case 'G':
+			if (a->ncgroup >= GW_CGROUP_FILES_MAX)
+				return -1;
+			a->cgroup_procs[a->ncgroup++] = optarg;
+			break;
 		default: return -1;
 		}
 	}
@@ -281,6 +293,18 @@ int main(int argc, char **argv)
 	if (a.print_ruleset) {
 		fputs(egress_ruleset(), stdout);
 		return 0;
+	}
+	/* Into its cgroups before anything else: the daemon spawns it outside them (moving a
+	 * process between cgroups costs milliseconds, which its loop should not spend). One it
+	 * cannot join, it does not run outside of. */
+	for (int i = 0; i < a.ncgroup; i++) {
+		int fd = open(a.cgroup_procs[i], O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || write(fd, "0\n", 2) != 2) {
+			log_error("joining %s: %s", a.cgroup_procs[i], strerror(errno));
+			return 1;
+		}
+		close(fd);
 	}
 	/* Starting up (a netns, a CA, the sockets, the CA bundle) happens while the daemon
 	 * brings the VM up on the same cores: at a lower priority, so that a burst of creates

@@ -59,7 +59,31 @@ struct gw {
 	gw_exit_cb exited;
 	void *arg;
 	struct push_op *op; /* a push waiting for its answer from the loop (at most one) */
+	struct gw *live_next;
 };
+
+/* Every gateway object of this daemon: a gateway joins its cgroup leaf itself, after the
+ * spawn, so the reaper of an older gateway of the same sandbox must not remove the leaf
+ * while a newer one exists (it may not have joined yet). The loop's only. */
+static struct gw *live;
+
+static void live_del(struct gw *g)
+{
+	for (struct gw **pp = &live; *pp; pp = &(*pp)->live_next) {
+		if (*pp == g) {
+			*pp = g->live_next;
+			return;
+		}
+	}
+}
+
+static bool live_has(const char *id, const struct gw *except)
+{
+	for (struct gw *g = live; g; g = g->live_next)
+		if (g != except && strcmp(g->id, id) == 0)
+			return true;
+	return false;
+}
 
 /* An asynchronous push: the line goes out and the answer comes in from the loop. */
 struct push_op {
@@ -166,33 +190,19 @@ static int cg_make(struct gw *g, struct vm_cgroup *cg, space_err *err)
 	return 0;
 }
 
-/* Removes the leaf of sandbox id's gateway (gone by now; a busy leaf stays for the sweep). */
-static void cg_remove(const struct spaced *d, const char *id)
+/* Removes the leaf of sandbox id's gateway (gone by now; a busy leaf stays for the sweep), unless
+ * a gateway object of the sandbox other than except lives: it joins the leaf on its own. */
+static void cg_remove(const struct spaced *d, const char *id, const struct gw *except)
 {
 	struct vm_cgroup cg;
 	char scope[64];
 	space_err e = { 0 };
 
 	cg_scope(d, scope);
+	if (live_has(id, except))
+		return; /* a newer gateway of the sandbox has (or is about to join) the leaf */
 	if (geteuid() == 0 && cgroup_paths(scope, id, &cg, &e) == 0)
 		cgroup_remove(&cg, NULL);
-}
-
-/* Moves the gateway into its leaf: right after posix_spawn returned (the child has just
- * exec'd, before its first allocation of note), and on the loop, so that no reaper of a
- * previous gateway of the sandbox can remove the leaf in between (it finds the leaf busy). */
-static int cg_attach(const struct vm_cgroup *cg, pid_t pid, space_err *err)
-{
-	char path[PATH_MAX + 16], text[24];
-	int len = snprintf(text, sizeof(text), "%d\n", (int)pid);
-
-	for (int i = 0; i < cg->n; i++) {
-		snprintf(path, sizeof(path), "%s/cgroup.procs", cg->dir[i]);
-		_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, text, (size_t)len) != len)
-			return err_sys(err, errno, "moving the gateway into %s", path);
-	}
-	return 0;
 }
 
 int gw_cgroup_sweep(const struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg)
@@ -214,7 +224,7 @@ static void on_exit_ev(evutil_socket_t fd, short what, void *arg)
 	if (g->child && waitpid(g->pid, &status, WNOHANG) == g->pid)
 		proc_status_text(status, why, sizeof(why));
 	log_warn("sandbox %s: gateway pid %d is gone (%s)", g->id, (int)g->pid, why);
-	cg_remove(g->d, g->id);
+	cg_remove(g->d, g->id, g);
 	event_del(g->exit_ev);
 	if (g->exited)
 		g->exited(g, why, g->arg); /* may free g */
@@ -231,6 +241,8 @@ static struct gw *gw_new(struct spaced *d, const struct gw_spec *spec)
 	snprintf(g->id, sizeof(g->id), "%s", spec->id);
 	snprintf(g->run_dir, sizeof(g->run_dir), "%s", spec->run_dir);
 	snprintf(g->sock, sizeof(g->sock), "%s/gw.sock", spec->sock_dir);
+	g->live_next = live;
+	live = g;
 	return g;
 }
 
@@ -321,7 +333,8 @@ static int spawn_gw(char *const argv[], int lfd, int log_fd, pid_t *pid, int *pi
 	return 0;
 }
 
-static int spawn_args(struct gw *g, const struct gw_spec *spec, const char *audit, struct strv *a)
+static int spawn_args(struct gw *g, const struct gw_spec *spec, const char *audit, const struct vm_cgroup *cg,
+		      struct strv *a)
 {
 	const struct config *cfg = &g->d->cfg;
 
@@ -356,6 +369,11 @@ static int spawn_args(struct gw *g, const struct gw_spec *spec, const char *audi
 	strv_addf(a, "%d", cfg->egress_max_conns);
 	strv_add(a, "--max-buffer");
 	strv_addf(a, "%lld", (long long)cfg->egress_max_buffer_mib << 20);
+	/* It joins its leaf itself, first thing (a move costs ms: not on our loop). */
+	for (int i = 0; i < cg->n; i++) {
+		strv_add(a, "--cgroup-procs");
+		strv_addf(a, "%s/cgroup.procs", cg->dir[i]);
+	}
 	return a->failed ? -1 : 0;
 }
 
@@ -383,18 +401,12 @@ static int spawn(struct gw *g, const struct gw_spec *spec, space_err *err)
 	/* Its memory and tasks count against a leaf of its own (with root only: like the VMs') */
 	if (geteuid() == 0 && cg_make(g, &cg, err) < 0)
 		return -1;
-	if (spawn_args(g, spec, audit, &a) < 0) {
+	if (spawn_args(g, spec, audit, &cg, &a) < 0) {
 		strv_free(&a);
 		return err_set(err, ENOMEM, "out of memory");
 	}
 	int rc = spawn_gw(a.v, lfd, log_fd, &g->pid, &g->pidfd, err);
 	strv_free(&a);
-	if (rc == 0 && cg_attach(&cg, g->pid, err) < 0) {
-		proc_kill_reap(g->pid, g->pidfd);
-		close(g->pidfd);
-		g->pidfd = -1;
-		rc = -1;
-	}
 	if (rc < 0) {
 		cgroup_remove(&cg, NULL);
 		return err_wrap(err, "starting the gateway");
@@ -432,6 +444,7 @@ int gw_start(struct spaced *d, const struct gw_spec *spec, gw_exit_cb exited, vo
 	if (g->pidfd >= 0) {
 		log_info("sandbox %s: adopted gateway pid %d", spec->id, (int)g->pid);
 	} else if (spawn(g, spec, err) < 0) {
+		live_del(g);
 		free(g);
 		return -1;
 	}
@@ -765,7 +778,7 @@ static void reaper_cb(evutil_socket_t fd, short what, void *arg)
 		log_info("sandbox %s: gateway pid %d stopped", r->id, (int)r->pid);
 	if (r->child)
 		waitpid(r->pid, &status, WNOHANG);
-	cg_remove(r->d, r->id);
+	cg_remove(r->d, r->id, NULL);
 	reaper_free(r);
 }
 
@@ -800,7 +813,7 @@ void gw_reapers_finish(void)
 		struct gw_reaper *r = reapers;
 
 		kill_pidfd(r->pid, r->pidfd, r->child, r->id);
-		cg_remove(r->d, r->id);
+		cg_remove(r->d, r->id, NULL);
 		reaper_free(r);
 	}
 }
@@ -811,6 +824,7 @@ void gw_stop(struct gw *g)
 
 	if (!g)
 		return;
+	live_del(g);
 	if (g->op)
 		op_free(g->op); /* its callback is not called */
 	if (g->exit_ev)
@@ -818,7 +832,7 @@ void gw_stop(struct gw *g)
 	if (g->pidfd >= 0 && !reap_later(g->d, g->pid, g->pidfd, g->child, g->id)) {
 		kill_pidfd(g->pid, g->pidfd, g->child, g->id);
 		close(g->pidfd);
-		cg_remove(g->d, g->id);
+		cg_remove(g->d, g->id, NULL);
 		log_info("sandbox %s: gateway pid %d stopped", g->id, (int)g->pid);
 	}
 	pid_file(g->run_dir, path);
@@ -831,6 +845,7 @@ void gw_free(struct gw *g)
 {
 	if (!g)
 		return;
+	live_del(g);
 	if (g->op)
 		op_free(g->op);
 	if (g->exit_ev)
@@ -852,7 +867,7 @@ void gw_kill_stale(const struct spaced *d, const char *run_dir, const char *sb_i
 		close(pidfd);
 		log_info("sandbox %s: stopped its unwatched gateway pid %d", sb_id, (int)pid);
 	}
-	cg_remove(d, sb_id);
+	cg_remove(d, sb_id, NULL);
 	pid_file(run_dir, path);
 	unlink(path);
 }
