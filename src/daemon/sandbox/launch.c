@@ -73,8 +73,8 @@ static void attach_agent(struct sandbox *sb)
 
 static void launch_vm(struct sandbox *sb);
 
-/* The netns and CA of this launch are there (or not): the gateway starts now, QEMU on the
- * next bulk turn of the loop (each spawn is a slice of the loop's time). */
+/* The netns and CA of this launch are there (or not): QEMU starts on the next bulk turn of
+ * the loop (each spawn is a slice of the loop's time), its gateway right after it. */
 static void net_prepared(struct sandbox *sb, const space_err *err)
 {
 	if (!sb->up_done || sb->vm)
@@ -84,9 +84,6 @@ static void net_prepared(struct sandbox *sb, const space_err *err)
 		return;
 	}
 	phases_mark(&sb->phases, PH_NETNS);
-	/* Its first policy is answered before the bring-up ends (sandbox_identity_applied). */
-	egress_gateway_up(sb);
-	phases_mark(&sb->phases, PH_GATEWAY);
 	sb->vm_next = true;
 	event_active(sb->launch_ev, EV_TIMEOUT, 0);
 }
@@ -160,6 +157,12 @@ static void launch_vm(struct sandbox *sb)
 		return;
 	}
 	phases_mark(&sb->phases, PH_QEMU);
+	/* The gateway after QEMU: it starts while QEMU restores, and its first policy is
+	 * answered before the bring-up ends (sandbox_identity_applied). */
+	if (sb->net_dev) {
+		egress_gateway_up(sb);
+		phases_mark(&sb->phases, PH_GATEWAY);
+	}
 	sb->rec.pid = vm_pid(sb->vm);
 	sb->rec.pid_start = vm_pid_start(sb->vm);
 	sandbox_persist(sb);
