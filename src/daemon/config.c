@@ -61,6 +61,8 @@ static void usage(FILE *f)
 		"  --egress-max-conns N      guest connections one sandbox's gateway holds at once (default 256)\n"
 		"  --egress-max-buffer MIB   bytes one gateway buffers for all its connections; past it reading\n"
 		"                            stops and new connections are refused (default 32)\n"
+		"  --net-spares N            sandbox network namespaces kept made ahead, so that a start takes\n"
+		"                            one instead of making it (default 2; 0: none)\n"
 		"  --store URL               where state lives (SPACE_STORE): sqlite:PATH (default sqlite:<state-dir>/space.db)\n"
 		"                            or postgres://USER@HOST:PORT/DB (a cluster's shared desired state)\n"
 		"  --role all|api|node       what this process does (SPACE_ROLE, default all: everything in one;\n"
@@ -304,6 +306,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "egress-refuse", required_argument, NULL, 1016 },
 		{ "egress-max-conns", required_argument, NULL, 1017 },
 		{ "egress-max-buffer", required_argument, NULL, 1018 },
+		{ "net-spares", required_argument, NULL, 1019 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -319,6 +322,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	default_beside_bin(cfg->ui_dir, "ui");
 	cfg->token_ttl_s = 900;
 	cfg->tb_size_mib = 24;
+	cfg->net_spares = 2;
 	cfg->max_sandboxes = 64;
 	cfg->default_timeout_s = 900;
 	cfg->max_body_bytes = 1 << 20;
@@ -404,6 +408,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1016: set_egress_refuse(cfg, optarg, "--egress-refuse"); break;
 		case 1017: cfg->egress_max_conns = parse_int(optarg, "--egress-max-conns", 1, 65536); break;
 		case 1018: cfg->egress_max_buffer_mib = parse_int(optarg, "--egress-max-buffer", 1, 65536); break;
+		case 1019: cfg->net_spares = parse_int(optarg, "--net-spares", 0, 64); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

@@ -32,6 +32,7 @@ struct config {
 	char accel[8];             /* auto | kvm | tcg */
 	int token_ttl_s;           /* data-plane token lifetime (default 900) */
 	int tb_size_mib;           /* TCG translation cache per VM (default 24) */
+	int net_spares;            /* sandbox netns kept made ahead (default 2, 0: none) */
 	int max_sandboxes;         /* VMs at once, pool and builder VMs too (default 64) */
 	int default_timeout_s;     /* sandbox lifetime when create names none (default 900) */
 	int max_body_bytes;        /* control-plane request bodies (default 1 MiB) */
@@ -111,6 +112,7 @@ struct spaced {
 	 * listeners (listeners.c: the E2B front end knows its shape) for any front end to show. */
 	char e2b_api_url[160];
 	struct store *store;
+	struct net_spares *net_spares; /* netns made ahead (net/spares.c; NULL: none) */
 	struct event *store_ev;    /* the store's thread says reads queued on it are done */
 	enum accel accel;
 	char accel_reason[256];

@@ -40,6 +40,19 @@ int net_ns_remove(struct spaced *d, const char *sb_id, space_err *err);
  * returns how many. */
 int net_ns_sweep(struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg);
 
+/* ---- spares.c ---- */
+
+/* Netns made ahead for launches to take (want of them ready; want <= 0: none, NULL). */
+struct net_spares;
+struct net_spares *net_spares_new(struct spaced *d, int want);
+/* Starts children for the spares missing (from the sandbox tick, after the start-up sweep). */
+void net_spares_fill(struct net_spares *s);
+/* Moves a ready spare onto sb_id's netns path: true if it did (the path is a netns now);
+ * false with none ready, or if sb_id has its netns already. Schedules a refill either way. */
+bool net_spares_take(struct net_spares *s, const char *sb_id);
+/* At shutdown: children killed, spares removed. */
+void net_spares_free(struct net_spares *s);
+
 /* ---- gw.c ---- */
 
 struct gw;

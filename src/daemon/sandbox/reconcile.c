@@ -237,6 +237,7 @@ int sandbox_reconcile(struct spaced *d, space_err *err)
 		reconcile_one(sb);
 	clean_orphans(d);
 	egress_reconcile(d);
+	egress_start(d);
 	return 0;
 }
 

@@ -206,6 +206,10 @@ void egress_down(struct sandbox *sb);
 void egress_remove(struct sandbox *sb);
 /* Periodic: a gateway that died while its VM runs is started again. */
 void egress_tick(struct spaced *d);
+/* After the start-up reconcile: spare netns are kept from then on (--net-spares); at
+ * shutdown they are removed. */
+void egress_start(struct spaced *d);
+void egress_shutdown(struct spaced *d);
 /* Start-up, after the VMs were adopted: stale netns removed, gateways adopted or started. */
 void egress_reconcile(struct spaced *d);
 /* The sandbox's CA certificate (PEM, malloc'ed), NULL if it has none. */

@@ -523,6 +523,7 @@ void sandbox_shutdown(struct spaced *d)
 	ops_unsaved_free(d);
 	pools_free(d);
 	tokens_free(d);
+	egress_shutdown(d);
 }
 
 int sandbox_bringing_up(const struct spaced *d)
