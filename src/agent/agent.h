@@ -112,6 +112,9 @@ struct agent_port {
 struct agent {
 	bool pid1;
 	bool net_ca; /* the sandbox's CA is in the trust store: children get AGENT_CA_ENV */
+	/* The CA of the last H_IDENTITY, to install before the next frame is read
+	 * (agent_net_finish; "" takes it out; NULL: nothing pending). */
+	char *ca_pending;
 	/* The link, route and resolver this agent last set in full (every step succeeded):
 	 * a clone, fork or restore of that guest has them already, and skips those steps. */
 	bool net_set;
@@ -277,10 +280,13 @@ void agent_poweroff(struct agent *a, uint32_t mode) __attribute__((noreturn));
 #define AGENT_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define AGENT_CA_FILE "/usr/local/share/ca-certificates/space-egress.crt"
 /* PID 1 only: lo and eth0 up, eth0's address, default route, IPv6 off, /etc/resolv.conf (all
- * skipped when this guest set the same ones already: a->net_set), the CA (installed, or taken
- * out when ca_pem is ""); sets a->net_ca. Every step is tried; -1 with errno of the first that
- * failed. */
+ * skipped when this guest set the same ones already: a->net_set); the CA (installed, or taken
+ * out when ca_pem is "") is left pending for agent_net_finish (installed here only when no copy
+ * of it could be kept). Every step is tried; -1 with errno of the first that failed. */
 int agent_net_apply(struct agent *a, const struct proto_net *n);
+/* The CA agent_net_apply left pending, installed (sets a->net_ca; a failure is logged to the
+ * host): from the loop after its answer went out, before anything else is read. */
+void agent_net_finish(struct agent *a);
 /* SIOCGIFFLAGS then SIOCSIFFLAGS with IFF_UP on an AF_INET socket. */
 int agent_net_link_up(int fd, const char *ifname);
 /* The pure and path-parameterized parts (root "" in the guest, a scratch dir in tests):

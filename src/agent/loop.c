@@ -166,6 +166,11 @@ int agent_run(struct agent *a)
 		/* Before sleeping: send what the callbacks queued, free what they released. */
 		agent_port_flush(a);
 		agent_proc_free_dead(a);
+		/* Work that follows an answer: after the flush above, before the next frame. */
+		if (a->ca_pending) {
+			agent_net_finish(a);
+			continue;
+		}
 
 		timeout = next > now ? (int)(next - now) : 0;
 		n = epoll_wait(a->epfd, evs, 64, timeout);
