@@ -79,8 +79,9 @@ static void test_tcg(void)
 	const char *app = after(&a, "-append");
 	CHECK(contains(app, "console=ttyS0 root=/dev/vda rw init=/sbin/space-agent reboot=t panic=-1"),
 	      "kernel cmdline: console, root, init, reboot=t, panic=-1");
-	CHECK(contains(app, "space.hostname=sb-0123456789abcdef") && contains(app, "random.trust_cpu=on"),
-	      "kernel cmdline: hostname and trust_cpu");
+	CHECK(contains(app, "space.hostname=sb-0123456789abcdef") && contains(app, "random.trust_cpu=on") &&
+		      contains(app, "tsc=reliable"),
+	      "kernel cmdline: hostname, trust_cpu and tsc=reliable");
 	CHECK(has_pair(&a, "-drive",
 		       "id=root,file=/var/lib/space/disks/dk-0123456789abcdef.qcow2,format=qcow2,if=none,cache=unsafe,"
 		       "discard=unmap,werror=report,rerror=report"),

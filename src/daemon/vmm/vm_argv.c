@@ -149,10 +149,14 @@ int vm_kernel_cmdline(const struct vm_spec *spec, char *out, size_t len, space_e
 	/* root=/dev/vda is the only virtio-blk device; the agent is init.
 	 * reboot=t: with acpi=off a guest reboot only ends QEMU (-no-reboot)
 	 * through the triple-fault path. panic=-1: a panicking guest reboots,
-	 * i.e. QEMU exits, instead of hanging. */
+	 * i.e. QEMU exits, instead of hanging. tsc=reliable: microvm has no HPET
+	 * or ACPI PM timer to refine the TSC against, so the guest kept tsc-early,
+	 * which is not valid for high-resolution timers: every sleep and timeout
+	 * in the guest was rounded to the 4 ms tick (nanosleep(100 us) took ~4 ms
+	 * under TCG; ~0.25 ms with this). Under KVM kvm-clock is used anyway. */
 	int n = snprintf(out, len,
 			 "console=ttyS0 root=/dev/vda rw init=/sbin/space-agent reboot=t panic=-1 quiet "
-			 "random.trust_cpu=on space.hostname=%s%s%s",
+			 "random.trust_cpu=on tsc=reliable space.hostname=%s%s%s",
 			 spec->id, spec->cmdline_extra && *spec->cmdline_extra ? " " : "",
 			 spec->cmdline_extra ? spec->cmdline_extra : "");
 	if (n < 0 || (size_t)n >= len || n > VM_CMDLINE_MAX)
