@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -295,6 +296,8 @@ static __attribute__((noreturn)) void child_exec(const struct spawn_opts *o, cha
 			signal(sig, SIG_DFL);
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (o->no_thp && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) < 0)
+		child_fail(errfd, errno, "PR_SET_THP_DISABLE");
 
 	/* Own session: a Ctrl-C on the daemon's terminal must not reach the
 	 * VMs, which are meant to outlive the daemon. */

@@ -57,6 +57,9 @@ struct spawn_opts {
 	gid_t gid;
 	bool seccomp;
 	bool clear_env;         /* exec with an empty environment; argv[0] must be absolute */
+	/* No transparent huge pages in the program (PR_SET_THP_DISABLE, kept across exec):
+	 * memory it touches sparsely then costs the pages touched, not 2 MiB a touch. */
+	bool no_thp;
 	/* >= 0: exec this open binary (execveat AT_EMPTY_PATH) instead of
 	 * argv[0], for a program that lies outside the jail it runs in. 0 is
 	 * never a binary of ours, so 0 means none too. */

@@ -499,6 +499,10 @@ int vm_launch(struct event_base *base, const struct vm_spec *spec, int timeout_m
 		.gid = spec->jail ? spec->run_gid : 0,
 		.seccomp = spec->jail,
 		.clear_env = spec->jail,
+		/* QEMU asks for huge pages for its TCG code buffer (madvise): an idle clone's few
+		 * MiB of translated code then sit in four 2 MiB pages, 8 MiB of private memory.
+		 * With KVM there is no such buffer, and the guest's RAM is not anonymous memory. */
+		.no_thp = spec->accel == ACCEL_TCG,
 	};
 	/* Not waiting for the exec keeps the loop free while the child waits
 	 * for a CPU (2 cores, ten VMs starting). A failure before exec shows
