@@ -75,7 +75,7 @@ SAN_BINS   := $(SAN_SPACED) $(BUILD)/san/bin/space-memcvt $(BUILD)/san/bin/space
 
 
 .PHONY: fuzz fuzz-deps fuzz-build
-.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base template-code-interpreter-v1 run test unit e2e bench faults load clean
+.PHONY: all deps bench-deps layers bins san-bins kernel templates template-minimal template-base template-code-interpreter-v1 run test unit e2e bench bench-kvm faults load clean
 .PHONY: ui browser-test-deps
 all: bins kernel templates ui
 
@@ -304,6 +304,10 @@ load: all
 BENCH ?= bench lifecycle egress files e2b cluster
 bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
+
+# The lifecycle table under KVM, on a host whose /dev/kvm boots our guest (bench/kvm-check.sh)
+bench-kvm:
+	@bench/kvm-check.sh $(BENCH_ARGS)
 
 # ---- fuzzing: clang + libFuzzer, objects under build/fuzz (docs/design/fuzzing.md)
 FUZZ_CC ?= clang

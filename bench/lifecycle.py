@@ -14,17 +14,22 @@ dir) and measures, in this order:
                       command is the guest reading its binary rather than the VM starting
   pool                the same as a warm-pool claim (start_kind "pool"), the pool full before
                       each sample
+  burst               --burst creates posted at once from as many threads, each timed POST ->
+                      first byte of `echo` (clones: the pool is off), beside a single clone
   fork                a 256 MiB sandbox with 200 MiB of its memory written (a tmpfs file in the
                       guest, checked with `free -m`): POST fork -> first output byte of `echo`
                       in the child; then suspend (POST -> operation succeeded) and restore
                       (POST -> operation succeeded, and -> first byte of `echo`)
-  density             idle clones of `minimal`: summed PSS and RSS of their QEMU processes
-                      (/proc/PID/smaps_rollup), PSS as a share of RSS, beside cold-booted ones
+  density             idle clones of `minimal`: summed PSS and RSS of each sandbox whole, its
+                      QEMU and its egress gateway (/proc/PID/smaps_rollup), PSS as a share of
+                      RSS, beside cold-booted ones
 
 Every create is sequential and deleted after its sample. Figures follow bench/stats.py
 (warm-up samples dropped, medians, p99 only with >= 100 samples, else max); the targets are
-printed beside them, never asserted. After the table, one clone create and one fork are
-broken down with the daemon's log timestamps.
+printed beside them, never asserted. After the table, every kind of start is broken into the
+phases the daemon logs for it (netns, gateway, QEMU, restore, agent, identity, policy, running,
+first output: medians), and one clone create and one fork are shown with the daemon's log
+timestamps. bench/kvm-check.sh runs this under --accel kvm on a host whose KVM boots our guest.
 
     python3 bench/lifecycle.py [--clone N] [--pool N] [--boot N] [--gvisor N] [--fork N] ...
 """
@@ -47,6 +52,41 @@ TEMPLATE = "minimal"
 ECHO = ["echo", "x"]
 GVISOR = ["runsc", "--network=none", "--platform=ptrace", "do", "echo", "hi"]
 FILL_DIR = "/mnt/fill"  # a tmpfs of our own in the guest: /tmp and /dev/shm hold half the RAM
+
+# ---------------------------------------------------------------------------
+# The daemon's own account of each start: "sandbox ID: up in N ms: netns +a, gateway +b, ..."
+# and "sandbox ID: first output N ms after its start began" (src/daemon/sandbox/phases.c).
+
+PHASES = ("netns", "gateway", "qemu", "restore", "agent", "identity", "policy", "running",
+          "first_output")
+UP_LINE = re.compile(r"sandbox (\S+): up in [0-9.]+ ms: (.*)$")
+FIRST_LINE = re.compile(r"sandbox (\S+): first output ([0-9.]+) ms after its start began")
+DAEMON = []  # the daemon of this run, once started: samples read its log
+
+
+def start_phases(sb_id):
+    """The last start of sb_id the daemon logged: {phase: ms after its start began}."""
+    if not DAEMON:
+        return {}
+    out = {}
+    for line in DAEMON[0].log_text().splitlines():
+        if sb_id not in line:
+            continue
+        m = UP_LINE.search(line)
+        if m and m.group(1) == sb_id:
+            out = {}
+            for part in m.group(2).split(", "):
+                name, _, ms = part.partition(" +")
+                try:
+                    out[name] = float(ms)
+                except ValueError:
+                    pass
+            continue
+        m = FIRST_LINE.search(line)
+        if m and m.group(1) == sb_id:
+            out["first_output"] = float(m.group(2))
+    return out
+
 
 # ---------------------------------------------------------------------------
 # Samples. Each returns the times of its phases in seconds from its POST.
@@ -78,7 +118,39 @@ def create_sample(api, want_kind, **fields):
     second = first_byte(api, sb["id"])
     api.remove_sandbox(sb["id"])
     return {"answer": answer, "running": running, "first_byte": fb, "exec1": fb - running,
-            "exec2": second, "id": sb["id"], "wall": wall, "end": wall + fb}
+            "exec2": second, "id": sb["id"], "wall": wall, "end": wall + fb,
+            "phases": start_phases(sb["id"])}
+
+
+def burst_sample(api, n):
+    """n creates posted at once from n threads, each timed POST -> first byte of `echo`;
+    returns the n times (seconds). The sandboxes are deleted after."""
+    import threading
+
+    out, errors, ids = [None] * n, [], []
+    gate = threading.Barrier(n)
+
+    def one(i):
+        try:
+            gate.wait()
+            t0 = time.perf_counter()
+            sb, op = api.create_sandbox(TEMPLATE)
+            ids.append(sb["id"])
+            op = api.wait_op(op["id"])
+            assert op["state"] == "succeeded", op
+            out[i] = time.perf_counter() - t0 + first_byte(api, sb["id"])
+        except Exception as e:  # noqa: BLE001 (re-raised below, in the caller's thread)
+            errors.append(e)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in ids:
+        api.remove_sandbox(i)
+    if errors:
+        raise errors[0]
+    return out
 
 
 def pool_ready(api):
@@ -154,9 +226,10 @@ def fork_sample(api, parent, check_child=False):
     if check_child:  # the child has the parent's memory: the filled tmpfs is there
         out = api.run(child, ["sh", "-c", f"ls -l {FILL_DIR}/x; free -m"])
         assert out.exit_code == 0 and FILL_DIR in bytes(out.stdout).decode(), out
+    phases = start_phases(child)
     api.remove_sandbox(child)
     return {"running": running, "first_byte": fb, "id": child, "parent": parent,
-            "op": r["operation"]["id"], "wall": wall, "end": wall + fb}
+            "op": r["operation"]["id"], "wall": wall, "end": wall + fb, "phases": phases}
 
 
 def suspend_restore_sample(api, sb_id):
@@ -172,7 +245,7 @@ def suspend_restore_sample(api, sb_id):
     assert op["state"] == "succeeded", op
     restore = time.perf_counter() - t0
     fb = restore + first_byte(api, sb_id)
-    return {"suspend": suspend, "restore": restore, "restore_fb": fb}
+    return {"suspend": suspend, "restore": restore, "restore_fb": fb, "phases": start_phases(sb_id)}
 
 
 def rollup(pid):
@@ -218,10 +291,24 @@ def breakdown(pid):
     return parts
 
 
+def gateway_pids(sb_id):
+    """The live egress gateway processes of sb_id (space-gw --sandbox ID; none without egress)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        argv = space.cmdline(entry)
+        if not argv or os.path.basename(argv[0]) != "space-gw" or "--make-netns" in argv:
+            continue
+        if any(a == "--sandbox" and b == sb_id for a, b in zip(argv, argv[1:])):
+            found.append(int(entry))
+    return found
+
+
 def density(api, n, want_kind, settle_s, **fields):
     """n idle sandboxes, created one after the other; after settle_s, each QEMU's smaps_rollup
-    (and, for clones, breakdown()). Returns the rollups (KiB), each with "parts" added; the
-    sandboxes are deleted."""
+    (and, for clones, breakdown()), and its gateway's ("gw", None without one). Returns the
+    rollups (KiB), each with "parts" and "gw" added; the sandboxes are deleted."""
     sbs = []
     try:
         for _ in range(n):
@@ -232,7 +319,10 @@ def density(api, n, want_kind, settle_s, **fields):
         out = []
         for i in sbs:
             pid = space.qemu_pid(i)
-            out.append(dict(rollup(pid), parts=breakdown(pid) if want_kind == "clone" else None))
+            gws = gateway_pids(i)
+            assert len(gws) <= 1, f"{i}: gateways {gws}"
+            out.append(dict(rollup(pid), parts=breakdown(pid) if want_kind == "clone" else None,
+                            gw=rollup(gws[0]) if gws else None))
         return out
     finally:
         for i in sbs:
@@ -324,6 +414,22 @@ def print_table(rows, gv_reason):
               f"  {fmt(b, r.unit):>11} {br:>7}  {fmt(g, r.unit):>10} {gr:>7}  {r.target_text():<30} {r.met()}".rstrip())
 
 
+def phase_table(kinds):
+    """Lines of a table: one column per phase, one row per kind of start, each cell the median
+    of the phase's time over the samples whose start logged it ('-': none did)."""
+    head = f"  {'start':<11}" + "".join(f" {p:>9}" for p in PHASES[:-1]) + f" {'1st out':>9}"
+    out = [head]
+    for name, samples in kinds:
+        if not samples:
+            continue
+        cells = []
+        for p in PHASES:
+            xs = [s["phases"][p] for s in samples if p in s.get("phases", {})]
+            cells.append(f"{stats.median(xs):9.1f}" if xs else f"{'-':>9}")
+        out.append(f"  {name:<11}" + "".join(" " + c for c in cells))
+    return "\n".join(out)
+
+
 def med_ms(samples, key):
     return f"{stats.median([s[key] for s in samples]) * 1000:.1f} ms"
 
@@ -335,6 +441,8 @@ def main():
                     help="creates from a snapshot taken after one echo (0: skip)")
     ap.add_argument("--pool", type=int, default=100, help="creates claimed from the warm pool")
     ap.add_argument("--pool-size", type=int, default=4, help="warm pool size")
+    ap.add_argument("--burst", type=int, default=10, help="creates posted at once (0: skip)")
+    ap.add_argument("--bursts", type=int, default=3, help="bursts measured (after one warm-up)")
     ap.add_argument("--boot", type=int, default=10, help="cold-boot creates (the baseline)")
     ap.add_argument("--gvisor", type=int, default=30, help="runsc runs")
     ap.add_argument("--fork", type=int, default=5, help="forks of the filled sandbox")
@@ -358,6 +466,7 @@ def main():
     rows, lines = [], []
     try:
         d.start()
+        DAEMON.append(d)
         api = d.api
         info = api.info()
         print(f"accelerator: {info['accelerator']} (asked: --accel {args.accel})", flush=True)
@@ -410,17 +519,33 @@ def main():
         api.set_pool(TEMPLATE, 0)
         wait_pool(api, 0)
 
+        burst = []
+        if args.burst:
+            print(f"bursts of {args.burst} creates at once x {args.bursts} ...", flush=True)
+            for b in stats.series(lambda: burst_sample(api, args.burst), args.bursts, w):
+                burst += b
+
         def col(samples, key):
             return [s[key] for s in samples]
 
-        target_clone = [("p50", 0.100), ("p99", 0.250)]
+        # The issue's targets: a clone's first byte at most 0.6x gVisor's (0.120 s where gVisor
+        # could not run), a burst's median within 2x a single clone's.
+        gv_limit = 0.6 * stats.median(gv_fb) if gv_fb else 0.120
+        target_clone = [("p50", gv_limit), ("p99", 0.250)]
+        single = stats.median(col(clone, "first_byte"))
         rows += [
             Row("create -> 1st byte, ready-snapshot clone", col(clone, "first_byte"), "ms",
                 base["first_byte"], gv_fb, target_clone),
-            Row("  create -> running (clone)", col(clone, "running"), "ms", base["running"], gv_fb),
+            Row("  create -> running (clone)", col(clone, "running"), "ms", base["running"], gv_fb,
+                [("p50", 0.060)]),
             Row("create -> 1st byte, warm-pool claim", col(pool, "first_byte"), "ms",
                 base["first_byte"], gv_fb, [("p50", 0.015)]),
             Row("  create -> running (pool claim)", col(pool, "running"), "ms", base["running"], gv_fb),
+        ]
+        if burst:
+            rows.append(Row(f"burst of {args.burst} at once: each create -> 1st byte", burst, "ms",
+                            base["first_byte"], gv_fb, [("p50", 2 * single)]))
+        rows += [
             Row(f"create -> 1st byte, cold boot ({boot_mib} MiB)", base["first_byte"], "ms",
                 base["first_byte"], gv_fb),
             Row("  create -> running (cold boot)", base["running"], "ms", base["running"], gv_fb),
@@ -466,9 +591,9 @@ def main():
             Row("suspend (POST -> operation succeeded)", col(sr, "suspend"), "ms", base["running"],
                 gv_fb, [("p50", 1.0)]),
             Row("restore (POST -> operation succeeded)", col(sr, "restore"), "ms", base["running"],
-                gv_fb, [("p50", 0.300)]),
+                gv_fb),
             Row("restore -> 1st byte of echo", col(sr, "restore_fb"), "ms", base["first_byte"],
-                gv_fb, [("p50", 0.300)]),
+                gv_fb, [("p50", 0.200)]),
         ]
 
         print(f"density: {args.density} idle clones ...", flush=True)
@@ -478,23 +603,36 @@ def main():
             print(f"density: {args.density_boot} idle cold boots ({boot_mib} MiB) ...", flush=True)
             dboot = density(api, args.density_boot, "boot", args.settle, memory_mib=boot_mib)
 
+        def whole(r, key):
+            """QEMU's figure plus its gateway's: what one sandbox costs the host."""
+            return r[key] + (r["gw"][key] if r["gw"] else 0)
+
         def pss_share(rs):
-            return [100.0 * sum(r["Pss"] for r in rs) / sum(r["Rss"] for r in rs)] if rs else None
+            return [100.0 * sum(whole(r, "Pss") for r in rs) / sum(whole(r, "Rss") for r in rs)] if rs else None
 
         def mib(rs, key):
             return [r[key] / 1024 for r in rs] if rs else None
+
+        def mib_whole(rs, key):
+            return [whole(r, key) / 1024 for r in rs] if rs else None
+
+        def mib_gw(rs, key):
+            return [r["gw"][key] / 1024 for r in rs if r["gw"]] or None
         rows += [
-            Row(f"idle clone QEMU PSS (of {args.density})", mib(dens, "Pss"), "MiB", mib(dboot, "Pss")),
+            Row(f"idle clone PSS, QEMU + gateway (of {args.density})", mib_whole(dens, "Pss"), "MiB",
+                mib_whole(dboot, "Pss"), None, [("p50", 32.0)]),
+            Row("  its QEMU's PSS", mib(dens, "Pss"), "MiB", mib(dboot, "Pss")),
+            Row("  its gateway's PSS", mib_gw(dens, "Pss"), "MiB", mib_gw(dboot, "Pss")),
             Row("  its anonymous part (Pss_Anon)", mib(dens, "Pss_Anon"), "MiB", mib(dboot, "Pss_Anon")),
             Row(f"idle clone QEMU RSS (of {args.density})", mib(dens, "Rss"), "MiB", mib(dboot, "Rss")),
-            Row(f"summed PSS / summed RSS, {args.density} clones", pss_share(dens), "%",
+            Row(f"summed PSS / summed RSS (QEMU + gateway), {args.density} clones", pss_share(dens), "%",
                 pss_share(dboot), None, [("value", 40.0)]),
         ]
         for what, rs in ((f"{args.density} clones", dens), (f"{len(dboot)} cold boots", dboot)):
             if rs:
-                lines.append(f"  {what}: summed PSS {sum(r['Pss'] for r in rs) / 1024:.1f} MiB, "
-                             f"summed RSS {sum(r['Rss'] for r in rs) / 1024:.1f} MiB "
-                             f"({pss_share(rs)[0]:.1f} %)")
+                lines.append(f"  {what}, QEMU + gateway: summed PSS {sum(whole(r, 'Pss') for r in rs) / 1024:.1f} MiB, "
+                             f"summed RSS {sum(whole(r, 'Rss') for r in rs) / 1024:.1f} MiB "
+                             f"({pss_share(rs)[0]:.1f} %); {sum(1 for r in rs if r['gw'])} gateways")
         lines.append("  per idle clone (median MiB)      Rss     Pss  Anonymous")
         for part in dens[0]["parts"]:
             lines.append(f"    {part:<28}" + "".join(
@@ -535,6 +673,10 @@ def main():
             continue
         print(f"  {name:<10} {med_ms(s, 'answer'):>9} | {med_ms(s, 'running'):>9} | "
               f"{med_ms(s, 'first_byte'):>9} | {med_ms(s, 'exec2'):>9}")
+    print("\nthe daemon's phases of a start (median ms after its start began; the log's "
+          "'up in' and 'first output' lines):")
+    print(phase_table([("clone", clone), ("warmed", warmed), ("pool", pool), ("cold boot", boot),
+                       ("fork child", forks), ("restore", sr)]))
     print("\nwhere the time goes, one clone create (the last sample), daemon log on the client's clock:")
     print("\n".join(clone_tl))
     print("\nwhere the time goes, one pool claim (the last sample), every daemon log line:")
