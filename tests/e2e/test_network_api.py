@@ -3,7 +3,10 @@ create with the bad entry named, shown and replaced; secrets stored and never sh
 sandbox has its netns and its space-gw, both gone after delete and back after a restart.
 Its own daemon: the restart test must not disturb the others."""
 
+import glob
 import os
+import re
+import subprocess
 import time
 
 import pytest
@@ -186,3 +189,35 @@ def test_a_gateway_holds_none_of_the_daemons_descriptors(own_daemon, napi):
         for sb in (first, second):
             if napi.sandbox(sb["id"])["state"] != "deleted":
                 napi.remove_sandbox(sb["id"])
+
+
+def test_spare_netns_are_made_ahead_taken_by_a_start_and_removed_with_the_daemon(own_daemon, napi):
+    """--net-spares (default 2): sandbox network namespaces made ahead as space-<tag>-spare-<n>.
+    A start takes one (the daemon says which), the spare's own name is gone, the sandbox's netns
+    has the TAP, the set is made whole again; a stopped daemon leaves no spare behind, and a
+    sandbox's netns stays (its VM runs on)."""
+    prefix = f"/run/netns/space-{own_daemon.state_tag()}-spare-"
+
+    def spares():
+        return sorted(glob.glob(prefix + "*"))
+    assert wait_for(lambda: len(spares()) == 2), spares()
+    sb = napi.new_sandbox("minimal", timeout_s=600)
+    try:
+        ns = netns_path(own_daemon, sb["id"])
+        m = re.search(rf"sandbox {sb['id']}: network namespace {re.escape(ns)} taken from (spare-\d+)",
+                      own_daemon.log_text())
+        assert m, "the start did not take a spare"
+        assert prefix + m.group(1)[len("spare-"):] not in spares(), (m.group(1), spares())
+        link = subprocess.run(["ip", "-n", os.path.basename(ns), "link", "show", "tap0"],
+                              capture_output=True, text=True)
+        assert link.returncode == 0 and "tap0" in link.stdout, link
+        assert wait_for(lambda: len(spares()) == 2), spares()
+        r = napi.run(sb["id"], ["echo", "on-a-spare"], timeout=60)
+        assert bytes(r.stdout) == b"on-a-spare\n", r
+        own_daemon.stop()
+        assert spares() == [], spares()
+        assert os.path.exists(ns), "the sandbox's netns went with the daemon"
+        own_daemon.start()
+        assert wait_for(lambda: len(spares()) == 2), spares()
+    finally:
+        napi.remove_sandbox(sb["id"])

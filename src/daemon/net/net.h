@@ -42,9 +42,10 @@ int net_ns_sweep(struct spaced *d, bool (*keep)(const char *sb_id, void *arg), v
 
 /* ---- spares.c ---- */
 
-/* Netns made ahead for launches to take (want of them ready; want <= 0: none, NULL). */
+/* Netns made ahead for launches to take (want of them ready; want <= 0: none, NULL). busy
+ * (may be NULL): true while a start is in flight; refills wait for it (at most 2 s). */
 struct net_spares;
-struct net_spares *net_spares_new(struct spaced *d, int want);
+struct net_spares *net_spares_new(struct spaced *d, int want, bool (*busy)(struct spaced *d));
 /* Starts children for the spares missing (from the sandbox tick, after the start-up sweep). */
 void net_spares_fill(struct net_spares *s);
 /* Moves a ready spare onto sb_id's netns path: true if it did (the path is a netns now);

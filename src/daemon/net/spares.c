@@ -3,8 +3,10 @@
  * made by the same `space-gw --make-netns` child under the name space-<tag>-spare-<n>. A launch
  * takes one by bind-mounting it onto its own netns path and dropping the spare's name: tens of
  * microseconds instead of the child's ~7 ms (and its nft run) on the start's critical path.
- * The daemon keeps --net-spares of them ready, refilling after each take from a later turn of
- * the loop; spares outlive nothing: the start-up sweep removes any a previous run left. */
+ * The daemon keeps --net-spares of them ready, refilling after each take once no start is in
+ * flight (the child and its nft run would compete with that start's QEMU restore for the same
+ * cores and take back what the spare saved); spares outlive nothing: the start-up sweep
+ * removes any a previous run left. */
 #include "net.h"
 
 #include <errno.h>
@@ -24,6 +26,9 @@
 #define SPARES_MAKING_MAX 2
 /* After a spare could not be made, the next try waits this long. */
 #define SPARES_RETRY_MS 10000
+/* While starts are in flight a refill looks again this often, and waits at most this long. */
+#define SPARES_RECHECK_MS 20
+#define SPARES_POSTPONE_MAX_MS 2000
 #ifndef NSFS_MAGIC
 #define NSFS_MAGIC 0x6e736673
 #endif
@@ -42,6 +47,8 @@ struct net_spares {
 	struct spare *list;
 	struct event *refill;   /* a later turn of the loop makes what is missing */
 	int64_t retry_at_ms;    /* monotonic; 0: no failure to wait out */
+	bool (*busy)(struct spaced *d); /* a start is in flight: refills wait */
+	int64_t short_since_ms; /* monotonic: since when a refill has waited (0: none waits) */
 };
 
 static int64_t mono_ms(void)
@@ -96,6 +103,27 @@ static void make_one(struct net_spares *s)
 	s->list = sp;
 }
 
+/* True (and the refill timer armed) while a start is in flight, for at most
+ * SPARES_POSTPONE_MAX_MS: a stream of starts with no gap still gets its spares. */
+static bool postpone(struct net_spares *s)
+{
+	int64_t now = mono_ms();
+
+	if (!s->busy || !s->busy(s->d)) {
+		s->short_since_ms = 0;
+		return false;
+	}
+	if (!s->short_since_ms)
+		s->short_since_ms = now;
+	if (now - s->short_since_ms >= SPARES_POSTPONE_MAX_MS) {
+		s->short_since_ms = 0;
+		return false;
+	}
+	struct timeval tv = { 0, SPARES_RECHECK_MS * 1000 };
+	evtimer_add(s->refill, &tv);
+	return true;
+}
+
 void net_spares_fill(struct net_spares *s)
 {
 	int have = 0, making = 0;
@@ -107,6 +135,8 @@ void net_spares_fill(struct net_spares *s)
 		have++;
 		making += sp->op != NULL;
 	}
+	if (have >= s->want || making >= SPARES_MAKING_MAX || postpone(s))
+		return;
 	while (have < s->want && making < SPARES_MAKING_MAX && !s->retry_at_ms) {
 		make_one(s);
 		have++;
@@ -121,7 +151,7 @@ static void refill_cb(evutil_socket_t fd, short what, void *arg)
 	net_spares_fill(arg);
 }
 
-struct net_spares *net_spares_new(struct spaced *d, int want)
+struct net_spares *net_spares_new(struct spaced *d, int want, bool (*busy)(struct spaced *d))
 {
 	struct net_spares *s;
 
@@ -132,6 +162,7 @@ struct net_spares *net_spares_new(struct spaced *d, int want)
 		return NULL;
 	s->d = d;
 	s->want = want;
+	s->busy = busy;
 	s->refill = evtimer_new(d->base, refill_cb, s);
 	if (!s->refill || event_priority_set(s->refill, SPACED_PRIO_BULK) < 0) {
 		net_spares_free(s);
@@ -194,7 +225,7 @@ bool net_spares_take(struct net_spares *s, const char *sb_id)
 		free(sp);
 		break;
 	}
-	/* The next one is made from a later turn: this start goes first. */
+	/* The next one is made from a later turn, once no start is in flight: this one goes first. */
 	struct timeval now = { 0, 0 };
 	evtimer_add(s->refill, &now);
 	return taken;

@@ -496,10 +496,19 @@ void egress_remove(struct sandbox *sb)
 		log_warn("sandbox %s: %s", sb->rec.id, err.msg);
 }
 
+/* A bring-up is in flight (its QEMU restoring or booting, its guest applying its identity). */
+static bool starting(struct spaced *d)
+{
+	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next)
+		if (sb->up_done)
+			return true;
+	return false;
+}
+
 void egress_start(struct spaced *d)
 {
 	if (egress_enabled(d) && d->cfg.net_spares > 0 && !d->net_spares &&
-	    !(d->net_spares = net_spares_new(d, d->cfg.net_spares)))
+	    !(d->net_spares = net_spares_new(d, d->cfg.net_spares, starting)))
 		log_warn("no spare network namespaces: out of memory");
 }
 
