@@ -71,6 +71,8 @@ static void usage(FILE *f)
 		"  --advertise-url URL       control plane as api processes reach this node (default http://<listen>)\n"
 		"  --advertise-data-url URL  data plane as api processes reach this node (default http://<data-listen>)\n"
 		"  --lease SECONDS           a node's lease; its sandboxes are marked lost when it lapses (default 15)\n"
+		"  --backstop-ms MS          how often a node looks for intents, and an api process for results, that\n"
+		"                            no notification announced (both are pushed; default 1000)\n"
 		"  --shared-dir DIR          suspend and named snapshots, on storage every node mounts (SPACE_SHARED_DIR,\n"
 		"                            default: the state dir)\n"
 		"  --cluster-key-file PATH   the credential api processes present to nodes, which refuse any other\n"
@@ -307,6 +309,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "egress-max-conns", required_argument, NULL, 1017 },
 		{ "egress-max-buffer", required_argument, NULL, 1018 },
 		{ "net-spares", required_argument, NULL, 1019 },
+		{ "backstop-ms", required_argument, NULL, 1020 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -342,6 +345,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->jail_uid_base = 2000000000u;
 	cfg->jail_uid_count = 65536;
 	cfg->lease_s = 15;
+	cfg->backstop_ms = 1000;
 	cfg->egress_max_conns = 256;
 	cfg->egress_max_buffer_mib = 32;
 	from_env(cfg);
@@ -409,6 +413,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1017: cfg->egress_max_conns = parse_int(optarg, "--egress-max-conns", 1, 65536); break;
 		case 1018: cfg->egress_max_buffer_mib = parse_int(optarg, "--egress-max-buffer", 1, 65536); break;
 		case 1019: cfg->net_spares = parse_int(optarg, "--net-spares", 0, 64); break;
+		case 1020: cfg->backstop_ms = parse_int(optarg, "--backstop-ms", 100, 600000); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

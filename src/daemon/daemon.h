@@ -78,6 +78,7 @@ struct config {
 	char advertise_url[256];   /* --advertise-url: control plane as other processes reach it (default http://<listen>) */
 	char advertise_data_url[256]; /* --advertise-data-url: data plane as api processes reach it (default http://<data-listen>) */
 	int lease_s;               /* --lease: a node's lease; lost when not renewed within it (default 15) */
+	int backstop_ms;           /* --backstop-ms: looks for what no notification announced (default 1000) */
 	char shared_dir[PATH_MAX]; /* --shared-dir: suspend and named snapshots, on storage every node mounts ("" = state dir) */
 	/* The credential api processes present to nodes (X-Space-Cluster-Key), read from
 	 * --cluster-key-file at start; roles api and node need one (docs/design/cluster.md). */
@@ -142,6 +143,7 @@ struct spaced {
 	} reaped[256];
 	unsigned reaped_next;
 	struct cluster_worker *worker; /* api, node: the cluster's database work, off the loop (cluster/worker.h) */
+	struct cluster_push *push;     /* api, node: notifications from the store (cluster/push.c) */
 	/* While a control-plane handler runs: the record of the sandbox its request names, read
 	 * on the store's thread because this process does not hold it (api.c; sandbox_get). */
 	const struct sandbox_pre *sb_pre;

@@ -281,7 +281,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		malloc_trim(0);
 }
 
-/* An api process: operations finish in other processes, so its long-polls look. */
+/* An api process: operations finish in other processes. Each one that finishes is heard as it
+ * commits (cluster/push.c); this look, every --backstop-ms, is for one announced while the
+ * listening connection was being opened again. */
 static void on_poll(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -347,7 +349,8 @@ static int open_store(struct spaced *d, space_err *err)
 static int run(struct spaced *d)
 {
 	struct event *sigint, *sigterm, *poll = NULL;
-	struct timeval one = { 1, 0 }, fifth = { 0, 200000 };
+	struct timeval one = { 1, 0 };
+	struct timeval backstop = { d->cfg.backstop_ms / 1000, (d->cfg.backstop_ms % 1000) * 1000 };
 	struct http_limits lim;
 	enum key_origin key_origin;
 	space_err err = { 0 };
@@ -386,7 +389,7 @@ static int run(struct spaced *d)
 	evtimer_add(d->tick, &one);
 	if (d->cfg.role == DROLE_API) {
 		poll = event_new(d->base, -1, EV_PERSIST, on_poll, d);
-		evtimer_add(poll, &fifth);
+		evtimer_add(poll, &backstop);
 	}
 	sigint = evsignal_new(d->base, SIGINT, on_signal, d);
 	sigterm = evsignal_new(d->base, SIGTERM, on_signal, d);

@@ -28,6 +28,9 @@ from pgserver import PgServer  # noqa: E402
 VM_MIB = 128 + 48          # minimal's memory and the per-VM overhead capacity.c counts
 SLOTS = {"n1": 14, "n2": 14, "n3": 5}
 LEASE_S = 10
+# Claims and results are pushed (LISTEN/NOTIFY): every process here looks for them on its own
+# only every 10 minutes (test_claims_and_results_are_pushed).
+BACKSTOP = ["--backstop-ms", "600000"]
 STALL_S = 5                # PostgreSQL stopped for this long (well inside a lease and a renewal)
 CREATES = 30
 
@@ -79,7 +82,7 @@ class Cluster:
         # the api processes verify TLS nodes (n3) against the cluster's CA, by the name its
         # certificate carries
         verify = ["--cluster-ca", self.tls["ca"], "--cluster-tls-name", TLS_NAME]
-        self.apis = [self._own(space.Daemon(f"api{i}", extra_args=["--role", "api", "--store", url] + peer + verify))
+        self.apis = [self._own(space.Daemon(f"api{i}", extra_args=["--role", "api", "--store", url] + peer + verify + BACKSTOP))
                      for i in (1, 2)]
         for i, (name, slots) in enumerate(SLOTS.items()):
             args = ["--role", "node", "--store", url, "--node-id", name,
@@ -87,7 +90,7 @@ class Cluster:
                     # clients stream through an api process, not from the node itself
                     "--data-url", self.apis[0].data_url,
                     "--jail-uid-base", str(2000000000 + (i + 1) * 100000),
-                    "--jail-uid-count", "65536", "--shared-dir", self.shared] + peer
+                    "--jail-uid-count", "65536", "--shared-dir", self.shared] + peer + BACKSTOP
             d = self._own(space.Daemon(f"node-{name}", extra_args=args))
             if name in TLS_NODES:
                 d.serve_tls(self.tls["cert"], self.tls["key"], self.tls["ca"])
@@ -177,6 +180,22 @@ def bare(url, method, path, body=None, headers=None):
         return r.status, r.read()
     finally:
         c.close()
+
+
+def test_claims_and_results_are_pushed(cluster):
+    """Every process looks on its own only every 10 minutes (BACKSTOP): a create through an api
+    is claimed by a node as its intent commits (NOTIFY), and the client's long-poll is answered
+    as its operation is done (NOTIFY). Were either left to the look, the create would still be
+    pending when the long-poll ran out its whole wait."""
+    for i in range(3):
+        api = cluster.apis[i % 2].api
+        sb, op = api.create_sandbox("minimal")
+        began = time.monotonic()
+        got = api.operation(op["id"], wait=55)
+        took = time.monotonic() - began
+        assert got["state"] == "succeeded", got
+        assert took < 45, f"the long-poll ran {took:.1f} s of its 55 s wait: nothing was pushed"
+        api.wait_op(api.delete_sandbox(sb["id"])[1]["id"], timeout=60)
 
 
 def test_creates_through_either_api_spread_by_capacity(cluster):

@@ -2,10 +2,12 @@
  * at once take disjoint rows and skip locked ones without waiting (SKIP LOCKED), lease
  * expiry from two processes at once changes each row once, processes starting together
  * migrate once, a newer schema is refused, and a statement after the server dropped the
- * connection, restarted, or was down for seconds still succeeds (reconnect and retry).
+ * connection, restarted, or was down for seconds still succeeds (reconnect and retry); a
+ * listener hears an intent written and an operation done, from another connection, at commit.
  * Needs SPACE_TEST_STORE_PG (make unit starts a server: tests/pg/with-pg.sh); skips without.
  * It drives the back end through its table of functions (store_backend.h), as store.c does. */
 #include <libpq-fe.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,7 +299,7 @@ static void test_migrate_once(void)
 		pthread_join(t[i], NULL);
 	CHECK(!rc[0] && !rc[1] && !rc[2] && !rc[3], "four processes opening together all succeed");
 	c = side();
-	CHECK(side_count(c, "SELECT count(*) FROM schema_version") == 2,
+	CHECK(side_count(c, "SELECT count(*) FROM schema_version") == 3,
 	      "and the schema was made once (one row per version)");
 	side_exec(c, "INSERT INTO schema_version (version) VALUES (999)");
 	CHECK(store_pg_open(&st, url, &err) < 0 && strstr(err.msg, "newer"),
@@ -377,6 +379,81 @@ out:
 	pg_close(st);
 }
 
+/* ---- notifications ---- */
+
+struct heard {
+	int intents, ops;
+	char last_op[ID_LEN];
+};
+
+static void note_heard(const char *channel, const char *payload, void *arg)
+{
+	struct heard *h = arg;
+
+	if (!strcmp(channel, STORE_CHANNEL_INTENT))
+		h->intents++;
+	if (!strcmp(channel, STORE_CHANNEL_OP)) {
+		h->ops++;
+		snprintf(h->last_op, sizeof(h->last_op), "%s", payload);
+	}
+}
+
+/* What the listener has after waiting up to ms for its socket (drained once it is readable). */
+static struct heard listen_for(struct store_listener *l, int ms)
+{
+	struct heard h = { 0 };
+	struct pollfd p = { .fd = store_listener_fd(l), .events = POLLIN };
+	space_err err = { 0 };
+	int64_t until = mono_ms() + ms;
+
+	while (mono_ms() < until && poll(&p, 1, (int)(until - mono_ms())) > 0) {
+		if (store_listener_drain(l, note_heard, &h, &err) < 0) {
+			NOTE("drain: %s", err.msg);
+			break;
+		}
+	}
+	return h;
+}
+
+static void test_notifications(void)
+{
+	const char *channels[] = { STORE_CHANNEL_INTENT, STORE_CHANNEL_OP };
+	struct store *st = open_fresh();
+	struct store_listener *l = NULL;
+	struct op_rec op = { 0 };
+	space_err err = { 0 };
+	struct heard h;
+
+	CHECK(store_listener_open("sqlite:/tmp/x.db", channels, 2, &l, &err) < 0 && err.code == ENOTSUP,
+	      "a SQLite store has nothing to listen to");
+	err_clear(&err);
+	CHECK(st && store_listener_open(url, channels, 2, &l, &err) == 0, "listening: %s", err.msg);
+	if (!st || !l) {
+		pg_close(st);
+		return;
+	}
+	CHECK(put_intent(st, 7, 256) == 0, "an intent written");
+	h = listen_for(l, 2000);
+	CHECK(h.intents >= 1 && h.ops == 0, "its NOTIFY is heard (intents %d, ops %d)", h.intents, h.ops);
+	snprintf(op.id, sizeof(op.id), "op-%016x", 7);
+	snprintf(op.sandbox_id, sizeof(op.sandbox_id), "sb-%016x", 7);
+	op.kind = OPK_CREATE;
+	op.state = OP_RUNNING;
+	CHECK(st->ops->op_put(st, &op, &err) == 0, "op running: %s", err.msg);
+	h = listen_for(l, 300);
+	CHECK(h.ops == 0, "an operation still running is not announced (%d)", h.ops);
+	op.state = OP_SUCCEEDED;
+	CHECK(st->ops->op_put(st, &op, &err) == 0, "op succeeded: %s", err.msg);
+	h = listen_for(l, 2000);
+	CHECK(h.ops == 1 && !strcmp(h.last_op, op.id), "a done operation is announced with its id (%d, %s)",
+	      h.ops, h.last_op);
+	CHECK(st->ops->claim(st, "node-a", 4, 4096, NULL, NULL, &err) >= 0, "claimed: %s", err.msg);
+	h = listen_for(l, 300);
+	CHECK(h.intents == 0, "a claim announces no intent (%d)", h.intents);
+	store_listener_close(l);
+	pg_close(st);
+}
+
 int main(void)
 {
 	url = getenv("SPACE_TEST_STORE_PG");
@@ -386,6 +463,7 @@ int main(void)
 	RUN(test_claims_disjoint);
 	RUN(test_claim_skips_locked);
 	RUN(test_expire_concurrent);
+	RUN(test_notifications);
 	RUN(test_reconnect);
 	return DONE();
 }

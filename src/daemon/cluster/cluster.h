@@ -25,8 +25,14 @@ void cluster_tick(struct spaced *d);
  * run are reconciled as at start, VMs whose rows were moved or marked lost are stopped, and
  * secret changes are pushed to its gateways. */
 void cluster_reconcile(struct spaced *d);
-/* At shutdown, before the store closes: stops the worker. */
+/* At shutdown, before the store closes: stops the worker (and what push.c listens to). */
 void cluster_stop(struct spaced *d);
+/* api and node roles over PostgreSQL (push.c): a node claims as soon as an intent is written,
+ * an api process answers a long-poll as soon as its operation is done (LISTEN/NOTIFY), instead
+ * of at the next look. A server that cannot be listened to yet is tried again every second;
+ * fails only out of memory. */
+int cluster_push_start(struct spaced *d, space_err *err);
+void cluster_push_stop(struct spaced *d);
 
 /* The route table of an api process's control (data false) or data plane, made from a role-all
  * table by each route's declaration (http.h: http_place): kept (served from the store),

@@ -64,13 +64,15 @@ int cluster_start(struct spaced *d, space_err *err)
 	if (d->cfg.role == DROLE_ALL || d->worker)
 		return 0;
 	if (d->cfg.role == DROLE_API)
-		return worker_start(d, d->cfg.store_url, on_claims, &d->worker, err);
+		return worker_start(d, d->cfg.store_url, on_claims, &d->worker, err) < 0 ? -1 :
+		       cluster_push_start(d, err);
 	store_set_node(d->store, d->cfg.node_id);
 	/* Registered before anything is served; renewals are the worker's from here on. */
 	if (renew(d, err) < 0)
 		return err_wrap(err, "registering node %s", d->cfg.node_id);
 	/* It claims nothing until the first tick says what room there is (after reconcile). */
-	if (worker_start(d, d->cfg.store_url, on_claims, &d->worker, err) < 0)
+	if (worker_start(d, d->cfg.store_url, on_claims, &d->worker, err) < 0 ||
+	    cluster_push_start(d, err) < 0)
 		return -1;
 	log_info("node %s: registered (control %s, data %s, lease %d s)", d->cfg.node_id, d->cfg.advertise_url,
 		 d->cfg.advertise_data_url, d->cfg.lease_s);
@@ -286,6 +288,7 @@ void cluster_tick(struct spaced *d)
 
 void cluster_stop(struct spaced *d)
 {
+	cluster_push_stop(d);
 	worker_stop(d->worker);
 	d->worker = NULL;
 }

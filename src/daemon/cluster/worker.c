@@ -12,7 +12,9 @@
 #include "front/req.h"
 #include "log.h"
 
-#define LOOK_EVERY_MS 250
+/* The thread wakes this often for lease renewal and expiry. Claims are pushed (worker_poke: an
+ * intent's NOTIFY, or room that opened); without a push it claims every --backstop-ms. */
+#define LOOK_EVERY_MS 1000
 #define EXPIRE_EVERY_MS 1000
 
 struct cluster_worker {
@@ -29,6 +31,7 @@ struct cluster_worker {
 	pthread_cond_t cv;
 	/* under mu */
 	bool stop;
+	bool poked;                    /* look now (worker_poke) */
 	bool node;                     /* self holds a node's record */
 	struct node_rec self;
 	int claims, room_mib;
@@ -212,11 +215,13 @@ static void *run(void *arg)
 	struct cluster_worker *w = arg;
 	int64_t renewed = 0, expired = 0;
 
+	int64_t looked = 0;
+
 	pthread_mutex_lock(&w->mu);
 	while (!w->stop) {
 		struct timespec until;
 		struct node_rec self;
-		bool node;
+		bool node, poked;
 		int claims, room;
 		int64_t now = mono_ms();
 		space_err err = { 0 };
@@ -226,14 +231,18 @@ static void *run(void *arg)
 		node = w->node;
 		claims = w->claims;
 		room = w->room_mib;
+		poked = w->poked;
+		w->poked = false;
 		pthread_mutex_unlock(&w->mu);
 		/* A third of the lease: two renewals may fail before it lapses. */
 		if (node && now - renewed >= (int64_t)w->d->cfg.lease_s * 1000 / 3) {
 			renew(w, &self);
 			renewed = now;
 		}
-		if (node && claims > 0 && room > 0)
+		if (node && claims > 0 && room > 0 && (poked || now - looked >= w->d->cfg.backstop_ms)) {
+			looked = now;
 			claim(w, self.id, claims, room);
+		}
 		if (now - expired >= EXPIRE_EVERY_MS) {
 			expired = now;
 			if (store_nodes_expire(w->st, now_ms(), &nodes, &sandboxes, &err) < 0)
@@ -249,7 +258,7 @@ static void *run(void *arg)
 			until.tv_nsec -= 1000000000L;
 		}
 		pthread_mutex_lock(&w->mu);
-		if (!w->stop)
+		if (!w->stop && !w->poked)
 			pthread_cond_timedwait(&w->cv, &w->mu, &until);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -312,11 +321,26 @@ fail:
 void worker_publish(struct cluster_worker *w, const struct node_rec *self, int claims, int room_mib)
 {
 	pthread_mutex_lock(&w->mu);
+	/* Room that opened (or grew) may be what an intent waits for: look at once. */
+	if (claims > 0 && (w->claims == 0 || room_mib > w->room_mib)) {
+		w->poked = true;
+		pthread_cond_signal(&w->cv);
+	}
 	w->node = self != NULL;
 	if (self)
 		w->self = *self;
 	w->claims = claims;
 	w->room_mib = room_mib;
+	pthread_mutex_unlock(&w->mu);
+}
+
+void worker_poke(struct cluster_worker *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->poked = true;
+	pthread_cond_signal(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 }
 

@@ -37,6 +37,8 @@ int worker_start(struct spaced *d, const char *url, void (*ready)(struct spaced 
 /* What the thread works with from now on: the node's record as it should be renewed (NULL:
  * not a node), and how many intents of how much memory in all it may claim (0: none). */
 void worker_publish(struct cluster_worker *w, const struct node_rec *self, int claims, int room_mib);
+/* Look now (claims, from the thread): an intent was written (its NOTIFY), or room opened. */
+void worker_poke(struct cluster_worker *w);
 /* The claimed intents queued so far (malloc'ed array, *n of them; NULL when none). */
 struct claimed *worker_take(struct cluster_worker *w, size_t *n);
 void claimed_free(struct claimed *c, size_t n);

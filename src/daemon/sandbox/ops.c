@@ -336,7 +336,7 @@ struct op_poll_read {
 	struct op_rec *ops;    /* ops[i].id[0] == '\0': not read */
 };
 
-static bool polling;
+static bool polling, poll_again; /* a read in flight; and another asked for meanwhile */
 
 static void poll_read(struct store *conn, void *arg)
 {
@@ -363,6 +363,11 @@ static void poll_done(void *arg, bool ran)
 	}
 	free(p->ids);
 	free(p->ops);
+	/* Asked while this read was out (a notification of a result it may have read too early). */
+	if (poll_again) {
+		poll_again = false;
+		ops_poll(p->d);
+	}
 	free(p);
 }
 
@@ -374,6 +379,8 @@ void ops_poll(struct spaced *d)
 
 	for (struct op_waiter *w = d->op_waiters; w; w = w->next)
 		n++;
+	if (polling && n)
+		poll_again = true;
 	if (polling || !n || !(p = calloc(1, sizeof(*p))))
 		return;
 	p->d = d;

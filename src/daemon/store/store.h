@@ -181,6 +181,26 @@ int store_secret_each(struct store *st, int (*fn)(const struct secret_rec *, voi
 
 /* ---- cluster (schema v7, docs/design/cluster.md) ---- */
 
+/* Notifications: what other processes wrote, pushed (PostgreSQL LISTEN/NOTIFY; its schema v3
+ * has the triggers). STORE_CHANNEL_INTENT: a row waits for a node to claim it (payload "");
+ * STORE_CHANNEL_OP: an operation is done (payload: its id). Sent at commit, so a reader woken
+ * by one sees the row. */
+#define STORE_CHANNEL_INTENT "space_intent"
+#define STORE_CHANNEL_OP "space_op"
+struct store_listener;
+/* A connection of its own that listens on channels[0..n): ENOTSUP for a store URL that is not
+ * PostgreSQL's (one process, nothing to hear), EAGAIN when the server cannot be reached. */
+int store_listener_open(const char *url, const char *const *channels, int n,
+			struct store_listener **out, space_err *err);
+/* Readable when notifications (or the connection's end) arrived: watch it on the loop. */
+int store_listener_fd(const struct store_listener *l);
+/* Calls fn for each notification that arrived, without blocking. -1 when the connection is
+ * gone (close, and open again: what was sent meanwhile is lost). */
+int store_listener_drain(struct store_listener *l,
+			 void (*fn)(const char *channel, const char *payload, void *arg), void *arg,
+			 space_err *err);
+void store_listener_close(struct store_listener *l);
+
 /* A create written as intent by an api process: the sandbox row (state creating, node_id "")
  * and its pending create operation, in one transaction. intent is what a node needs to act:
  * {"kind": "create", "request": <the create request body, as validated>}. EEXIST when the

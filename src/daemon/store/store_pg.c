@@ -143,7 +143,7 @@ static bool result_ok(const PGresult *r)
 
 /* ---- connecting ---- */
 
-static PGconn *connect_once(const char *conninfo)
+PGconn *pg_connect(const char *conninfo)
 {
 	const char *vals[] = { CONN_DEFAULTS, conninfo, NULL };
 	PGconn *c = PQconnectdbParams(conn_keys, vals, 1);
@@ -181,7 +181,7 @@ static int ensure_conn(struct pg_store *ps, space_err *err, const char *ctx)
 	if (ps->conn)
 		PQreset(ps->conn);
 	else
-		ps->conn = connect_once(ps->conninfo);
+		ps->conn = pg_connect(ps->conninfo);
 	if (!ps->conn)
 		return err_set(err, ENOMEM, "store: %s: out of memory", ctx);
 	if (PQstatus(ps->conn) == CONNECTION_OK)

@@ -24,6 +24,10 @@ struct pg_store {
 	bool opening; /* store_pg_open: a server that does not answer fails at once */
 };
 
+/* A new connection with the back end's defaults (timeouts, keepalives, application name, the
+ * password taken from PGPASSWORD at start-up); NULL only out of memory: check PQstatus. */
+PGconn *pg_connect(const char *conninfo);
+
 static inline struct pg_store *pg_of(struct store *st)
 {
 	return (struct pg_store *)st;

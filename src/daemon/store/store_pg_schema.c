@@ -164,11 +164,26 @@ static const char schema_v1[] =
 /* 2: a secret is bound to the hosts it may be sent to (SQLite's version 8). */
 static const char schema_v2[] =
 	"ALTER TABLE secrets ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';";
+/* 3: nobody polls for claims or results: a row waiting for a node, and an operation that is
+ * done, NOTIFY at commit (store.h, "Notifications"; nodes LISTEN for intents, api processes
+ * for operations). */
+static const char schema_v3[] =
+	"CREATE FUNCTION space_notify_intent() RETURNS trigger LANGUAGE plpgsql AS"
+	" $$BEGIN PERFORM pg_notify('" STORE_CHANNEL_INTENT "', ''); RETURN NULL; END$$;"
+	"CREATE TRIGGER sandboxes_intent_notify AFTER INSERT OR UPDATE ON sandboxes"
+	" FOR EACH ROW WHEN (NEW.intent IS NOT NULL AND NEW.node_id = '')"
+	" EXECUTE FUNCTION space_notify_intent();"
+	"CREATE FUNCTION space_notify_op() RETURNS trigger LANGUAGE plpgsql AS"
+	" $$BEGIN PERFORM pg_notify('" STORE_CHANNEL_OP "', NEW.id); RETURN NULL; END$$;"
+	"CREATE TRIGGER operations_done_notify AFTER INSERT OR UPDATE ON operations"
+	" FOR EACH ROW WHEN (NEW.state IN ('succeeded', 'failed'))"
+	" EXECUTE FUNCTION space_notify_op();";
 /* clang-format on */
 
 static const char *const migrations[] = {
 	schema_v1,
 	schema_v2,
+	schema_v3,
 };
 
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
