@@ -144,8 +144,6 @@ struct spaced {
 	unsigned reaped_next;
 	struct cluster_worker *worker; /* api, node: the cluster's database work, off the loop (cluster/worker.h) */
 	struct cluster_push *push;     /* api, node: notifications from the store (cluster/push.c) */
-	/* A node: a bring-up ended, so room to claim may have opened (cluster/node.c; NULL: none). */
-	void (*room_changed)(struct spaced *d);
 	/* While a control-plane handler runs: the record of the sandbox its request names, read
 	 * on the store's thread because this process does not hold it (api.c; sandbox_get). */
 	const struct sandbox_pre *sb_pre;

@@ -58,7 +58,6 @@ static int renew(struct spaced *d, space_err *err)
 }
 
 static void on_claims(struct spaced *d);
-static void publish(struct spaced *d);
 
 int cluster_start(struct spaced *d, space_err *err)
 {
@@ -75,8 +74,6 @@ int cluster_start(struct spaced *d, space_err *err)
 	if (worker_start(d, d->cfg.store_url, on_claims, &d->worker, err) < 0 ||
 	    cluster_push_start(d, err) < 0)
 		return -1;
-	/* Each bring-up that ends may open room: what may be claimed is said again at once. */
-	d->room_changed = publish;
 	log_info("node %s: registered (control %s, data %s, lease %d s)", d->cfg.node_id, d->cfg.advertise_url,
 		 d->cfg.advertise_data_url, d->cfg.lease_s);
 	return 0;
@@ -291,7 +288,6 @@ void cluster_tick(struct spaced *d)
 
 void cluster_stop(struct spaced *d)
 {
-	d->room_changed = NULL;
 	cluster_push_stop(d);
 	worker_stop(d->worker);
 	d->worker = NULL;

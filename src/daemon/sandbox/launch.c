@@ -31,7 +31,6 @@ static void stop_timer(struct sandbox *sb)
 static void bringup_end(struct sandbox *sb, const char *error)
 {
 	bringup_cb done = sb->up_done;
-	struct spaced *d = sb->d;
 
 	stop_timer(sb);
 	sb->up_done = NULL;
@@ -43,10 +42,7 @@ static void bringup_end(struct sandbox *sb, const char *error)
 		log_info("sandbox %s: up in %.1f ms: %s", sb->rec.id, phases_ms(&sb->phases, PH_UP), text);
 	}
 	if (done)
-		done(sb, error); /* may free sb */
-	/* A node claims its next intents now, not at its next tick. */
-	if (done && d->room_changed)
-		d->room_changed(d);
+		done(sb, error);
 }
 
 static void bringup_deadline(evutil_socket_t fd, short what, void *arg)
