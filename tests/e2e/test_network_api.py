@@ -201,12 +201,23 @@ def test_spare_netns_are_made_ahead_taken_by_a_start_and_removed_with_the_daemon
     def spares():
         return sorted(glob.glob(prefix + "*"))
     assert wait_for(lambda: len(spares()) == 2), spares()
-    sb = napi.new_sandbox("minimal", timeout_s=600)
-    try:
+    # A spare's file exists while its child still sets it up (a start skips it then): under a
+    # loaded host the first start may make its own; one of a few must take one.
+    made = []
+    m = None
+    for _ in range(4):
+        time.sleep(1)
+        sb = napi.new_sandbox("minimal", timeout_s=600)
+        made.append(sb)
         ns = netns_path(own_daemon, sb["id"])
         m = re.search(rf"sandbox {sb['id']}: network namespace {re.escape(ns)} taken from (spare-\d+)",
                       own_daemon.log_text())
-        assert m, "the start did not take a spare"
+        if m:
+            break
+    for other in made[:-1]:
+        napi.remove_sandbox(other["id"])
+    try:
+        assert m, "no start took a spare"
         assert prefix + m.group(1)[len("spare-"):] not in spares(), (m.group(1), spares())
         link = subprocess.run(["ip", "-n", os.path.basename(ns), "link", "show", "tap0"],
                               capture_output=True, text=True)
