@@ -61,7 +61,7 @@ FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 UNIT_BIN     += $(patsubst %,$(BUILD)/unit/test_fuzz_%,$(FUZZ_TARGETS))
 
-DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lpq -lssl -lcrypto -lseccomp -lhttp_parser
+DAEMON_LIBS := -levent -levent_openssl -ljansson -lsqlite3 -lpq -lssl -lcrypto -lseccomp -lhttp_parser -larchive
 CLI_LIBS    := -lcurl -ljansson
 GW_LIBS     := -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser -lseccomp
 BINS := $(BUILD)/bin/spaced $(BUILD)/bin/spacectl $(BUILD)/bin/space-agent $(BUILD)/bin/space-memcvt \

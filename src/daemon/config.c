@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  --max-streams N           attached output streams in all (SPACE_MAX_STREAMS; default: half the connections)\n"
 		"  --max-streams-per-sandbox N  attached output streams per sandbox (default 32)\n"
 		"  --session-output-max MIB  output kept per session, older bytes dropped (default 64)\n"
+		"  --context-max MIB   the largest build context PUT /v1/contexts takes (default 512)\n"
 		"  --sandbox-output-max MIB  output kept by all sessions of a sandbox (default 256)\n"
 		"  --output-min-free MIB     free space on the state dir below which output pauses (default 256, 0 = off)\n"
 		"  --max-sessions-per-sandbox N  sessions not yet ended per sandbox (default 64)\n"
@@ -281,6 +282,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "max-streams", required_argument, NULL, 'S' },
 		{ "max-streams-per-sandbox", required_argument, NULL, 'P' },
 		{ "session-output-max", required_argument, NULL, 1001 },
+		{ "context-max", required_argument, NULL, 1021 },
 		{ "sandbox-output-max", required_argument, NULL, 1002 },
 		{ "output-min-free", required_argument, NULL, 1003 },
 		{ "max-sessions-per-sandbox", required_argument, NULL, 1004 },
@@ -337,6 +339,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->unauth_budget_per_client_mib = 16;
 	cfg->max_streams_per_sandbox = 32;
 	cfg->session_output_max_mib = 64;
+	cfg->context_max_mib = 512;
 	cfg->sandbox_output_max_mib = 256;
 	cfg->output_min_free_mib = 256;
 	cfg->max_sessions_per_sandbox = 64;
@@ -414,6 +417,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1018: cfg->egress_max_buffer_mib = parse_int(optarg, "--egress-max-buffer", 1, 65536); break;
 		case 1019: cfg->net_spares = parse_int(optarg, "--net-spares", 0, 64); break;
 		case 1020: cfg->backstop_ms = parse_int(optarg, "--backstop-ms", 100, 600000); break;
+		case 1021: cfg->context_max_mib = parse_int(optarg, "--context-max", 1, 1 << 20); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

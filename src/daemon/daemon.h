@@ -55,6 +55,7 @@ struct config {
 	int max_streams;           /* attached output streams, whole daemon */
 	int max_streams_per_sandbox;
 	/* Bounds on command sessions (docs/design/guest-bounds.md). */
+	int context_max_mib;        /* --context-max: a build context's largest size (default 512) */
 	int session_output_max_mib; /* output kept per session; older bytes are dropped (default 64) */
 	int sandbox_output_max_mib; /* output kept by all sessions of a sandbox (default 256) */
 	int output_min_free_mib;   /* free space on the state dir below which output pauses (default 256, 0 = off) */

@@ -66,11 +66,23 @@ static int control_tables(struct spaced *d, struct front_tables *t, space_err *e
 	memset(t, 0, sizeof(*t));
 	if (!(t->routes = concat(parts, sizeof(parts) / sizeof(parts[0]), &t->nroutes)))
 		return err_set(err, ENOMEM, "out of memory");
-	t->stream_routes = files_stream_routes;
-	t->nstream_routes = FILES_NSTREAM_ROUTES;
+	const struct part streams[] = {
+		{ files_stream_routes, FILES_NSTREAM_ROUTES },
+		{ api_stream_routes, api_nstream_routes },
+	};
+	size_t n;
+
+	if (!(t->stream_routes = concat(streams, sizeof(streams) / sizeof(streams[0]), &n))) {
+		free((void *)t->routes);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	t->nstream_routes = n;
 	t->prefixes = e2b_api_prefixes;
 	t->nprefixes = e2b_api_nprefixes;
-	return d->cfg.role == DROLE_API ? relayed(t, false, err) : 0;
+	if (d->cfg.role != DROLE_API)
+		return 0;
+	free((void *)t->stream_routes);
+	return relayed(t, false, err);
 }
 
 int listeners_data_tables(struct spaced *d, struct front_tables *t, space_err *err)

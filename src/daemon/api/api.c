@@ -21,6 +21,7 @@ const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/readyz", api_readyz, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/metrics", api_metrics_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/templates", api_templates_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_PUT, "/v1/contexts", api_contexts_put, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_PUT, "/v1/templates/{}/pool", api_templates_pool, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/snapshots", api_snapshots_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
@@ -68,6 +69,11 @@ const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/ui/{}", api_ui_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 };
 const size_t api_nroutes = sizeof(api_routes) / sizeof(api_routes[0]);
+/* Routes whose bodies stream (http/body.h) beside the files ones: build contexts. */
+const struct http_route api_stream_routes[] = {
+	{ EVHTTP_REQ_PUT, "/v1/contexts", api_contexts_put, NULL, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
+};
+const size_t api_nstream_routes = sizeof(api_stream_routes) / sizeof(api_stream_routes[0]);
 
 /* Every control-plane request carries the API key, unknown routes included,
  * so nothing about the API is learned without it: as "Authorization: Bearer <key>", or as

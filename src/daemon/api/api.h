@@ -9,6 +9,10 @@
  * dialect (SPACE's errors; its intent answers: front/dialect.h). */
 int api_start(struct spaced *d, const struct front_tables *t, space_err *err);
 extern const struct http_route api_routes[];
+/* PUT /v1/contexts: its body streams (listeners.c lists these beside the files routes). */
+extern const struct http_route api_stream_routes[];
+extern const size_t api_nstream_routes;
+void api_contexts_put(struct http_req *r);
 extern const size_t api_nroutes;
 extern const struct http_dialect api_dialect;
 

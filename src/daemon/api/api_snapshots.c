@@ -12,9 +12,9 @@ static int add_snapshot(const struct snapshot_rec *s, void *arg)
 {
 	json_t *j;
 
-	/* Fork and suspend snapshots are the daemon's own business; ready ones
-	 * are listed so a client can see what creates clone. */
-	if (s->kind != SNAP_NAMED && s->kind != SNAP_READY)
+	/* Fork and suspend snapshots and template builds' layers are the daemon's own business;
+	 * ready ones are listed so a client can see what creates clone. */
+	if (!snapshot_visible(s))
 		return 0;
 	j = snapshot_to_json(s);
 	return j ? json_array_append_new(arg, j) : -1;

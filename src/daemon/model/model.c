@@ -57,7 +57,7 @@ static const char *const on_timeout_names[ON_TIMEOUT__COUNT] = {
 };
 
 static const char *const role_names[ROLE__COUNT] = {
-	[ROLE_USER] = "user", [ROLE_POOL] = "pool", [ROLE_BUILDER] = "builder",
+	[ROLE_USER] = "user", [ROLE_POOL] = "pool", [ROLE_BUILDER] = "builder", [ROLE_BUILD] = "build",
 };
 
 static const char *const snap_kind_names[SNAP__COUNT] = {

@@ -75,7 +75,8 @@ int on_timeout_parse(const char *name);
 
 /* Who a sandbox is for: a client, a warm pool (not visible until a create
  * claims it), or the daemon itself (the VM a ready snapshot is taken from). */
-enum sb_role { ROLE_USER, ROLE_POOL, ROLE_BUILDER, ROLE__COUNT };
+/* builder: a ready snapshot's VM (ready.c); build: a template build's (build_vm.c) */
+enum sb_role { ROLE_USER, ROLE_POOL, ROLE_BUILDER, ROLE_BUILD, ROLE__COUNT };
 const char *sb_role_name(enum sb_role r);
 int sb_role_parse(const char *name);
 

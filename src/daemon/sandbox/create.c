@@ -169,6 +169,10 @@ void warm_if_daemons(struct sandbox *sb)
 
 	if (sb->rec.role == ROLE_USER)
 		return;
+	if (sb->rec.role == ROLE_BUILD) {
+		build_vm_up(sb, NULL);
+		return;
+	}
 	/* The builder's snapshot is taken once its warm-up is done. */
 	if (sandbox_warm_up(sb, sb->rec.role == ROLE_BUILDER ? ready_builder_up : NULL, &err) < 0) {
 		log_warn("%s", err.msg);
@@ -181,6 +185,8 @@ static void on_up(struct sandbox *sb, const char *error)
 {
 	if (error) {
 		sandbox_fail(sb, error);
+		if (sb->rec.role == ROLE_BUILD)
+			build_vm_up(sb, error);
 		return;
 	}
 	sandbox_set_state(sb, SB_RUNNING);
@@ -300,8 +306,9 @@ int sandbox_create_pre(struct spaced *d, const struct create_req *req, struct cr
 	if (create_prepare(d, req, sb, &from, pre, err) < 0)
 		goto out;
 	sb->rec.role = role;
-	if (role != ROLE_USER) {
-		/* Pool and builder VMs reach nothing (a pool VM gets its policy when claimed). */
+	if (role == ROLE_POOL || role == ROLE_BUILDER) {
+		/* Pool and builder VMs reach nothing (a pool VM gets its policy when claimed); a
+		 * build's VM has the build's policy (build_vm_start). */
 		json_decref(sb->rec.network);
 		if (!(sb->rec.network = json_object())) {
 			err_set(err, ENOMEM, "out of memory");

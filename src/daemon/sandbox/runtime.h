@@ -70,6 +70,11 @@ struct sandbox {
 	int64_t suspended_bytes;   /* what the saved state of its last suspend here takes (0: not known) */
 	struct disk_share *share;  /* its disk being copied to the shared directory (disks.c) */
 	struct start_phases phases; /* its last start, step by step (phases.c) */
+	/* A template build's VM (role build, build_vm.c): whom it tells that it runs (or could
+	 * not start) and that a layer was taken. NULL: its build is gone (it is deleted). */
+	build_vm_up_fn build_up;
+	build_vm_layer_fn build_layer;
+	void *build_arg;
 	struct sandbox *next;
 };
 
@@ -110,6 +115,9 @@ struct session {
 #define SESSION_EVICT_AFTER_MS 5000
 /* Stdin bytes the daemon queues for one session. */
 #define SESSION_MAX_STDIN_QUEUE (16u << 20)
+
+/* build_vm.c: a build VM's bring-up ended (error NULL: it runs); its build is told. */
+void build_vm_up(struct sandbox *sb, const char *error);
 
 /* sandbox.c: the registry and what every action shares */
 void sandbox_persist(struct sandbox *sb);

@@ -497,6 +497,7 @@ void sandbox_tick(struct spaced *d)
 	sessions_tick(d);
 	ready_tick(d);
 	pools_tick(d);
+	build_vm_reap(d);
 	reap_deleted(d);
 	egress_tick(d);
 	/* Unused disk layers go when nothing is half-made: a layer a capture

@@ -155,6 +155,28 @@ void sandbox_tick(struct spaced *d);
 /* Frees the runtime (QEMUs live on) at shutdown. */
 void sandbox_shutdown(struct spaced *d);
 
+/* ---- template builds' VMs (build_vm.c) ---- */
+
+/* A build's VM: role build, hidden from clients, under the build's egress policy (network,
+ * normalised; NULL: deny all), made as any create from what create_read read for req (its
+ * template_ref a digest, or its snapshot a layer's name). up(d, sb_id, error, arg) runs once
+ * it runs or could not start; layer(d, snap_id, error, arg) once a layer it was asked for is
+ * taken. The VM is the build's until build_vm_end. */
+typedef void (*build_vm_up_fn)(struct spaced *d, const char *sb_id, const char *error, void *arg);
+typedef void (*build_vm_layer_fn)(struct spaced *d, const char *snap_id, const char *error, void *arg);
+int build_vm_start(struct spaced *d, const struct create_req *req, struct create_reads *pre, const json_t *network,
+		   build_vm_up_fn up, build_vm_layer_fn layer, void *arg, char sb_id[ID_LEN], space_err *err);
+/* Its memory and disk now, as the snapshot `name` (a layer: ".layer-<key>", never a name a
+ * client can give); the VM runs on. */
+int build_vm_layer(struct spaced *d, const char *sb_id, const char *name, space_err *err);
+/* The build is done with it: deleted (nothing more is told). */
+void build_vm_end(struct spaced *d, const char *sb_id, const char *why);
+/* A build VM whose build is gone (a daemon restart): deleted (sandbox_tick). */
+void build_vm_reap(struct spaced *d);
+/* Is this snapshot one a client sees (GET /v1/snapshots): ready ones, and named ones but a
+ * build's layers? */
+bool snapshot_visible(const struct snapshot_rec *s);
+
 /* ---- snapshots (snapshots.c) ---- */
 
 /* ref: an id ("sn-...") or a named snapshot's name, read on st (the store's thread:
@@ -276,6 +298,11 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, co
  * watches it. argv is NULL-terminated; user NULL or "" = the template's default user. */
 struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
 				      const char *const *argv, const char *user, bool with_stdin, space_err *err);
+/* The same with an environment (an object of strings, NULL: none) and a working directory
+ * (NULL or "": the user's home): a template build's steps. */
+struct session *session_open_internal_in(struct spaced *d, const char *sb_id, enum sess_kind kind,
+					 const char *const *argv, const char *user, const json_t *env,
+					 const char *cwd, bool with_stdin, space_err *err);
 /* tokens.c: a data-plane token that opens the files routes of sandbox sb_id (ttl_s <= 0: the
  * configured TTL). */
 int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token[65], int64_t *expires_ms,

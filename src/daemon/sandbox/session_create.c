@@ -271,6 +271,13 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, co
 struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
 				      const char *const *argv, const char *user, bool with_stdin, space_err *err)
 {
+	return session_open_internal_in(d, sb_id, kind, argv, user, NULL, NULL, with_stdin, err);
+}
+
+struct session *session_open_internal_in(struct spaced *d, const char *sb_id, enum sess_kind kind,
+					 const char *const *argv, const char *user, const json_t *env,
+					 const char *cwd, bool with_stdin, space_err *err)
+{
 	struct session_rec r = { 0 };
 	struct sandbox *sb = NULL;
 	struct session *s;
@@ -286,7 +293,12 @@ struct session *session_open_internal(struct spaced *d, const char *sb_id, enum 
 	if (session_admit(d, sb, err) < 0)
 		return NULL;
 	r.argv = json_array();
-	r.env = json_object();
+	r.env = env ? json_deep_copy(env) : json_object();
+	if (cwd && spec_check_cwd(cwd, err) < 0) {
+		session_rec_clear(&r);
+		return NULL;
+	}
+	snprintf(r.cwd, sizeof(r.cwd), "%s", cwd ? cwd : "");
 	for (size_t i = 0; r.argv && argv[i]; i++)
 		if (json_array_append_new(r.argv, json_string(argv[i])) < 0) {
 			json_decref(r.argv);
