@@ -129,6 +129,7 @@ struct spaced {
 	struct op_unsaved *op_unsaved; /* operations whose last write failed: retried (ops.c) */
 	struct token_mem_table *tokens; /* data-plane tokens known to this process (tokens.c) */
 	struct pool *pools;        /* warm pools by template name (pool.c) */
+	struct build *builds;      /* template builds, newest first (build/build.c) */
 	struct http_conns *conns;  /* every client connection (http/conn.c) */
 	struct sse *streams;       /* attached output streams (dp_attach.c) */
 	unsigned nstreams;
@@ -187,6 +188,15 @@ int path_mkdirs(const char *path, space_err *err);
 
 /* templates.c: import what `make` built (templates_dir/<name>/template.json). */
 int templates_import(struct spaced *d, space_err *err);
+/* One template directory (vmlinuz, rootfs.ext4, template.json, digest) checked, verified and
+ * recorded with conn (any thread's connection: a build's result is imported on the store's);
+ * digest (may be NULL) gets its digest. */
+struct store;
+int template_import_dir(struct store *conn, const char *state_dir, const char *src, char digest[80],
+			space_err *err);
+/* The sha256 of the file at path, as a build computed it, remembered on the file (its xattr)
+ * so that the import does not hash it again. */
+int template_remember_hash(const char *path, const char hex[65], space_err *err);
 
 /* api.c / dataplane.c: the two HTTP listeners. */
 

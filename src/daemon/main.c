@@ -13,6 +13,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "build/build.h"
 #include "cleanup.h"
 #include "cluster/cluster.h"
 #include "listeners.h"
@@ -311,6 +312,7 @@ static int start_vms(struct spaced *d, space_err *err)
 			 "for debugging only, a guest escape owns the host");
 	if (cluster_start(d, err) < 0 || sandbox_reconcile(d, err) < 0 || pools_init(d, err) < 0)
 		return -1;
+	builds_load(d);
 	return 0;
 }
 
@@ -422,6 +424,7 @@ static int run(struct spaced *d)
 	if (d->store_ev)
 		event_free(d->store_ev);
 	store_close(d->store);
+	builds_free(d);
 	stop_tls(d);
 	return 0;
 fail:
@@ -437,6 +440,7 @@ fail:
 		store_close(d->store);
 		d->store = NULL;
 	}
+	builds_free(d);
 	stop_tls(d);
 	return 1;
 }

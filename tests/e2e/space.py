@@ -137,7 +137,7 @@ def check(value, shape, where="$"):
 SB_STATES = ("creating", "running", "pausing", "paused", "suspending", "suspended", "restoring",
              "stopping", "stopped", "deleting", "deleted", "failed", "lost")
 OP_KINDS = ("create", "pause", "resume", "suspend", "restore", "fork", "snapshot", "stop", "start",
-            "delete")
+            "delete", "build")
 START_KINDS = ("boot", "clone", "pool", "fork")
 OP_STATES = ("pending", "running", "succeeded", "failed")
 SS_STATES = ("created", "running", "exited", "failed")
@@ -179,7 +179,7 @@ SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "templa
            "on_timeout": Enum("delete", "suspend"), "start_kind": Enum(*START_KINDS),
            "parent_id": Nullable(SB_ID), "snapshot": Nullable(SN_ID),
            "suspended_bytes": Nullable(Int(0)), "network": {}}
-OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": SB_ID, "state": Enum(*OP_STATES),
+OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": Nullable(SB_ID), "state": Enum(*OP_STATES),
              "error": Nullable(str), "created_at": TIME, "updated_at": TIME,
              "result": Nullable({})}
 SNAPSHOT = {"id": SN_ID, "name": Nullable(str), "kind": Enum("ready", "named", "suspend", "fork"),

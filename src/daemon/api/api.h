@@ -25,6 +25,11 @@ void api_readyz(struct http_req *r);
 bool api_health_public(const struct http_req *r);
 /* api_metrics.c: GET /metrics, Prometheus text format */
 void api_metrics_get(struct http_req *r);
+/* api_builds.c */
+void api_builds_create(struct http_req *r);
+void api_builds_list(struct http_req *r);
+void api_builds_get(struct http_req *r);
+void api_builds_logs(struct http_req *r);
 /* api_templates.c */
 void api_templates_list(struct http_req *r);
 void api_templates_get(struct http_req *r);

@@ -328,8 +328,11 @@ static int parse_extras(const json_t *expose, const json_t *labels, struct recip
 	return 0;
 }
 
-static int parse_sizes(int vcpus, int mem, struct recipe *r, space_err *err)
+static int parse_sizes(int vcpus, int mem, int disk, struct recipe *r, space_err *err)
 {
+	if (disk && (disk < 64 || disk > RECIPE_DISK_MAX_MIB))
+		return err_set(err, EINVAL, "disk_mib: 64 to %d (and not below the base's image)", RECIPE_DISK_MAX_MIB);
+	r->disk_mib = disk;
 	if (vcpus && (vcpus < 1 || vcpus > SPEC_VCPUS_MAX))
 		return err_set(err, EINVAL, "vcpus: 1 to %d", SPEC_VCPUS_MAX);
 	if (mem && (mem < SPEC_MEMORY_MIN || mem > SPEC_MEMORY_MAX))
@@ -365,14 +368,14 @@ int recipe_parse(const json_t *body, struct recipe *r, space_err *err)
 	const char *name = NULL, *context = NULL;
 	json_t *tags = NULL, *from = NULL, *steps = NULL, *start = NULL, *network = NULL, *expose = NULL,
 	       *labels = NULL;
-	int vcpus = 0, mem = 0;
+	int vcpus = 0, mem = 0, disk = 0;
 	json_error_t jerr;
 
 	memset(r, 0, sizeof(*r));
 	if (!json_is_object(body) ||
-	    json_unpack_ex((json_t *)body, &jerr, JSON_STRICT, "{s:s,s?o,s:o,s?s,s?o,s?o,s?i,s?i,s?o,s?o,s?o}", "name",
-			   &name, "tags", &tags, "from", &from, "context", &context, "steps", &steps, "start", &start,
-			   "vcpus", &vcpus, "memory_mib", &mem, "network", &network, "expose", &expose, "labels",
+	    json_unpack_ex((json_t *)body, &jerr, JSON_STRICT, "{s:s,s?o,s:o,s?s,s?o,s?o,s?i,s?i,s?i,s?o,s?o,s?o}",
+			   "name", &name, "tags", &tags, "from", &from, "context", &context, "steps", &steps, "start",
+			   &start, "vcpus", &vcpus, "memory_mib", &mem, "disk_mib", &disk, "network", &network, "expose", &expose, "labels",
 			   &labels) < 0)
 		return err_set(err, EINVAL, "%s", jerr.text);
 	if (!recipe_name_ok(name))
@@ -388,7 +391,7 @@ int recipe_parse(const json_t *body, struct recipe *r, space_err *err)
 	if (network && json_is_object(network) && !(r->network = json_deep_copy(network)))
 		return err_set(err, ENOMEM, "out of memory");
 	if (parse_tags(tags, r, err) < 0 || parse_from(from, r, err) < 0 || parse_steps(steps, r, err) < 0 ||
-	    parse_start(start, r, err) < 0 || parse_sizes(vcpus, mem, r, err) < 0 ||
+	    parse_start(start, r, err) < 0 || parse_sizes(vcpus, mem, disk, r, err) < 0 ||
 	    parse_extras(expose, labels, r, err) < 0)
 		return -1;
 	return 0;

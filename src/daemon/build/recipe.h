@@ -14,7 +14,8 @@
 #define RECIPE_RUN_MAX 65536        /* a run step's command (or its argv, all bytes) */
 #define RECIPE_PATH_MAX 1024
 #define RECIPE_START_TIMEOUT_MAX 600
-#define RECIPE_DIGEST_LEN 72        /* "sha256:" + 64 hex + NUL */
+#define RECIPE_DIGEST_LEN 72
+#define RECIPE_DISK_MAX_MIB (256 * 1024)        /* "sha256:" + 64 hex + NUL */
 
 enum step_kind { STEP_RUN, STEP_COPY, STEP_ENV, STEP_WORKDIR, STEP_USER, STEP__COUNT };
 const char *step_kind_name(enum step_kind k);
@@ -45,6 +46,7 @@ struct recipe {
 	size_t nsteps;
 	json_t *start;                     /* {"cmd", "ready"?, "timeout_s"} or NULL */
 	int vcpus, memory_mib;             /* 0: the base's */
+	int disk_mib;                      /* the image's size; 0: the base's */
 	json_t *network;                   /* the builder's egress policy (as given), NULL: deny all */
 	json_t *expose;                    /* array of ports, or NULL */
 	json_t *labels;                    /* object of strings, or NULL */

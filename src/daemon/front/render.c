@@ -102,10 +102,10 @@ json_t *snapshot_to_json(const struct snapshot_rec *s)
 
 json_t *op_to_json(const struct op_rec *op)
 {
-	return json_pack("{s:s,s:s,s:s,s:s,s:o,s:o,s:o,s:o}",
+	return json_pack("{s:s,s:s,s:o,s:s,s:o,s:o,s:o,s:o}",
 			 "id", op->id,
 			 "kind", op_kind_name(op->kind),
-			 "sandbox_id", op->sandbox_id,
+			 "sandbox_id", str_or_null(op->sandbox_id),
 			 "state", op_state_name(op->state),
 			 "error", str_or_null(op->error),
 			 "created_at", time_or_null(op->created_ms),

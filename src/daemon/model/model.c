@@ -45,7 +45,7 @@ static const char *const op_kind_names[OPK__COUNT] = {
 	[OPK_CREATE] = "create",   [OPK_DELETE] = "delete",   [OPK_PAUSE] = "pause",
 	[OPK_RESUME] = "resume",   [OPK_SUSPEND] = "suspend", [OPK_RESTORE] = "restore",
 	[OPK_STOP] = "stop",       [OPK_START] = "start",     [OPK_FORK] = "fork",
-	[OPK_SNAPSHOT] = "snapshot",
+	[OPK_SNAPSHOT] = "snapshot", [OPK_BUILD] = "build",
 };
 
 static const char *const start_kind_names[START__COUNT] = {

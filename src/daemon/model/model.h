@@ -46,6 +46,7 @@ enum op_kind {
 	OPK_START,
 	OPK_FORK,
 	OPK_SNAPSHOT,
+	OPK_BUILD,     /* a template build (build/): no sandbox of a client's */
 	OPK__COUNT
 };
 const char *op_kind_name(enum op_kind k);

@@ -268,15 +268,40 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, co
 }
 
 
+static struct session *open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
+				     const char *const *argv, const char *user, const json_t *env, const char *cwd,
+				     bool with_stdin, bool build, space_err *err);
+
 struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
 				      const char *const *argv, const char *user, bool with_stdin, space_err *err)
 {
-	return session_open_internal_in(d, sb_id, kind, argv, user, NULL, NULL, with_stdin, err);
+	return open_internal(d, sb_id, kind, argv, user, NULL, NULL, with_stdin, false, err);
 }
 
 struct session *session_open_internal_in(struct spaced *d, const char *sb_id, enum sess_kind kind,
 					 const char *const *argv, const char *user, const json_t *env,
 					 const char *cwd, bool with_stdin, space_err *err)
+{
+	return open_internal(d, sb_id, kind, argv, user, env, cwd, with_stdin, true, err);
+}
+
+/* A build's VM is hidden from clients: only builds open sessions in it, and only in it. */
+static int sandbox_for_internal(struct spaced *d, const char *sb_id, bool build, struct sandbox **out,
+				space_err *err)
+{
+	struct sandbox *sb = sandbox_find(d, sb_id);
+
+	if (!build)
+		return sandbox_for_session(d, sb_id, out, err);
+	if (!sb || sb->rec.role != ROLE_BUILD)
+		return err_set(err, ENOENT, "no build VM '%.64s'", sb_id);
+	*out = sb;
+	return 0;
+}
+
+static struct session *open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
+				     const char *const *argv, const char *user, const json_t *env, const char *cwd,
+				     bool with_stdin, bool build, space_err *err)
 {
 	struct session_rec r = { 0 };
 	struct sandbox *sb = NULL;
@@ -284,7 +309,7 @@ struct session *session_open_internal_in(struct spaced *d, const char *sb_id, en
 	struct proto_wr w;
 	int rc;
 
-	if (sandbox_for_session(d, sb_id, &sb, err) < 0)
+	if (sandbox_for_internal(d, sb_id, build, &sb, err) < 0)
 		return NULL;
 	if (sb->rec.state != SB_RUNNING) {
 		err_set(err, EBUSY, "sandbox %s is %s, not running", sb_id, sb_state_name(sb->rec.state));

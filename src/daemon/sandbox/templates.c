@@ -106,6 +106,22 @@ static void remember_hash(int fd, const struct stat *st, const char hex[65])
 		log_debug("remembering a hash: %s", strerror(errno));
 }
 
+int template_remember_hash(const char *path, const char hex[65], space_err *err)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return err_sys(err, errno, "opening %s", path);
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return err_sys(err, errno, "%s", path);
+	}
+	remember_hash(fd, &st, hex);
+	close(fd);
+	return 0;
+}
+
 static int sha256_fd(int fd, const char *what, char out[65], space_err *err)
 {
 	_cleanup_free_ unsigned char *buf = malloc(1u << 20);
@@ -275,14 +291,15 @@ static int link_all(const int fds[NFILES], const char *images, const char *diges
 /* Makes <state>/images/<hex> hold the template's files, each checked and
  * the whole verified against the digest first; fills dest. A directory
  * already there was verified when it was made: it is ours (state dir). */
-static int import_files(struct spaced *d, const char *src, const char *digest, char dest[PATH_MAX], space_err *err)
+static int import_files(const char *state_dir, const char *src, const char *digest, char dest[PATH_MAX],
+			space_err *err)
 {
 	int fds[NFILES] = { -1, -1, -1 };
 	char images[PATH_MAX];
 	struct stat st;
 	int rc = -1;
 
-	snprintf(images, sizeof(images), "%s/images", d->cfg.state_dir);
+	snprintf(images, sizeof(images), "%s/images", state_dir);
 	snprintf(dest, PATH_MAX, "%s/%s", images, digest + 7);
 	if (stat(dest, &st) == 0)
 		return 0;
@@ -299,7 +316,8 @@ out:
 	return rc;
 }
 
-static int import_one(struct spaced *d, const char *src, space_err *err)
+int template_import_dir(struct store *conn, const char *state_dir, const char *src, char digest[80],
+			space_err *err)
 {
 	char path[PATH_MAX], dest[PATH_MAX];
 	struct template_rec t = { 0 };
@@ -310,7 +328,7 @@ static int import_one(struct spaced *d, const char *src, space_err *err)
 
 	if (read_digest(src, t.digest, err) < 0)
 		return -1;
-	if (import_files(d, src, t.digest, dest, err) < 0)
+	if (import_files(state_dir, src, t.digest, dest, err) < 0)
 		return err_wrap(err, "importing %s", src);
 	/* Our verified copy, not the source, which may have changed since. */
 	snprintf(path, sizeof(path), "%s/template.json", dest);
@@ -354,11 +372,13 @@ static int import_one(struct spaced *d, const char *src, space_err *err)
 	}
 	/* The empty overlay every cold boot's disk starts as: made once here,
 	 * so a create copies a file instead of running qemu-img. */
-	if (disk_template_seed(d, &t, path, err) < 0)
+	if (disk_template_seed(NULL, &t, path, err) < 0)
 		goto out;
-	if (store_template_put(d->store, &t, err) < 0)
+	if (store_template_put(conn, &t, err) < 0)
 		goto out;
 	log_info("template %s: %s", t.name, t.digest);
+	if (digest)
+		snprintf(digest, 80, "%s", t.digest);
 	rc = 0;
 out:
 	template_rec_clear(&t);
@@ -387,7 +407,7 @@ int templates_import(struct spaced *d, space_err *err)
 		snprintf(probe, sizeof(probe), "%s/digest", src);
 		if (access(probe, R_OK) < 0)
 			continue;
-		if (import_one(d, src, &e) < 0) {
+		if (template_import_dir(d->store, d->cfg.state_dir, src, NULL, &e) < 0) {
 			log_warn("template in %s not imported: %s", src, e.msg);
 			continue;
 		}

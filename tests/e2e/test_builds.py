@@ -1,0 +1,202 @@
+"""Template builds (POST /v1/templates/builds) with real builder VMs: every kind of step, the
+result started as a template whose sandboxes see what the steps made, the event log as SSE
+(resumable), layers reused by a rebuild, a failing step, and bad input refused."""
+
+import io
+import json
+import tarfile
+import time
+
+import pytest
+
+import space
+
+BUILD_TIMEOUT = 600
+
+
+@pytest.fixture(scope="module")
+def bd():
+    d = space.Daemon("spaced-builds")
+    try:
+        d.start()
+        yield d
+    finally:
+        d.cleanup()
+
+
+def make_tar(files):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755 if name.endswith(".sh") else 0o644
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def put_context(d, files):
+    r = d.api.raw("PUT", "/v1/contexts", make_tar(files), headers={"Content-Type": "application/x-tar"})
+    assert r.status == 201, r.body
+    return r.json["context"]
+
+
+def start_build(d, body, expect=202):
+    r = d.api.raw("POST", "/v1/templates/builds", body)
+    assert r.status == expect, r.body
+    return r.json
+
+
+def wait_build(d, started):
+    op = d.api.wait_op(started["operation"], timeout=BUILD_TIMEOUT)
+    r = d.api.raw("GET", f"/v1/templates/builds/{started['build']['id']}")
+    assert r.status == 200, r.body
+    b = r.json
+    assert b["state"] == ("succeeded" if op["state"] == "succeeded" else "failed"), (op, b)
+    assert op["kind"] == "build" and op["result"]["build"] == b["id"], op
+    return b, op
+
+
+def events(d, build_id, headers=None, query=""):
+    r = d.api.raw("GET", f"/v1/templates/builds/{build_id}/logs{query}", headers=headers, timeout=60)
+    assert r.status == 200, r.body
+    assert r.headers.get("Content-Type") == "text/event-stream"
+    out = []
+    for block in r.body.decode().split("\n\n"):
+        ev = {}
+        for line in block.split("\n"):
+            if line.startswith(":") or not line:
+                continue
+            k, _, v = line.partition(": ")
+            ev[k] = v
+        if ev:
+            out.append((ev.get("id"), ev["event"], json.loads(ev["data"])))
+    return out
+
+
+def run_in(d, sb_id, script, **fields):
+    r = d.api.run(sb_id, ["/bin/sh", "-c", script], **fields)
+    assert r.exit_code == 0, (script, r.stdout, r.stderr)
+    return r.stdout.decode()
+
+
+RECIPE_FILES = {"app/run.sh": b"#!/bin/sh\necho app-ran\n", "app/data.txt": b"payload\n", "other.txt": b"x\n"}
+
+
+def recipe(ctx, last="echo last-step"):
+    return {
+        "name": "e2e-myenv", "tags": ["v1"], "from": "minimal", "context": ctx,
+        "steps": [
+            {"run": "echo hello-build; mkdir -p /opt/made && echo one > /opt/made/one"},
+            {"copy": {"src": "app/", "dest": "/opt/app"}},
+            {"copy": {"src": "other.txt", "dest": "/opt/owned/", "chown": "nobody:nogroup"}},
+            {"env": {"MODE": "prod"}},
+            {"workdir": "/opt/app"},
+            {"run": ["/bin/sh", "-c", "pwd > /var/tmp/pwd; echo $MODE > /var/tmp/mode"]},
+            {"user": "nobody"},
+            {"run": last},
+        ],
+    }
+
+
+def test_build_every_step_kind_and_start_the_result(bd):
+    ctx = put_context(bd, RECIPE_FILES)
+    started = start_build(bd, recipe(ctx))
+    assert started["build"]["id"].startswith("bd-") and started["build"]["state"] in ("pending", "running")
+    assert len(started["build"]["steps"]) == 8
+    b, op = wait_build(bd, started)
+    assert b["state"] == "succeeded", b
+    assert b["digest"].startswith("sha256:") and op["result"]["digest"] == b["digest"]
+    assert [s["state"] for s in b["steps"]] == ["done"] * 8 and not any(s["cached"] for s in b["steps"]), b
+    assert b["tags"] == ["e2e-myenv:v1"] and b["finished_at"]
+
+    t = bd.api.template("e2e-myenv:v1")
+    assert t["digest"] == b["digest"], t
+    sb = bd.api.new_sandbox("e2e-myenv:v1")
+    assert sb["template_digest"] == b["digest"], sb
+    out = run_in(bd, sb["id"], "cat /opt/made/one /opt/app/data.txt; /opt/app/run.sh; cat /var/tmp/pwd /var/tmp/mode;"
+                 " stat -c '%u:%g' /opt/owned/other.txt; ls /opt/app; id -u; echo $MODE", user="root")
+    assert out.split("\n") == ["one", "payload", "app-ran", "/opt/app", "prod", "65534:65534", "data.txt",
+                               "run.sh", "0", "prod", ""], out
+    # The template's defaults: the last user step's user and its env for every command.
+    assert run_in(bd, sb["id"], "id -u; echo $MODE") == "65534\nprod\n"
+
+    evs = events(bd, b["id"])
+    kinds = [e[1] for e in evs]
+    assert kinds[-1] == "end" and evs[-1][2]["state"] == "succeeded" and evs[-1][2]["digest"] == b["digest"]
+    logs = "".join(e[2]["data"] for e in evs if e[1] == "log")
+    assert "hello-build" in logs and "last-step" in logs, logs
+    assert all(e[2]["step"] in (0, 7) for e in evs if e[1] == "log"), evs
+    done = [e[2]["index"] for e in evs if e[1] == "step" and e[2]["state"] == "done"]
+    assert done == list(range(8)), evs
+    # Resumable: from any event's id, exactly what came after it (header or query).
+    mid = len(evs) // 2
+    assert events(bd, b["id"], headers={"Last-Event-ID": evs[mid][0]}) == evs[mid + 1:]
+    assert events(bd, b["id"], query=f"?offset={evs[mid][0]}") == evs[mid + 1:]
+    listed = bd.api.raw("GET", "/v1/templates/builds").json["builds"]
+    assert b["id"] in [x["id"] for x in listed]
+    bd.api.remove_sandbox(sb["id"])
+
+
+def test_rebuild_reuses_layers(bd):
+    ctx = put_context(bd, RECIPE_FILES)
+    first, _ = wait_build(bd, start_build(bd, recipe(ctx)))
+    assert first["state"] == "succeeded", first
+    t0 = time.monotonic()
+    again, _ = wait_build(bd, start_build(bd, recipe(ctx)))
+    cached_s = time.monotonic() - t0
+    assert again["state"] == "succeeded" and all(s["cached"] for s in again["steps"]), again
+    assert again["digest"] == first["digest"], (first, again)  # the same layer makes the same template
+    evs = events(bd, again["id"])
+    assert not [e for e in evs if e[1] == "log"], evs  # nothing ran
+    changed, _ = wait_build(bd, start_build(bd, recipe(ctx, last="echo changed-last")))
+    assert changed["state"] == "succeeded", changed
+    assert [s["cached"] for s in changed["steps"]] == [True] * 7 + [False], changed
+    assert changed["digest"] != first["digest"]
+    logs = "".join(e[2]["data"] for e in events(bd, changed["id"]) if e[1] == "log")
+    assert "changed-last" in logs and "hello-build" not in logs, logs
+    print(f"cached rebuild: {cached_s:.1f}s")
+
+
+def test_failing_step_fails_the_build(bd):
+    started = start_build(bd, {"name": "e2e-broken", "from": "minimal",
+                               "steps": [{"run": "echo before"}, {"run": "echo bad-output >&2; exit 3"},
+                                         {"run": "echo never"}]})
+    b, op = wait_build(bd, started)
+    assert b["state"] == "failed" and op["state"] == "failed", b
+    assert "exited with code 3" in b["error"] and "exited with code 3" in op["error"], b
+    assert [s["state"] for s in b["steps"]] == ["done", "failed", "pending"], b
+    evs = events(bd, b["id"])
+    logs = "".join(e[2]["data"] for e in evs if e[1] == "log")
+    assert "bad-output" in logs and "never" not in logs
+    assert evs[-1][1] == "end" and evs[-1][2]["state"] == "failed"
+    assert "e2e-broken" not in [t["name"] for t in bd.api.templates()]
+
+
+@pytest.mark.parametrize("body,status,words", [
+    ({"name": "x", "from": "minimal", "bogus": 1}, 400, "bogus"),
+    ({"name": "x", "from": "no-such-template", "steps": []}, 404, "no-such-template"),
+    ({"name": "x", "from": "minimal", "context": "sha256:" + "0" * 64,
+      "steps": [{"copy": {"src": "a", "dest": "/a"}}]}, 404, "context"),
+    ({"name": "x", "from": "minimal", "steps": [{"copy": {"src": "a", "dest": "/a"}}]}, 400, "context"),
+    ({"name": "x", "from": "minimal", "steps": [{"frobnicate": "a"}]}, 400, "steps[0]"),
+    ({"name": "x", "from": "minimal", "disk_mib": 100}, 400, "disk_mib"),
+    ({"name": "x", "from": {"image": "sha256:" + "1" * 64}}, None, "image"),
+])
+def test_bad_builds_are_refused(bd, body, status, words):
+    r = bd.api.raw("POST", "/v1/templates/builds", body)
+    assert r.status >= 400 and (status is None or r.status == status), r.body
+    assert words in r.json["error"]["message"], r.json
+
+
+def test_bad_build_reads(bd):
+    bd.api.expect_error("GET", "/v1/templates/builds/bd-0000000000000000", 404)
+    bd.api.expect_error("GET", "/v1/templates/builds/bd-0000000000000000/logs", 404)
+    r = bd.api.raw("POST", "/v1/templates/builds", b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status == 400
+    started = start_build(bd, {"name": "e2e-tiny", "from": "minimal", "steps": [{"env": {"A": "1"}}]})
+    b, _ = wait_build(bd, started)
+    assert b["state"] == "succeeded", b
+    bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=3", 400)
+    bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=99999999", 400)
+    bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=-1", 400)
