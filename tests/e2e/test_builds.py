@@ -120,6 +120,10 @@ def test_build_every_step_kind_and_start_the_result(bd):
                                "run.sh", "0", "prod", ""], out
     # The template's defaults: the last user step's user and its env for every command.
     assert run_in(bd, sb["id"], "id -u; echo $MODE") == "65534\nprod\n"
+    # ... and the last workdir is where its commands start (unless they say otherwise).
+    assert run_in(bd, sb["id"], "pwd") == "/opt/app\n"
+    assert run_in(bd, sb["id"], "pwd", cwd="/var/tmp") == "/var/tmp\n"
+    assert t["workdir"] == "/opt/app" and t["default_user"] == "nobody" and t["env"]["MODE"] == "prod", t
 
     evs = events(bd, b["id"])
     kinds = [e[1] for e in evs]

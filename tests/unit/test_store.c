@@ -619,7 +619,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 8, "schema version 8");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 9, "schema version 9");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -775,7 +775,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 8, "now at version 8");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 9, "now at version 9");
 	CHECK(pragma_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 			     " ('sandboxes_node', 'sandboxes_intent', 'operations_node', 'snapshots_node',"
 			     " 'nodes_lease')") == 5 &&

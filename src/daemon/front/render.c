@@ -40,7 +40,7 @@ static json_t *arr_copy(json_t *a)
 
 json_t *template_to_json(const struct template_rec *t)
 {
-	return json_pack("{s:s,s:s,s:o,s:i,s:i,s:s,s:o,s:I,s:o}",
+	json_t *j = json_pack("{s:s,s:s,s:o,s:i,s:i,s:s,s:o,s:I,s:o}",
 			 "name", t->name,
 			 "digest", t->digest,
 			 "tags", arr_copy(t->tags),
@@ -50,6 +50,17 @@ json_t *template_to_json(const struct template_rec *t)
 			 "env", obj_copy(t->env),
 			 "image_bytes", (json_int_t)t->image_bytes,
 			 "created_at", time_or_null(t->created_ms));
+	json_t *wd = json_object_get(t->config, "workdir");
+
+	/* A built template's defaults beyond env and user: null for make's. */
+	if (j) {
+		json_object_set_new(j, "workdir", wd ? json_incref(wd) : json_null());
+		json_object_set_new(j, "start", json_object_get(t->config, "start") ?
+						json_incref(json_object_get(t->config, "start")) : json_null());
+		json_object_set_new(j, "labels", json_object_get(t->config, "labels") ?
+						 json_incref(json_object_get(t->config, "labels")) : json_object());
+	}
+	return j;
 }
 
 json_t *sandbox_to_json(const struct sandbox_rec *s, int64_t saved_bytes)

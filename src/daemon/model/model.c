@@ -218,6 +218,15 @@ bool sb_state_has_vm(enum sb_state s)
 	return false;
 }
 
+void template_rec_copy(struct template_rec *dst, const struct template_rec *src)
+{
+	*dst = *src;
+	dst->tags = json_deep_copy(src->tags);
+	dst->env = json_deep_copy(src->env);
+	dst->network = json_deep_copy(src->network);
+	dst->config = json_deep_copy(src->config);
+}
+
 void template_rec_clear(struct template_rec *t)
 {
 	if (!t)
@@ -225,6 +234,8 @@ void template_rec_clear(struct template_rec *t)
 	json_decref(t->tags);
 	json_decref(t->env);
 	json_decref(t->network);
+	json_decref(t->config);
+	t->config = NULL;
 	t->tags = NULL;
 	t->env = NULL;
 	t->network = NULL;

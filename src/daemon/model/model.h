@@ -108,6 +108,9 @@ struct template_rec {
 	/* Schema v4: the default egress policy of its sandboxes (template.json's "network",
 	 * normalised, no values); {} = deny-all. */
 	json_t *network;
+	/* Schema v9 (PostgreSQL v4): what a build made its defaults beyond env and user, from
+	 * template.json: {"workdir"?, "start"?, "expose"?, "labels"?, "from"?}; NULL: none. */
+	json_t *config;
 };
 
 struct sandbox_rec {
@@ -201,6 +204,8 @@ struct session_rec {
 
 /* Free the json members (the structs themselves are caller-owned). */
 void template_rec_clear(struct template_rec *t);
+/* *dst = *src with its json members copied (deep: a record another thread reads keeps its own). */
+void template_rec_copy(struct template_rec *dst, const struct template_rec *src);
 void sandbox_rec_clear(struct sandbox_rec *s);
 void session_rec_clear(struct session_rec *s);
 void op_rec_clear(struct op_rec *op);

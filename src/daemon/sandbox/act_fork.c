@@ -142,10 +142,7 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 	r->created_ms = r->updated_ms = now_ms();
 	r->expires_ms = r->timeout_s ? r->created_ms + r->timeout_s * 1000 : 0;
 	/* Its parent's template, as the parent holds it (no read). */
-	c->tmpl = parent->tmpl;
-	c->tmpl.tags = json_deep_copy(parent->tmpl.tags);
-	c->tmpl.env = json_deep_copy(parent->tmpl.env);
-	c->tmpl.network = json_deep_copy(parent->tmpl.network);
+	template_rec_copy(&c->tmpl, &parent->tmpl);
 	if (strcmp(c->tmpl.digest, r->template_digest) != 0)
 		log_warn("sandbox %s: its template %s is not known here", r->id, r->template_digest);
 	sandbox_persist(c);

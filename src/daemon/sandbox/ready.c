@@ -130,10 +130,7 @@ static int keep_template(const struct template_rec *t, void *arg)
 	if (!grow((void **)&v->tmpls, &v->ct, v->nt, sizeof(*v->tmpls)))
 		return view_oom(v);
 	c = &v->tmpls[v->nt++];
-	*c = *t;
-	c->tags = json_deep_copy(t->tags);
-	c->env = json_deep_copy(t->env);
-	c->network = json_deep_copy(t->network);
+	template_rec_copy(c, t);
 	return 0;
 }
 
@@ -210,10 +207,7 @@ static void build_one(struct spaced *d, const struct view *v)
 		log_info("template %s: booting a VM for its ready snapshot", t->name);
 		/* The template as the view read it (no read here). */
 		struct create_reads pre = { .done = true, .ready_read = true };
-		pre.tmpl = *t;
-		pre.tmpl.tags = json_deep_copy(t->tags);
-		pre.tmpl.env = json_deep_copy(t->env);
-		pre.tmpl.network = json_deep_copy(t->network);
+		template_rec_copy(&pre.tmpl, t);
 		if (sandbox_create_pre(d, &req, &pre, ROLE_BUILDER, &sb, &err) < 0) {
 			last_failure_ms = now_ms();
 			log_warn("template %s: ready snapshot: %s", t->name, err.msg);

@@ -146,6 +146,13 @@ static int sandbox_for_session(struct spaced *d, const char *sb_id, struct sandb
 	return 0;
 }
 
+static const char *template_workdir(const struct template_rec *t)
+{
+	const char *wd = json_string_value(json_object_get(t->config, "workdir"));
+
+	return wd ? wd : "";
+}
+
 static int live_sessions(const struct sandbox *sb)
 {
 	int n = 0;
@@ -203,7 +210,8 @@ int session_create(struct spaced *d, const char *sb_id, const struct exec_req *r
 		session_rec_clear(&r);
 		return err_set(err, ENOMEM, "out of memory");
 	}
-	snprintf(r.cwd, sizeof(r.cwd), "%s", req->cwd);
+	/* No cwd asked for: the template's workdir (a build's WORKDIR), else the user's home. */
+	snprintf(r.cwd, sizeof(r.cwd), "%s", req->cwd[0] ? req->cwd : template_workdir(&sb->tmpl));
 	snprintf(r.user, sizeof(r.user), "%s", req->user);
 	r.stdin_open = req->stdin_open;
 	snprintf(r.tag, sizeof(r.tag), "%s", req->tag);

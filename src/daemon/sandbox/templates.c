@@ -316,6 +316,29 @@ out:
 	return rc;
 }
 
+/* A build's defaults beyond env and user (template.json's workdir, start, expose, labels,
+ * from) into t->config, each checked for its shape: a workdir the sessions start in must be
+ * an absolute path. */
+static int import_config(json_t *cfg, struct template_rec *t, const char *path, space_err *err)
+{
+	static const char *const keys[] = { "workdir", "start", "expose", "labels", "from" };
+	json_t *wd = json_object_get(cfg, "workdir");
+
+	if (wd && (!json_is_string(wd) || json_string_value(wd)[0] != '/' ||
+		   json_string_length(wd) >= SPEC_CWD_MAX || strchr(json_string_value(wd), '\n')))
+		return err_set(err, EINVAL, "%s: workdir: an absolute path", path);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_t *v = json_object_get(cfg, keys[i]);
+
+		if (!v)
+			continue;
+		if (!t->config && !(t->config = json_object()))
+			return err_set(err, ENOMEM, "out of memory");
+		json_object_set(t->config, keys[i], v);
+	}
+	return 0;
+}
+
 int template_import_dir(struct store *conn, const char *state_dir, const char *src, char digest[80],
 			space_err *err)
 {
@@ -364,6 +387,8 @@ int template_import_dir(struct store *conn, const char *state_dir, const char *s
 		t.network = egress_policy_json(pol, false);
 		egress_policy_free(pol);
 	}
+	if (import_config(cfg, &t, path, err) < 0)
+		goto out;
 	snprintf(t.dir, sizeof(t.dir), "%s", dest);
 	snprintf(path, sizeof(path), "%s/rootfs.ext4", dest);
 	if (stat(path, &st) == 0) {

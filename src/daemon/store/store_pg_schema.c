@@ -178,12 +178,16 @@ static const char schema_v3[] =
 	"CREATE TRIGGER operations_done_notify AFTER INSERT OR UPDATE ON operations"
 	" FOR EACH ROW WHEN (NEW.state IN ('succeeded', 'failed'))"
 	" EXECUTE FUNCTION space_notify_op();";
+/* 4: a template's defaults beyond env and user (SQLite's version 9). */
+static const char schema_v4[] =
+	"ALTER TABLE templates ADD COLUMN config TEXT;";
 /* clang-format on */
 
 static const char *const migrations[] = {
 	schema_v1,
 	schema_v2,
 	schema_v3,
+	schema_v4,
 };
 
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

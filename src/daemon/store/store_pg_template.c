@@ -10,7 +10,7 @@
 /* A template and its current tags (sorted bytewise, as SQLite does), in one statement. */
 #define TPL_SELECT                                                                           \
 	"SELECT digest, name, dir, vcpus, memory_mib, default_user, env, created_ms,"        \
-	" image_bytes, network, (SELECT json_agg(g.tag ORDER BY g.tag COLLATE \"C\")"         \
+	" image_bytes, network, config, (SELECT json_agg(g.tag ORDER BY g.tag COLLATE \"C\")"         \
 	" FROM template_tags g WHERE g.digest = t.digest)::text FROM templates t"
 
 static int read_template(const PGresult *r, int i, void *rec, space_err *err, const char *ctx)
@@ -28,7 +28,8 @@ static int read_template(const PGresult *r, int i, void *rec, space_err *err, co
 	t->image_bytes = pg_i64(r, i, 8);
 	if (pg_col_json(r, i, 6, false, &t->env, err, ctx) < 0 ||
 	    pg_col_json(r, i, 9, false, &t->network, err, ctx) < 0 ||
-	    pg_col_json(r, i, 10, true, &t->tags, err, ctx) < 0) {
+	    pg_col_json(r, i, 10, false, &t->config, err, ctx) < 0 ||
+	    pg_col_json(r, i, 11, true, &t->tags, err, ctx) < 0) {
 		template_rec_clear(t);
 		return -1;
 	}
@@ -64,15 +65,17 @@ static int put_body(struct pg_tx *tx, void *arg, space_err *err, const char *ctx
 	pg_int(&p, t->created_ms);
 	pg_int(&p, t->image_bytes);
 	pg_json(&p, t->network);
+	pg_json(&p, t->config);
 	if (pg_exec_tx(tx,
 		       "INSERT INTO templates (digest, name, dir, vcpus, memory_mib, default_user,"
-		       " env, created_ms, image_bytes, network)"
-		       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+		       " env, created_ms, image_bytes, network, config)"
+		       " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 		       " ON CONFLICT (digest) DO UPDATE SET name = excluded.name,"
 		       " dir = excluded.dir, vcpus = excluded.vcpus,"
 		       " memory_mib = excluded.memory_mib, default_user = excluded.default_user,"
 		       " env = excluded.env, created_ms = excluded.created_ms,"
-		       " image_bytes = excluded.image_bytes, network = excluded.network",
+		       " image_bytes = excluded.image_bytes, network = excluded.network,"
+		       " config = excluded.config",
 		       &p, NULL, err, ctx) < 0)
 		return -1;
 	/* tags move to the newest digest that claims them; others are kept */

@@ -373,6 +373,10 @@ static const char schema_v7[] =
  * stored before is bound to none, so it is sent nowhere until it is put again with hosts. */
 static const char schema_v8[] =
 	"ALTER TABLE secrets ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';";
+/* 9: a template's defaults beyond env and user (a build's workdir, start command, exposed
+ * ports, labels: template.json's), as one JSON object; NULL for the ones make builds. */
+static const char schema_v9[] =
+	"ALTER TABLE templates ADD COLUMN config TEXT;";
 /* clang-format on */
 
 static const struct migration migrations[] = {
@@ -384,6 +388,7 @@ static const struct migration migrations[] = {
 	{ .sql = schema_v6 },
 	{ .sql = schema_v7 },
 	{ .sql = schema_v8 },
+	{ .sql = schema_v9 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -8,7 +8,7 @@
 
 #define DIGEST_BUF 80 /* template_rec.digest */
 
-#define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes, network"
+#define TPL_COLS "digest, name, dir, vcpus, memory_mib, default_user, env, created_ms, image_bytes, network, config"
 
 static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char *ctx)
 {
@@ -25,7 +25,8 @@ static int read_template(sqlite3_stmt *s, void *rec, space_err *err, const char 
 	t->image_bytes = sqlite3_column_int64(s, 8);
 	if (sq_col_json(s, 6, false, &t->env, err, ctx) < 0)
 		return -1;
-	if (sq_col_json(s, 9, false, &t->network, err, ctx) < 0) {
+	if (sq_col_json(s, 9, false, &t->network, err, ctx) < 0 ||
+	    sq_col_json(s, 10, false, &t->config, err, ctx) < 0) {
 		template_rec_clear(t);
 		return -1;
 	}
@@ -107,12 +108,13 @@ int sq_template_put(struct store *st, const struct template_rec *t, space_err *e
 
 	if (sq_prepare(st, &s,
 			  "INSERT INTO templates (" TPL_COLS ")"
-			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+			  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
 			  " ON CONFLICT (digest) DO UPDATE SET name = excluded.name,"
 			  " dir = excluded.dir, vcpus = excluded.vcpus,"
 			  " memory_mib = excluded.memory_mib, default_user = excluded.default_user,"
 			  " env = excluded.env, created_ms = excluded.created_ms,"
-			  " image_bytes = excluded.image_bytes, network = excluded.network",
+			  " image_bytes = excluded.image_bytes, network = excluded.network,"
+			  " config = excluded.config",
 			  err, ctx) < 0 ||
 	    sq_prepare(st, &tag,
 			  "INSERT INTO template_tags (tag, digest) VALUES (?1, ?2)"
@@ -123,7 +125,8 @@ int sq_template_put(struct store *st, const struct template_rec *t, space_err *e
 	    sq_bind_text(s, 3, t->dir) || sqlite3_bind_int(s, 4, t->vcpus) ||
 	    sqlite3_bind_int(s, 5, t->memory_mib) || sq_bind_text(s, 6, t->default_user) ||
 	    sq_bind_json(s, 7, t->env) || sqlite3_bind_int64(s, 8, t->created_ms) ||
-	    sqlite3_bind_int64(s, 9, t->image_bytes) || sq_bind_json(s, 10, t->network))
+	    sqlite3_bind_int64(s, 9, t->image_bytes) || sq_bind_json(s, 10, t->network) ||
+	    sq_bind_json(s, 11, t->config))
 		return sq_fail(st, err, ctx);
 
 	/* One transaction: no reader sees the template without its tags, and a
