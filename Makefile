@@ -301,7 +301,7 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle egress files e2b cluster
+BENCH ?= bench lifecycle egress files e2b cluster builds
 bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 

@@ -204,3 +204,55 @@ def test_bad_build_reads(bd):
     bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=3", 400)
     bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=99999999", 400)
     bd.api.expect_error("GET", f"/v1/templates/builds/{b['id']}/logs?offset=-1", 400)
+
+
+def test_restart_fails_a_running_build_and_keeps_the_others(bd):
+    done, _ = wait_build(bd, start_build(bd, {"name": "e2e-kept", "from": "minimal",
+                                              "steps": [{"run": "echo kept > /var/tmp/k"}]}))
+    assert done["state"] == "succeeded", done
+    started = start_build(bd, {"name": "e2e-cut", "from": "minimal",
+                               "steps": [{"run": "echo started-sleeping; sleep 600"}]})
+    bid = started["build"]["id"]
+    deadline = time.monotonic() + 120
+    while "started-sleeping" not in "".join(e[2].get("data", "") for e in events_now(bd, bid)):
+        assert time.monotonic() < deadline, "the long step never started"
+        time.sleep(0.5)
+    bd.restart()
+    b = bd.api.raw("GET", f"/v1/templates/builds/{bid}").json
+    assert b["state"] == "failed" and "restarted" in b["error"], b
+    op = bd.api.wait_op(started["operation"])
+    assert op["state"] == "failed", op
+    evs = events(bd, bid)  # ends: the stream of a build that will never go on is closed
+    assert evs[-1][1] == "end" and evs[-1][2]["state"] == "failed", evs[-3:]
+    kept = bd.api.raw("GET", f"/v1/templates/builds/{done['id']}").json
+    assert kept["state"] == "succeeded" and kept["digest"] == done["digest"], kept
+    assert bd.api.template("e2e-kept")["digest"] == done["digest"]
+
+
+def events_now(d, build_id):
+    """The events so far of a build still running: read with a short timeout, cut off."""
+    import http.client
+    import urllib.parse
+    u = urllib.parse.urlsplit(d.api.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=3)
+    out = []
+    try:
+        conn.request("GET", f"/v1/templates/builds/{build_id}/logs",
+                     headers={"Authorization": f"Bearer {d.api.key}"})
+        resp = conn.getresponse()
+        buf = b""
+        try:
+            while True:
+                chunk = resp.read1(65536)
+                if not chunk:
+                    break
+                buf += chunk
+        except (TimeoutError, OSError):
+            pass
+        for block in buf.decode(errors="replace").split("\n\n"):
+            ev = dict(line.partition(": ")[::2] for line in block.split("\n") if line and not line.startswith(":"))
+            if "data" in ev:
+                out.append((ev.get("id"), ev.get("event"), json.loads(ev["data"])))
+    finally:
+        conn.close()
+    return out
