@@ -161,7 +161,6 @@ static struct build *build_alloc(struct build_plan *p, space_err *err)
 	}
 	b->d = p->d;
 	b->logfd = -1;
-	b->in_fd = -1;
 	id_new(b->id, "bd-");
 	snprintf(b->dir, sizeof(b->dir), "%s/builds/%s", p->d->cfg.state_dir, b->id);
 	b->created_ms = now_ms();

@@ -11,7 +11,6 @@
 
 #define BUILD_LOG_MAX (32u << 20)  /* a build's event log; past it output is left out, with a note */
 #define BUILD_DATA_MAX 8192        /* one log record's output bytes */
-#define BUILD_CAPTURE_MAX 4096     /* the output a step keeps for itself (chown's ids, errors) */
 #define BUILD_STEP_TIMEOUT_MS (3600 * 1000)
 
 struct bstep {
@@ -22,6 +21,7 @@ struct bstep {
 };
 
 struct proc_job;
+struct icmd;
 struct build;
 /* One command's end: exit code (-1 when it did not exit: error says why), what it printed. */
 typedef void (*build_exec_cb)(struct build *b, int code, const char *error, const char *out);
@@ -50,18 +50,9 @@ struct build {
 	bool log_capped;
 	struct build_watch *watches;
 	/* the command running in the builder (build_exec.c) */
-	struct session *sess;
-	struct session_watch w;
-	bool watching;
+	struct icmd *cmd;
 	bool log_output;          /* its output goes to the log (a run step's) */
-	int in_fd;                /* its stdin, read from a file (-1: none) */
-	char *in_buf;
-	size_t in_len, in_off;
-	bool in_eof, in_closed;
-	char out[BUILD_CAPTURE_MAX + 1];
-	size_t out_len;
 	build_exec_cb done;
-	struct event *kick;
 	/* the copy step under way: its uid, gid (-1: root's) */
 	long copy_uid, copy_gid;
 	char copy_tar[PATH_MAX];

@@ -256,7 +256,6 @@ static struct build *load_one(struct spaced *d, const char *dir, const char *id)
 	}
 	b->d = d;
 	b->logfd = -1;
-	b->in_fd = -1;
 	snprintf(b->id, sizeof(b->id), "%s", id);
 	snprintf(b->dir, sizeof(b->dir), "%s/%s", dir, id);
 	b->request = json_incref(json_object_get(rec, "request"));
@@ -324,8 +323,6 @@ void build_free(struct build *b)
 {
 	build_exec_cancel(b);
 	build_result_cancel(b);
-	if (b->kick)
-		event_free(b->kick);
 	if (b->logfd >= 0)
 		close(b->logfd);
 	recipe_free(&b->rc);
@@ -342,10 +339,9 @@ void builds_free(struct spaced *d)
 		struct build *b = d->builds;
 
 		d->builds = b->next;
-		/* After sandbox_shutdown: the sessions went with their sandboxes; the builder VM
-		 * runs on, and is reaped at the next start (its build then failed). */
-		b->sess = NULL;
-		b->watching = false;
+		/* After sandbox_shutdown: the sessions went with their sandboxes (a command's
+		 * session is gone: cancelling it frees only what is ours); the builder VM runs on
+		 * and is reaped at the next start, where its build fails. */
 		build_free(b);
 	}
 }
