@@ -256,3 +256,51 @@ def events_now(d, build_id):
     finally:
         conn.close()
     return out
+
+
+START = {"cmd": "mkdir -p /var/tmp/www && echo served-by-start > /var/tmp/www/index.html && "
+                "exec httpd -f -p 127.0.0.1:8000 -h /var/tmp/www",
+         "ready": "wget -q -O - http://127.0.0.1:8000/ | grep -q served-by-start", "timeout_s": 60}
+
+
+def server_answers(d, sb_id):
+    return run_in(d, sb_id, "wget -q -O - http://127.0.0.1:8000/; pidof httpd >/dev/null && echo up", user="root")
+
+
+def test_start_command_runs_in_every_sandbox(bd):
+    b, _ = wait_build(bd, start_build(bd, {"name": "e2e-server", "from": "minimal", "start": START,
+                                           "steps": [{"run": "echo built"}]}))
+    assert b["state"] == "succeeded", b
+    t = bd.api.template("e2e-server")
+    assert t["start"]["cmd"] == START["cmd"], t
+    # The ready snapshot is taken with the server running: a clone has it at once.
+    bd.api.new_sandbox("e2e-server")  # the first create boots (and has it running too)
+    t = bd.api.wait_ready_snapshot("e2e-server", timeout=120)
+    sb = bd.api.new_sandbox("e2e-server")
+    assert sb["start_kind"] == "clone", sb
+    assert server_answers(bd, sb["id"]) == "served-by-start\nup\n"
+    bd.api.remove_sandbox(sb["id"])
+
+
+def test_start_command_on_a_cold_boot_and_when_it_never_gets_ready():
+    d = space.Daemon("spaced-builds-cold", extra_args=["--no-ready-snapshots"])
+    try:
+        d.start()
+        b, _ = wait_build(d, start_build(d, {"name": "e2e-cold", "from": "minimal", "start": START,
+                                             "steps": [{"run": "echo built"}]}))
+        assert b["state"] == "succeeded", b
+        sb = d.api.new_sandbox("e2e-cold")
+        assert sb["start_kind"] == "boot", sb
+        assert server_answers(d, sb["id"]) == "served-by-start\nup\n"
+        d.api.remove_sandbox(sb["id"])
+        never = dict(START, ready="false", timeout_s=3)
+        b, _ = wait_build(d, start_build(d, {"name": "e2e-never", "from": "minimal", "start": never,
+                                             "steps": [{"run": "echo built"}]}))
+        assert b["state"] == "succeeded", b
+        sbx, op = d.api.create_sandbox("e2e-never")
+        op = d.api.wait_op(op["id"])
+        assert op["state"] == "failed" and "not ready within its timeout" in op["error"], op
+        assert d.api.sandbox(sbx["id"])["state"] == "failed"
+        d.api.remove_sandbox(sbx["id"])
+    finally:
+        d.cleanup()

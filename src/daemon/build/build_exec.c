@@ -27,7 +27,7 @@ int build_exec(struct build *b, enum sess_kind kind, const char *const *argv, co
 {
 	struct icmd_spec spec = {
 		.kind = kind, .argv = argv, .user = user, .env = env, .cwd = cwd, .stdin_path = in_path,
-		.build_vm = true, .timeout_ms = BUILD_STEP_TIMEOUT_MS, .output = on_output, .done = on_done, .arg = b,
+		.own_vm = true, .timeout_ms = BUILD_STEP_TIMEOUT_MS, .output = on_output, .done = on_done, .arg = b,
 	};
 
 	b->log_output = log;

@@ -181,8 +181,26 @@ void warm_if_daemons(struct sandbox *sb)
 	}
 }
 
+/* Up and, where its template has a start command, ready: the create is done. */
+static void on_ready(struct sandbox *sb, const char *error)
+{
+	if (error) {
+		log_warn("sandbox %s: %s", sb->rec.id, error);
+		sandbox_fail(sb, error);
+		if (sb->op.id[0] && sb->op.kind == OPK_CREATE)
+			op_finish(sb->d, &sb->op, error);
+		return;
+	}
+	if (sb->op.id[0] && sb->op.kind == OPK_CREATE)
+		op_finish(sb->d, &sb->op, NULL);
+	log_info("sandbox %s: running (%s)", sb->rec.id, start_kind_name(sb->rec.start_kind));
+	warm_if_daemons(sb);
+}
+
 static void on_up(struct sandbox *sb, const char *error)
 {
+	space_err err = { 0 };
+
 	if (error) {
 		sandbox_fail(sb, error);
 		if (sb->rec.role == ROLE_BUILD)
@@ -190,10 +208,15 @@ static void on_up(struct sandbox *sb, const char *error)
 		return;
 	}
 	sandbox_set_state(sb, SB_RUNNING);
-	if (sb->op.id[0] && sb->op.kind == OPK_CREATE)
-		op_finish(sb->d, &sb->op, NULL);
-	log_info("sandbox %s: running (%s)", sb->rec.id, start_kind_name(sb->rec.start_kind));
-	warm_if_daemons(sb);
+	/* Booted, not cloned: its template's start command runs now (a ready snapshot's
+	 * builder runs it after its warm-up; a build's VM never: it is building the template). */
+	if (sb->rec.start_kind == START_BOOT && sb->rec.role != ROLE_BUILD && sb->rec.role != ROLE_BUILDER &&
+	    start_cmd_wanted(sb)) {
+		if (start_cmd_begin(sb, on_ready, &err) < 0)
+			on_ready(sb, err.msg);
+		return;
+	}
+	on_ready(sb, NULL);
 }
 
 /* Starts sb's VM from snap (a clone) or by booting (snap NULL). */

@@ -203,7 +203,7 @@ struct icmd *icmd_start(struct spaced *d, const char *sb_id, const struct icmd_s
 			return NULL;
 		}
 	}
-	s = spec->build_vm ? session_open_internal_in(d, sb_id, spec->kind, spec->argv, spec->user, spec->env,
+	s = spec->own_vm ? session_open_internal_in(d, sb_id, spec->kind, spec->argv, spec->user, spec->env,
 						      spec->cwd, spec->stdin_path != NULL, err)
 			   : session_open_internal(d, sb_id, spec->kind, spec->argv, spec->user,
 						   spec->stdin_path != NULL, err);

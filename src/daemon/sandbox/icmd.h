@@ -28,10 +28,10 @@ struct icmd_spec {
 	enum sess_kind kind;         /* a command, or the agent's own file operation */
 	const char *const *argv;     /* NULL-terminated */
 	const char *user;            /* NULL or "": the template's default user */
-	const json_t *env;           /* build VMs only (NULL: none) */
-	const char *cwd;             /* build VMs only (NULL: the user's home) */
+	const json_t *env;           /* own VMs only (NULL: none) */
+	const char *cwd;             /* own VMs only (NULL: the user's home) */
 	const char *stdin_path;      /* its stdin, read from this file (NULL: none) */
-	bool build_vm;               /* the sandbox is a template build's VM (role build) */
+	bool own_vm;                 /* the sandbox is one of the daemon's own (not a client's) */
 	int64_t timeout_ms;          /* killed after this long (0: never) */
 	icmd_output_fn output;       /* NULL: not needed */
 	icmd_done_fn done;

@@ -35,7 +35,34 @@ static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const cha
 	sandbox_start_delete(sb, "its ready snapshot is taken");
 }
 
+static void take_ready(struct sandbox *sb);
+
+static void on_start_ready(struct sandbox *sb, const char *error)
+{
+	if (error) {
+		last_failure_ms = now_ms();
+		log_warn("template %s: ready snapshot: %s", sb->tmpl.name, error);
+		sandbox_start_delete(sb, "its template's start command did not get ready");
+		return;
+	}
+	take_ready(sb);
+}
+
+/* After the warm-up: the template's start command, when it has one, is running and ready
+ * before the snapshot is taken, so that every clone starts with it. */
 void ready_builder_up(struct sandbox *sb)
+{
+	space_err err = { 0 };
+
+	if (!start_cmd_wanted(sb)) {
+		take_ready(sb);
+		return;
+	}
+	if (start_cmd_begin(sb, on_start_ready, &err) < 0)
+		on_start_ready(sb, err.msg);
+}
+
+static void take_ready(struct sandbox *sb)
 {
 	space_err err = { 0 };
 
@@ -60,7 +87,7 @@ static bool building(struct spaced *d)
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		if (sb->rec.role != ROLE_BUILDER || sb->rec.state == SB_DELETED)
 			continue;
-		if (sb->rec.state == SB_RUNNING && !sb->up_done && !sb->warm_done && !sb->capture)
+		if (sb->rec.state == SB_RUNNING && !sb->up_done && !sb->warm_done && !sb->capture && !sb->start)
 			sandbox_start_delete(sb, "its ready-snapshot build was interrupted by a restart");
 		busy = true;
 	}

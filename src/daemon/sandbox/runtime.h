@@ -28,6 +28,7 @@ typedef void (*egress_ready_cb)(struct sandbox *sb, const space_err *err);
  * or why it is not. */
 typedef void (*bringup_cb)(struct sandbox *sb, const char *error);
 
+struct start_run;
 struct sandbox {
 	struct spaced *d;
 	struct sandbox_rec rec;
@@ -37,6 +38,7 @@ struct sandbox {
 	struct session *sessions;  /* every session of this sandbox, newest first */
 	struct op_rec op;          /* the operation in flight (op.id[0] == 0: none) */
 	struct event *timer;       /* bring-up deadline */
+	struct start_run *start;   /* its template's start command being readied (start_cmd.c) */
 	bringup_cb up_done;        /* a bring-up in progress (launch.c) */
 	struct event *launch_ev;   /* its QEMU is started from here, a loop turn later */
 	char launch_snap[PATH_MAX]; /* ... from this snapshot's directory ("" = boot) */
@@ -288,6 +290,14 @@ bool act_stop_vm_exited(struct sandbox *sb);
 bool act_suspend_vm_exited(struct sandbox *sb);
 /* A fork child's parent capture ended (err NULL: start the child from snap). */
 void act_fork_child_go(struct sandbox *child, const struct snapshot_rec *snap, const char *error);
+
+/* start_cmd.c: the template's start command (template config "start": {cmd, ready?,
+ * timeout_s}) started detached in the running VM and its ready command polled until it exits
+ * 0: done(sb, NULL), or done(sb, why) past the timeout. Cancelled with the sandbox. */
+typedef void (*start_cmd_cb)(struct sandbox *sb, const char *error);
+bool start_cmd_wanted(const struct sandbox *sb);
+int start_cmd_begin(struct sandbox *sb, start_cmd_cb done, space_err *err);
+void start_cmd_cancel(struct sandbox *sb);
 
 /* capture.c: stop, freeze the disk, save memory and devices into a snapshot */
 typedef void (*capture_cb)(struct sandbox *sb, struct snapshot_rec *snap, const char *error);

@@ -147,6 +147,7 @@ struct sandbox *sandbox_new(struct spaced *d)
 
 void sandbox_free(struct sandbox *sb)
 {
+	start_cmd_cancel(sb);
 	capture_drop(sb);
 	disk_share_cancel(sb);
 	if (sb->act_timer)

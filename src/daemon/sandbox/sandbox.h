@@ -299,8 +299,8 @@ int session_new_token(struct spaced *d, const char *sb_id, const char *ss_id, co
 struct session *session_open_internal(struct spaced *d, const char *sb_id, enum sess_kind kind,
 				      const char *const *argv, const char *user, bool with_stdin, space_err *err);
 /* The same with an environment (an object of strings, NULL: none) and a working directory
- * (NULL or "": the user's home), in a build's VM only (role build; ENOENT for any other): a
- * template build's steps. */
+ * (NULL or "": the user's home), in one of the daemon's own VMs only (a build's, a builder's,
+ * a pool's; ENOENT for a client's): a template build's steps, a template's start command. */
 struct session *session_open_internal_in(struct spaced *d, const char *sb_id, enum sess_kind kind,
 					 const char *const *argv, const char *user, const json_t *env,
 					 const char *cwd, bool with_stdin, space_err *err);

@@ -293,7 +293,8 @@ struct session *session_open_internal_in(struct spaced *d, const char *sb_id, en
 	return open_internal(d, sb_id, kind, argv, user, env, cwd, with_stdin, true, err);
 }
 
-/* A build's VM is hidden from clients: only builds open sessions in it, and only in it. */
+/* The daemon's own VMs (a build's, a ready snapshot's builder, a warm pool's) are hidden from
+ * clients: only the daemon opens sessions in them, through session_open_internal_in. */
 static int sandbox_for_internal(struct spaced *d, const char *sb_id, bool build, struct sandbox **out,
 				space_err *err)
 {
@@ -301,8 +302,8 @@ static int sandbox_for_internal(struct spaced *d, const char *sb_id, bool build,
 
 	if (!build)
 		return sandbox_for_session(d, sb_id, out, err);
-	if (!sb || sb->rec.role != ROLE_BUILD)
-		return err_set(err, ENOENT, "no build VM '%.64s'", sb_id);
+	if (!sb || sb->rec.role == ROLE_USER)
+		return err_set(err, ENOENT, "no VM of the daemon's own '%.64s'", sb_id);
 	*out = sb;
 	return 0;
 }
