@@ -304,3 +304,25 @@ def test_start_command_on_a_cold_boot_and_when_it_never_gets_ready():
         d.api.remove_sandbox(sbx["id"])
     finally:
         d.cleanup()
+
+
+def test_promote_a_sandbox(bd):
+    sb = bd.api.new_sandbox("minimal")
+    run_in(bd, sb["id"], "mkdir -p /opt/p && echo promoted > /opt/p/file")
+    r = bd.api.raw("POST", f"/v1/sandboxes/{sb['id']}/template", {"name": "e2e-promoted", "tags": ["v1"]})
+    assert r.status == 202, r.body
+    b, op = wait_build(bd, r.json)
+    assert b["state"] == "succeeded" and b["steps"] == [], b
+    assert bd.api.sandbox(sb["id"])["state"] == "running"  # it runs on
+    assert run_in(bd, sb["id"], "cat /opt/p/file") == "promoted\n"
+    kid = bd.api.new_sandbox("e2e-promoted:v1")
+    assert kid["template_digest"] == b["digest"]
+    assert run_in(bd, kid["id"], "cat /opt/p/file") == "promoted\n"
+    # The snapshot it was made from is gone; nothing hidden is listed.
+    assert not [s for s in bd.api.snapshots() if s["name"] and s["name"].startswith(".")]
+    bd.api.expect_error("POST", f"/v1/sandboxes/{sb['id']}/template", 400, {"name": "x", "bogus": 1})
+    e = bd.api.raw("POST", f"/v1/sandboxes/{sb['id']}/template", {"name": "x", "memory": True})
+    assert e.status >= 400 and "memory" in e.json["error"]["message"], e.body
+    bd.api.expect_error("POST", "/v1/sandboxes/sb-0000000000000000/template", 404, {"name": "x"})
+    bd.api.remove_sandbox(kid["id"])
+    bd.api.remove_sandbox(sb["id"])

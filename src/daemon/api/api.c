@@ -43,6 +43,7 @@ const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/start", api_sandboxes_start, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/wake", api_sandboxes_wake, &api_dialect, HTTP_PLACE_RESTORE, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/fork", api_sandboxes_fork, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/template", api_builds_promote, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/snapshots", api_sandboxes_snapshot, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_POST, "/v1/sandboxes/{}/timeout", api_sandboxes_timeout, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/sandboxes/{}/logs", api_sandboxes_logs, &api_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },

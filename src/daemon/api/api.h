@@ -30,6 +30,7 @@ void api_builds_create(struct http_req *r);
 void api_builds_list(struct http_req *r);
 void api_builds_get(struct http_req *r);
 void api_builds_logs(struct http_req *r);
+void api_builds_promote(struct http_req *r);
 /* api_templates.c */
 void api_templates_list(struct http_req *r);
 void api_templates_get(struct http_req *r);

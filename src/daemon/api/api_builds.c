@@ -66,6 +66,22 @@ void api_builds_create(struct http_req *r)
 	api_read(r, plan_read, plan_start, plan_release, p);
 }
 
+/* POST /v1/sandboxes/{id}/template: a running sandbox made a template. */
+void api_builds_promote(struct http_req *r)
+{
+	json_t *body = http_body_json(r), *build = NULL;
+	char op_id[ID_LEN];
+	space_err err = { 0 };
+
+	if (!body)
+		return;
+	if (build_promote(r->d, r->param[0], body, &build, op_id, &err) < 0)
+		http_req_err(r, &err);
+	else
+		api_reply_stored(r, 202, json_pack("{s:o,s:s}", "build", build, "operation", op_id));
+	json_decref(body);
+}
+
 /* ---- GET ---- */
 
 void api_builds_list(struct http_req *r)

@@ -150,7 +150,7 @@ int build_plan_read(struct store *conn, struct build_plan *p, space_err *err)
 
 /* ---- the build's state ---- */
 
-static struct build *build_alloc(struct build_plan *p, space_err *err)
+struct build *build_alloc(struct build_plan *p, space_err *err)
 {
 	struct build *b = calloc(1, sizeof(*b));
 
@@ -267,7 +267,9 @@ static int state_here(struct build *b, size_t upto, struct recipe_state *st)
 
 	/* Steps run as root until a user step (the template's own default user is for its
 	 * sandboxes' commands, not for building it). */
-	if (recipe_state_at(&b->rc, upto, b->base.env, "/", "root", st, &e) < 0) {
+	const char *bwd = json_string_value(json_object_get(b->base.config, "workdir"));
+
+	if (recipe_state_at(&b->rc, upto, b->base.env, bwd ? bwd : "/", "root", st, &e) < 0) {
 		build_fail(b, "step %zu: %s", upto + 1, e.msg);
 		return -1;
 	}
@@ -574,6 +576,17 @@ static void on_up(struct spaced *d, const char *sb_id, const char *error, void *
 
 /* ---- start, find, render ---- */
 
+int build_register(struct build *b, space_err *err)
+{
+	if (build_log_open(b, true, err) < 0 || op_begin(b->d, OPK_BUILD, "", NULL, &b->op, err) < 0)
+		return -1;
+	b->next = b->d->builds;
+	b->d->builds = b;
+	b->state = BUILD_RUNNING;
+	op_running(b->d, &b->op);
+	return 0;
+}
+
 int build_start(struct build_plan *p, json_t **out, char op_id[ID_LEN], space_err *err)
 {
 	struct spaced *d = p->d;
@@ -595,15 +608,11 @@ int build_start(struct build_plan *p, json_t **out, char op_id[ID_LEN], space_er
 		return -1;
 	}
 	b->request = json_incref(p->body);
-	if (build_log_open(b, true, err) < 0 || op_begin(d, OPK_BUILD, "", NULL, &b->op, err) < 0) {
+	if (build_register(b, err) < 0) {
 		json_decref(network);
 		build_free(b);
 		return -1;
 	}
-	b->next = d->builds;
-	d->builds = b;
-	b->state = BUILD_RUNNING;
-	op_running(d, &b->op);
 	for (size_t i = 0; i < b->rc.nsteps && b->steps[i].cached; i++)
 		step_event(b, i);
 	if (p->cached_upto == (long)b->rc.nsteps && b->rc.nsteps) {

@@ -60,10 +60,17 @@ struct build {
 	/* the flatten (build_result.c) */
 	struct proc_job *job;
 	bool result_reading;      /* a read on the store's thread holds b (build_result.c) */
+	/* a promote (build_promote.c): the snapshot of the sandbox, its operation's waiter */
+	char promote_snap[ID_LEN];
+	char sb_promote[ID_LEN];  /* the sandbox promoted */
+	struct op_waiter *waiter;
 	struct build *next;
 };
 
 /* build.c */
+struct build *build_alloc(struct build_plan *p, space_err *err);
+/* A new build's log, operation and place in the list; then it runs (state running). */
+int build_register(struct build *b, space_err *err);
 void build_fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void build_step_state(struct build *b, size_t i, enum bstep_state st);
 /* build_result.c: the layer snap_id made into the template; build_succeeded or build_fail. */

@@ -321,6 +321,8 @@ void builds_load(struct spaced *d)
 
 void build_free(struct build *b)
 {
+	if (b->waiter)
+		op_wait_cancel(b->waiter);
 	build_exec_cancel(b);
 	build_result_cancel(b);
 	if (b->logfd >= 0)

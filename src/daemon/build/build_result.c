@@ -41,6 +41,8 @@ struct result_read {
 	char stage[PATH_MAX];
 	char state_dir[PATH_MAX];
 	char digest[80];
+	char drop_snap[ID_LEN];      /* a promote's snapshot, deleted once imported */
+	char drop_dir[PATH_MAX];
 };
 
 static void stage_path(const struct build *b, char out[PATH_MAX])
@@ -68,7 +70,13 @@ static void import_read(struct store *conn, void *arg)
 {
 	struct result_read *q = arg;
 
+	space_err e = { 0 };
+
 	q->rc = template_import_dir(conn, q->state_dir, q->stage, q->digest, &q->err);
+	if (q->rc == 0 && q->drop_snap[0] && snapshot_delete_on(conn, q->drop_snap, q->drop_dir, &e) < 0) {
+		log_warn("deleting the snapshot %s a template was made from: %s", q->drop_snap, e.msg);
+		q->drop_dir[0] = '\0';
+	}
 }
 
 static void import_done(void *arg, bool ran)
@@ -81,6 +89,8 @@ static void import_done(void *arg, bool ran)
 		free(q);
 		return;
 	}
+	if (q->rc == 0 && q->drop_dir[0])
+		snapshot_forget_image(q->drop_dir);
 	stage_clean(b);
 	if (q->rc < 0)
 		build_fail(b, "importing the result: %s", q->err.msg);
@@ -104,7 +114,14 @@ static json_t *template_config(struct build *b, space_err *err)
 	json_t *cfg;
 	bool user_step = false, wd_step = false;
 
-	if (recipe_state_at(&b->rc, b->rc.nsteps, b->base.env, "/", b->base.default_user, &st, err) < 0)
+	const json_t *bcfg = b->base.config;
+	const char *bwd = json_string_value(json_object_get(bcfg, "workdir"));
+	const json_t *start = b->rc.start ? b->rc.start : json_object_get(bcfg, "start");
+	const json_t *labels = b->rc.labels ? b->rc.labels : json_object_get(bcfg, "labels");
+	const json_t *expose = b->rc.expose ? b->rc.expose : json_object_get(bcfg, "expose");
+
+	/* What the base set and the steps did not change is inherited, as Docker's images do. */
+	if (recipe_state_at(&b->rc, b->rc.nsteps, b->base.env, bwd ? bwd : "/", b->base.default_user, &st, err) < 0)
 		return NULL;
 	for (size_t i = 0; i < b->rc.nsteps; i++) {
 		user_step |= b->rc.steps[i].kind == STEP_USER;
@@ -114,14 +131,14 @@ static json_t *template_config(struct build *b, space_err *err)
 			b->rc.vcpus ? b->rc.vcpus : b->base.vcpus, "memory_mib",
 			b->rc.memory_mib ? b->rc.memory_mib : b->base.memory_mib, "default_user",
 			user_step ? st.user : b->base.default_user[0] ? b->base.default_user : "root", "env", st.env);
-	if (cfg && wd_step)
+	if (cfg && (wd_step || bwd))
 		json_object_set_new(cfg, "workdir", json_string(st.workdir));
-	if (cfg && b->rc.start)
-		json_object_set(cfg, "start", b->rc.start);
-	if (cfg && b->rc.expose)
-		json_object_set(cfg, "expose", b->rc.expose);
-	if (cfg && b->rc.labels)
-		json_object_set(cfg, "labels", b->rc.labels);
+	if (cfg && start)
+		json_object_set(cfg, "start", (json_t *)start);
+	if (cfg && expose)
+		json_object_set(cfg, "expose", (json_t *)expose);
+	if (cfg && labels)
+		json_object_set(cfg, "labels", (json_t *)labels);
 	if (cfg) {
 		json_object_set_new(cfg, "from", json_string(b->base.digest));
 		json_object_set_new(cfg, "kernel", json_string("vmlinuz"));
@@ -239,6 +256,7 @@ static void flatten_done(const space_err *jerr, void *arg)
 	q->b = b;
 	stage_path(b, q->stage);
 	snprintf(q->state_dir, sizeof(q->state_dir), "%s", b->d->cfg.state_dir);
+	snprintf(q->drop_snap, sizeof(q->drop_snap), "%s", b->promote_snap);
 	if (finish_stage(b, q->stage, &err) < 0) {
 		free(q);
 		stage_clean(b);

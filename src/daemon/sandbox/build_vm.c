@@ -90,6 +90,26 @@ void build_vm_reap(struct spaced *d)
 	}
 }
 
+int build_vm_template_of(struct spaced *d, const char *sb_id, struct template_rec *out, space_err *err)
+{
+	struct sandbox *sb = sandbox_find_for(d, sb_id, OPK_SNAPSHOT, err);
+
+	if (!sb)
+		return -1;
+	template_rec_copy(out, &sb->tmpl);
+	return 0;
+}
+
+int build_vm_snapshot_of(struct spaced *d, const char *sb_id, const char *name, char op_id[ID_LEN], space_err *err)
+{
+	struct sandbox *sb = sandbox_find_for(d, sb_id, OPK_SNAPSHOT, err);
+
+	if (!sb || lifecycle_begin(sb, OPK_SNAPSHOT, &(struct lc_args){ .name = name }, err) < 0)
+		return -1;
+	snprintf(op_id, ID_LEN, "%s", sb->op.id);
+	return 0;
+}
+
 bool snapshot_visible(const struct snapshot_rec *s)
 {
 	return s->kind == SNAP_READY || (s->kind == SNAP_NAMED && s->name[0] != '.');

@@ -169,6 +169,11 @@ int build_vm_start(struct spaced *d, const struct create_req *req, struct create
 /* Its memory and disk now, as the snapshot `name` (a layer: ".layer-<key>", never a name a
  * client can give); the VM runs on. */
 int build_vm_layer(struct spaced *d, const char *sb_id, const char *name, space_err *err);
+/* A promote (POST /v1/sandboxes/{id}/template): the client's sandbox's template (a copy; its
+ * state checked as a snapshot's would be), then its snapshot action under a hidden name
+ * (".promote-..."), refused as any snapshot would be; op_id: that operation. */
+int build_vm_template_of(struct spaced *d, const char *sb_id, struct template_rec *out, space_err *err);
+int build_vm_snapshot_of(struct spaced *d, const char *sb_id, const char *name, char op_id[ID_LEN], space_err *err);
 /* The build is done with it: deleted (nothing more is told). */
 void build_vm_end(struct spaced *d, const char *sb_id, const char *why);
 /* A build VM whose build is gone (a daemon restart): deleted (sandbox_tick). */
