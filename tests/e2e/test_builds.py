@@ -326,3 +326,32 @@ def test_promote_a_sandbox(bd):
     bd.api.expect_error("POST", "/v1/sandboxes/sb-0000000000000000/template", 404, {"name": "x"})
     bd.api.remove_sandbox(kid["id"])
     bd.api.remove_sandbox(sb["id"])
+
+
+def test_tags_move_history_and_delete(bd):
+    one, _ = wait_build(bd, start_build(bd, {"name": "e2e-tags", "tags": ["v1", "latest"], "from": "minimal",
+                                             "steps": [{"run": "echo 1 > /var/tmp/v"}]}))
+    sb = bd.api.new_sandbox("e2e-tags:v1")
+    two, _ = wait_build(bd, start_build(bd, {"name": "e2e-tags", "tags": ["v2", "latest"], "from": "minimal",
+                                             "steps": [{"run": "echo 2 > /var/tmp/v"}]}))
+    assert one["digest"] != two["digest"]
+    t = bd.api.template("e2e-tags")  # latest moved to the new digest; v1 stayed
+    assert t["digest"] == two["digest"] and sorted(t["tags"]) == ["e2e-tags:latest", "e2e-tags:v2"], t
+    assert [h["digest"] for h in t["history"]] == [two["digest"], one["digest"]], t["history"]
+    assert t["history"][1]["tags"] == ["e2e-tags:v1"], t["history"]
+    assert bd.api.template("e2e-tags:v1")["digest"] == one["digest"]
+    bd.api.call("DELETE", "/v1/templates/e2e-tags:v1", None, expect=204)
+    bd.api.expect_error("GET", "/v1/templates/e2e-tags:v1", 404)
+    bd.api.expect_error("DELETE", "/v1/templates/e2e-tags:v1", 404)
+    # The sandbox made from the untagged digest runs on, and the digest still makes sandboxes.
+    assert run_in(bd, sb["id"], "cat /var/tmp/v") == "1\n"
+    other = bd.api.new_sandbox(one["digest"])
+    assert run_in(bd, other["id"], "cat /var/tmp/v") == "1\n"
+    bd.api.call("DELETE", "/v1/templates/e2e-tags", None, expect=204)
+    assert "e2e-tags" not in [x["name"] for x in bd.api.templates()]
+    bd.api.expect_error("GET", "/v1/templates/e2e-tags", 404)
+    bd.api.expect_error("DELETE", "/v1/templates/no-such-thing", 404)
+    bd.api.expect_error("DELETE", "/v1/templates/bad%20name", 400)
+    assert run_in(bd, sb["id"], "cat /var/tmp/v") == "1\n"
+    bd.api.remove_sandbox(sb["id"])
+    bd.api.remove_sandbox(other["id"])

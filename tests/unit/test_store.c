@@ -1401,10 +1401,55 @@ static void case_ping(struct store *st)
 	      "backend %s", store_backend(st));
 }
 
+/* A name's history, newest first, and tags dropped one by one or by name; a template's config
+ * round trips. */
+static void test_template_tags(struct store *st)
+{
+	struct template_rec t, got;
+	struct listing l = { 0 };
+	space_err err = { 0 };
+	int n = -1;
+
+	tpl(&t, '1', "hist", "hist:v1", "hist:latest");
+	t.config = json_pack("{s:s,s:{s:s}}", "workdir", "/opt/app", "start", "cmd", "serve");
+	CHECK(store_template_put(st, &t, &err) == 0, "put hist v1 with a config %s", err.msg);
+	template_rec_clear(&t);
+	tpl(&t, '2', "hist", "hist:v2", "hist:latest");
+	t.created_ms += 100;
+	store_template_put(st, &t, &err);
+	template_rec_clear(&t);
+	CHECK(store_template_get(st, hexdigest('1'), &got, &err) == 0 &&
+		      !strcmp(json_string_value(json_object_get(got.config, "workdir")) ?: "", "/opt/app") &&
+		      !strcmp(json_string_value(json_object_get(json_object_get(got.config, "start"), "cmd")) ?: "",
+			      "serve"),
+	      "a template's config round trips");
+	template_rec_clear(&got);
+	CHECK(store_template_get(st, hexdigest('2'), &got, &err) == 0 && (!got.config || json_object_size(got.config) == 0),
+	      "no config reads back as none");
+	template_rec_clear(&got);
+	CHECK(store_template_named(st, "hist", list_tpl, &l, &err) == 0 &&
+		      !strcmp(l.seen, "hist=hist:latest,hist:v2;hist=hist:v1;"),
+	      "a name's history, newest first, with the tags each holds: %s", l.seen);
+	CHECK(store_template_untag(st, "hist:v1", &n, &err) == 0 && n == 1, "untag hist:v1: %d", n);
+	CHECK(resolve_code(st, "hist:v1") == ENOENT && resolves_to(st, "hist", '2'), "hist:v1 is gone, hist stays");
+	CHECK(store_template_untag(st, "hist:v1", &n, &err) == 0 && n == 0, "untagging it again removes nothing");
+	tpl(&t, '3', "histx", "histx:latest", NULL);
+	store_template_put(st, &t, &err);
+	template_rec_clear(&t);
+	CHECK(store_template_untag(st, "hist", &n, &err) == 0 && n == 2, "untag every tag of hist: %d", n);
+	CHECK(resolves_to(st, "histx", '3'), "a name it is the prefix of keeps its tags");
+	CHECK(store_template_get(st, hexdigest('2'), &got, &err) == 0 && json_array_size(got.tags) == 0,
+	      "the template stays by digest, with no tags");
+	template_rec_clear(&got);
+	CHECK(store_template_untag(st, "bad name", &n, &err) < 0 && err.code == EINVAL, "a bad name: EINVAL");
+	store_template_untag(st, "histx", &n, &err);
+}
+
 /* The records case: the round trips of every kind of row, on one store. */
 static void case_records(struct store *st)
 {
 	test_templates(st);
+	test_template_tags(st);
 	test_sandboxes(st);
 	test_ops(st);
 	test_sessions(st);

@@ -27,6 +27,7 @@ const struct http_route api_routes[] = {
 	{ EVHTTP_REQ_GET, "/v1/templates/builds/{}", api_builds_get, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/templates/builds/{}/logs", api_builds_logs, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/templates/{}", api_templates_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/v1/templates/{}", api_templates_delete, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_PUT, "/v1/templates/{}/pool", api_templates_pool, &api_dialect, HTTP_PLACE_NODE_ONLY, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/snapshots", api_snapshots_list, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/v1/snapshots/{}", api_snapshots_get, &api_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },

@@ -34,6 +34,7 @@ void api_builds_promote(struct http_req *r);
 /* api_templates.c */
 void api_templates_list(struct http_req *r);
 void api_templates_get(struct http_req *r);
+void api_templates_delete(struct http_req *r);
 /* api_sandboxes.c */
 void api_sandboxes_create(struct http_req *r);
 void api_sandboxes_list(struct http_req *r);

@@ -126,6 +126,17 @@ void api_templates_list(struct http_req *r)
 		api_read(r, list_read, list_reply, job_release, q);
 }
 
+/* Every digest the template's name had, newest first, with the tags each holds now. */
+static int add_version(const struct template_rec *t, void *arg)
+{
+	char created[32];
+
+	fmt_time(created, t->created_ms);
+	return json_array_append_new(arg, json_pack("{s:s,s:O,s:s,s:I}", "digest", t->digest, "tags",
+						    t->tags ? t->tags : json_array(), "created_at", created,
+						    "image_bytes", (json_int_t)t->image_bytes));
+}
+
 static int get_read(struct store *conn, void *arg, space_err *err)
 {
 	struct tmpl_job *q = arg;
@@ -139,8 +150,51 @@ static int get_read(struct store *conn, void *arg, space_err *err)
 	}
 	snprintf(q->digest, sizeof(q->digest), "%s", t.digest);
 	q->out = template_read_json(conn, q->net, &t);
+	json_t *history = json_array();
+	if (q->out && history && store_template_named(conn, t.name, add_version, history, err) == 0)
+		json_object_set(q->out, "history", history);
+	json_decref(history);
 	template_rec_clear(&t);
 	return q->out ? 0 : err_set(err, ENOMEM, "out of memory");
+}
+
+/* DELETE /v1/templates/{ref}: "name:tag" drops that tag, "name" every tag of the name. The
+ * templates stay by digest, and so do their files: sandboxes made from them run on. */
+static int untag_read(struct store *conn, void *arg, space_err *err)
+{
+	struct tmpl_job *q = arg;
+	int removed = 0;
+
+	if (store_template_untag(conn, q->ref, &removed, err) < 0) {
+		if (err->code == EINVAL)
+			err_set(err, EINVAL, "a template is deleted by name or name:tag, not '%.200s'", q->ref);
+		return -1;
+	}
+	q->size = removed;
+	return removed ? 0 : err_set(err, ENOENT, "no template '%.200s'", q->ref);
+}
+
+static void untag_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	(void)d;
+	(void)arg;
+	if (rc < 0)
+		http_reply_err(req, err);
+	else
+		http_reply_empty(req, 204);
+}
+
+void api_templates_delete(struct http_req *r)
+{
+	const char *ref = r->param[0];
+	struct tmpl_job *q;
+
+	if (!ref[0] || strlen(ref) >= sizeof(q->ref)) {
+		http_reply_error(r->req, 404, "not_found", "no such template");
+		return;
+	}
+	if ((q = job_new(r, ref)))
+		api_read(r, untag_read, untag_reply, job_release, q);
 }
 
 static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)

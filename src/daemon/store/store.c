@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "store_backend.h"
+#include "store_ref.h"
 #include "writer.h"
 
 #define DRAIN_MS 10000
@@ -299,6 +300,23 @@ int store_template_each(struct store *st, int (*fn)(const struct template_rec *,
 	struct local_each l = { st, fn, arg };
 
 	return st->ops->template_each(st, st->images[0] ? each_local : fn, st->images[0] ? (void *)&l : arg, err);
+}
+
+int store_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+			 void *arg, space_err *err)
+{
+	struct local_each l = { st, fn, arg };
+
+	return st->ops->template_named(st, name, st->images[0] ? each_local : fn, st->images[0] ? (void *)&l : arg,
+				       err);
+}
+
+int store_template_untag(struct store *st, const char *ref, int *removed, space_err *err)
+{
+	*removed = 0;
+	if (strchr(ref, ':') ? !store_ref_is_tag(ref) : !store_ref_is_word(ref, strlen(ref), STORE_NAME_MAX))
+		return err_set(err, EINVAL, "store: untag: '%.128s' is not a name or name:tag", ref);
+	return st->ops->template_untag(st, ref, removed, err);
 }
 
 /* ---- the rows write-behind holds: queued puts, gets and lists that see them ---- */

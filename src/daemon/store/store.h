@@ -107,6 +107,13 @@ int store_template_put(struct store *st, const struct template_rec *t, space_err
  * template's current tags (possibly none). */
 int store_template_resolve(struct store *st, const char *ref, struct template_rec *out, space_err *err);
 int store_template_get(struct store *st, const char *digest, struct template_rec *out, space_err *err);
+/* Every template of that name (tagged or not), newest first, each with its current tags: its
+ * history. */
+int store_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+			 void *arg, space_err *err);
+/* ref "name:tag": that tag goes; "name": every tag of that name. The templates stay (their
+ * files too: sandboxes made from them keep running); *removed: how many tags went. */
+int store_template_untag(struct store *st, const char *ref, int *removed, space_err *err);
 /* Calls fn for each template that currently holds at least one tag, by name
  * then creation; the record includes its tags, sorted. */
 int store_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg, space_err *err);

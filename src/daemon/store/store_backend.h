@@ -21,6 +21,9 @@ struct store_ops {
 	int (*template_get)(struct store *st, const char *digest, struct template_rec *out, space_err *err);
 	int (*template_each)(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
 			     space_err *err);
+	int (*template_named)(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+			      void *arg, space_err *err);
+	int (*template_untag)(struct store *st, const char *ref, int *removed, space_err *err);
 
 	int (*sandbox_put)(struct store *st, const struct sandbox_rec *s, space_err *err);
 	int (*sandbox_put_if)(struct store *st, const struct sandbox_rec *s, int64_t generation,

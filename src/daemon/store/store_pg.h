@@ -128,6 +128,9 @@ int pg_template_resolve(struct store *st, const char *ref, struct template_rec *
 int pg_template_get(struct store *st, const char *digest, struct template_rec *out, space_err *err);
 int pg_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
 		     space_err *err);
+int pg_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+		      void *arg, space_err *err);
+int pg_template_untag(struct store *st, const char *ref, int *removed, space_err *err);
 
 int pg_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err);
 int pg_sandbox_put_if(struct store *st, const struct sandbox_rec *s, int64_t generation,

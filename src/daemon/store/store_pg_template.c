@@ -163,3 +163,35 @@ int pg_template_each(struct store *st, int (*fn)(const struct template_rec *, vo
 			break;
 	return 0;
 }
+
+int pg_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+		      void *arg, space_err *err)
+{
+	_cleanup_pgvec_ struct pg_vec v = { .size = sizeof(struct template_rec), .clear = clear_template };
+	_cleanup_params_ struct pg_params p = { 0 };
+
+	pg_text(&p, name);
+	if (pg_query_all(st, TPL_SELECT " WHERE name = $1 ORDER BY created_ms DESC, digest", &p, &v, read_template,
+			 err, "list a template's history") < 0)
+		return -1;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(pg_vec_at(&v, i), arg))
+			break;
+	return 0;
+}
+
+int pg_template_untag(struct store *st, const char *ref, int *removed, space_err *err)
+{
+	_cleanup_params_ struct pg_params p = { 0 };
+	_cleanup_pgres_ PGresult *r = NULL;
+	bool all = !strchr(ref, ':');
+
+	pg_text(&p, ref);
+	if (pg_exec(st,
+		    all ? "DELETE FROM template_tags WHERE substr(tag, 1, length($1) + 1) = $1 || ':'"
+			: "DELETE FROM template_tags WHERE tag = $1",
+		    &p, &r, err, "untag a template") < 0)
+		return -1;
+	*removed = atoi(PQcmdTuples(r));
+	return 0;
+}

@@ -98,6 +98,9 @@ int sq_template_resolve(struct store *st, const char *ref, struct template_rec *
 int sq_template_get(struct store *st, const char *digest, struct template_rec *out, space_err *err);
 int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
 		     space_err *err);
+int sq_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+		      void *arg, space_err *err);
+int sq_template_untag(struct store *st, const char *ref, int *removed, space_err *err);
 
 int sq_sandbox_put(struct store *st, const struct sandbox_rec *s, space_err *err);
 int sq_sandbox_put_if(struct store *st, const struct sandbox_rec *s, int64_t generation,

@@ -215,3 +215,47 @@ int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, vo
 			break;
 	return 0;
 }
+
+int sq_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
+		      void *arg, space_err *err)
+{
+	static const char ctx[] = "list a template's history";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct template_rec), .clear = clear_template };
+
+	if (sq_prepare(st, &s, "SELECT " TPL_COLS " FROM templates WHERE name = ?1 ORDER BY created_ms DESC, digest",
+		       err, ctx) < 0)
+		return -1;
+	if (sq_bind_text(s, 1, name) != SQLITE_OK)
+		return sq_fail(st, err, ctx);
+	if (sq_collect(st, s, &v, read_template, err, ctx) < 0)
+		return -1;
+	for (size_t i = 0; i < v.n; i++)
+		if (read_tags(st, sq_vec_at(&v, i), err, ctx) < 0)
+			return -1;
+	for (size_t i = 0; i < v.n; i++)
+		if (fn(sq_vec_at(&v, i), arg))
+			break;
+	return 0;
+}
+
+int sq_template_untag(struct store *st, const char *ref, int *removed, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	bool all = !strchr(ref, ':');
+	char ctx[200];
+
+	snprintf(ctx, sizeof(ctx), "untag %.128s", ref);
+	/* A name: every tag "name:..." (compared as text: no LIKE wildcards in names). */
+	if (sq_prepare(st, &s,
+		       all ? "DELETE FROM template_tags WHERE substr(tag, 1, length(?1) + 1) = ?1 || ':'"
+			   : "DELETE FROM template_tags WHERE tag = ?1",
+		       err, ctx) < 0)
+		return -1;
+	if (sq_bind_text(s, 1, ref) != SQLITE_OK)
+		return sq_fail(st, err, ctx);
+	if (sq_step_done(st, s, err, ctx) < 0)
+		return -1;
+	*removed = sqlite3_changes(sq_db(st));
+	return 0;
+}
