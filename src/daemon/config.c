@@ -45,6 +45,7 @@ static void usage(FILE *f)
 		"  --max-streams-per-sandbox N  attached output streams per sandbox (default 32)\n"
 		"  --session-output-max MIB  output kept per session, older bytes dropped (default 64)\n"
 		"  --context-max MIB   the largest build context PUT /v1/contexts takes (default 512)\n"
+		"  --build-cache-max MIB  the builds' cached layers kept, oldest deleted past it (default 20480)\n"
 		"  --sandbox-output-max MIB  output kept by all sessions of a sandbox (default 256)\n"
 		"  --output-min-free MIB     free space on the state dir below which output pauses (default 256, 0 = off)\n"
 		"  --max-sessions-per-sandbox N  sessions not yet ended per sandbox (default 64)\n"
@@ -283,6 +284,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "max-streams-per-sandbox", required_argument, NULL, 'P' },
 		{ "session-output-max", required_argument, NULL, 1001 },
 		{ "context-max", required_argument, NULL, 1021 },
+		{ "build-cache-max", required_argument, NULL, 1022 },
 		{ "sandbox-output-max", required_argument, NULL, 1002 },
 		{ "output-min-free", required_argument, NULL, 1003 },
 		{ "max-sessions-per-sandbox", required_argument, NULL, 1004 },
@@ -340,6 +342,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_streams_per_sandbox = 32;
 	cfg->session_output_max_mib = 64;
 	cfg->context_max_mib = 512;
+	cfg->build_cache_max_mib = 20480;
 	cfg->sandbox_output_max_mib = 256;
 	cfg->output_min_free_mib = 256;
 	cfg->max_sessions_per_sandbox = 64;
@@ -418,6 +421,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1019: cfg->net_spares = parse_int(optarg, "--net-spares", 0, 64); break;
 		case 1020: cfg->backstop_ms = parse_int(optarg, "--backstop-ms", 100, 600000); break;
 		case 1021: cfg->context_max_mib = parse_int(optarg, "--context-max", 1, 1 << 20); break;
+		case 1022: cfg->build_cache_max_mib = parse_int(optarg, "--build-cache-max", 0, 1 << 30); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;
 		case 'N': cfg->jail_uid_count = (uint32_t)parse_int(optarg, "--jail-uid-count", 1, 1 << 24); break;

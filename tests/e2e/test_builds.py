@@ -4,6 +4,7 @@ result started as a template whose sandboxes see what the steps made, the event 
 
 import io
 import json
+import os
 import tarfile
 import time
 
@@ -283,7 +284,8 @@ def test_start_command_runs_in_every_sandbox(bd):
 
 
 def test_start_command_on_a_cold_boot_and_when_it_never_gets_ready():
-    d = space.Daemon("spaced-builds-cold", extra_args=["--no-ready-snapshots"])
+    # No build cache at all: every layer is deleted once its build ends.
+    d = space.Daemon("spaced-builds-cold", extra_args=["--no-ready-snapshots", "--build-cache-max", "0"])
     try:
         d.start()
         b, _ = wait_build(d, start_build(d, {"name": "e2e-cold", "from": "minimal", "start": START,
@@ -293,6 +295,14 @@ def test_start_command_on_a_cold_boot_and_when_it_never_gets_ready():
         assert sb["start_kind"] == "boot", sb
         assert server_answers(d, sb["id"]) == "served-by-start\nup\n"
         d.api.remove_sandbox(sb["id"])
+        again, _ = wait_build(d, start_build(d, {"name": "e2e-cold", "from": "minimal", "start": START,
+                                                 "steps": [{"run": "echo built"}]}))
+        assert again["state"] == "succeeded" and not again["steps"][0]["cached"], again
+        snaps = os.path.join(d.state_dir, "snapshots")
+        deadline = time.monotonic() + 30  # the cache is trimmed just after the build ends
+        while os.path.isdir(snaps) and os.listdir(snaps):
+            assert time.monotonic() < deadline, os.listdir(snaps)
+            time.sleep(0.2)
         never = dict(START, ready="false", timeout_s=3)
         b, _ = wait_build(d, start_build(d, {"name": "e2e-never", "from": "minimal", "start": never,
                                              "steps": [{"run": "echo built"}]}))

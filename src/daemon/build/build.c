@@ -228,8 +228,9 @@ static void build_end(struct build *b, enum build_state st)
 		b->op.result = json_pack("{s:s,s:s?}", "build", b->id, "digest", b->digest[0] ? b->digest : NULL);
 		op_finish(b->d, &b->op, st == BUILD_SUCCEEDED ? NULL : b->error);
 	}
-	log_info("build %s (%s): %s%s%s", b->id, b->rc.name, build_state_name(st), b->error[0] ? ": " : "",
+	log_info("build %s (%s): %s%s%s", b->id, b->rc.name, build_state_name(st), b->error[0] ? ": " : " ",
 		 b->error[0] ? b->error : b->digest);
+	builds_gc(b->d);
 }
 
 void build_fail(struct build *b, const char *fmt, ...)

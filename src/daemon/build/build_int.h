@@ -85,6 +85,9 @@ int build_exec(struct build *b, enum sess_kind kind, const char *const *argv, co
 	       const char *cwd, const char *in_path, bool log, build_exec_cb done, space_err *err);
 void build_exec_cancel(struct build *b);
 
+/* build_gc.c: the oldest layers deleted past --build-cache-max (after each build). */
+void builds_gc(struct spaced *d);
+
 /* build_log.c */
 int build_log_open(struct build *b, bool create, space_err *err);
 /* One record: type and a JSON object (the reference is taken). */
