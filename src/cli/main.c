@@ -12,7 +12,7 @@
 
 /* In the order `spacectl help` lists them. */
 static const struct ctl_verb *const verbs[] = {
-	&ctl_verb_info,     &ctl_verb_templates, &ctl_verb_pool,     &ctl_verb_create,
+	&ctl_verb_info,     &ctl_verb_templates, &ctl_verb_template, &ctl_verb_pool,     &ctl_verb_create,
 	&ctl_verb_ls,       &ctl_verb_exec,      &ctl_verb_cp,       &ctl_verb_logs,
 	&ctl_verb_rm,
 	&ctl_verb_pause,    &ctl_verb_resume,    &ctl_verb_suspend,  &ctl_verb_restore,
