@@ -184,7 +184,9 @@ static void untag_reply(struct spaced *d, struct evhttp_request *req, void *arg,
 		http_reply_empty(req, 204);
 }
 
-void api_templates_delete(struct http_req *r)
+/* A route on /v1/templates/{ref}: the ref checked, then read (and answered) on the store's
+ * thread. */
+static void on_ref(struct http_req *r, api_read_fn read, api_reply_fn reply)
 {
 	const char *ref = r->param[0];
 	struct tmpl_job *q;
@@ -194,7 +196,12 @@ void api_templates_delete(struct http_req *r)
 		return;
 	}
 	if ((q = job_new(r, ref)))
-		api_read(r, untag_read, untag_reply, job_release, q);
+		api_read(r, read, reply, job_release, q);
+}
+
+void api_templates_delete(struct http_req *r)
+{
+	on_ref(r, untag_read, untag_reply);
 }
 
 static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
@@ -211,15 +218,7 @@ static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, i
 
 void api_templates_get(struct http_req *r)
 {
-	const char *ref = r->param[0];
-	struct tmpl_job *q;
-
-	if (!ref[0] || strlen(ref) >= sizeof(q->ref)) {
-		http_reply_error(r->req, 404, "not_found", "no such template");
-		return;
-	}
-	if ((q = job_new(r, ref)))
-		api_read(r, get_read, get_reply, job_release, q);
+	on_ref(r, get_read, get_reply);
 }
 
 /* PUT /v1/templates/{ref}/pool {"size": N}: the template is resolved and the size stored on

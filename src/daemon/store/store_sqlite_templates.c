@@ -191,20 +191,12 @@ int sq_template_resolve(struct store *st, const char *ref, struct template_rec *
 	return 0;
 }
 
-int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
-			space_err *err)
+/* The rows s selects, each with its tags, to fn until it returns non-zero. */
+static int each_row(struct store *st, sqlite3_stmt *s, int (*fn)(const struct template_rec *, void *), void *arg,
+		    space_err *err, const char *ctx)
 {
-	static const char ctx[] = "list templates";
-	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct template_rec),
-					     .clear = clear_template };
+	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct template_rec), .clear = clear_template };
 
-	if (sq_prepare(st, &s,
-			  "SELECT " TPL_COLS " FROM templates t WHERE EXISTS"
-			  " (SELECT 1 FROM template_tags g WHERE g.digest = t.digest)"
-			  " ORDER BY name, created_ms, digest",
-			  err, ctx) < 0)
-		return -1;
 	if (sq_collect(st, s, &v, read_template, err, ctx) < 0)
 		return -1;
 	for (size_t i = 0; i < v.n; i++)
@@ -216,27 +208,33 @@ int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, vo
 	return 0;
 }
 
+int sq_template_each(struct store *st, int (*fn)(const struct template_rec *, void *), void *arg,
+			space_err *err)
+{
+	static const char ctx[] = "list templates";
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+
+	if (sq_prepare(st, &s,
+			  "SELECT " TPL_COLS " FROM templates t WHERE EXISTS"
+			  " (SELECT 1 FROM template_tags g WHERE g.digest = t.digest)"
+			  " ORDER BY name, created_ms, digest",
+			  err, ctx) < 0)
+		return -1;
+	return each_row(st, s, fn, arg, err, ctx);
+}
+
 int sq_template_named(struct store *st, const char *name, int (*fn)(const struct template_rec *, void *),
 		      void *arg, space_err *err)
 {
 	static const char ctx[] = "list a template's history";
 	_cleanup_stmt_ sqlite3_stmt *s = NULL;
-	_cleanup_vec_ struct sq_vec v = { .size = sizeof(struct template_rec), .clear = clear_template };
 
 	if (sq_prepare(st, &s, "SELECT " TPL_COLS " FROM templates WHERE name = ?1 ORDER BY created_ms DESC, digest",
 		       err, ctx) < 0)
 		return -1;
 	if (sq_bind_text(s, 1, name) != SQLITE_OK)
 		return sq_fail(st, err, ctx);
-	if (sq_collect(st, s, &v, read_template, err, ctx) < 0)
-		return -1;
-	for (size_t i = 0; i < v.n; i++)
-		if (read_tags(st, sq_vec_at(&v, i), err, ctx) < 0)
-			return -1;
-	for (size_t i = 0; i < v.n; i++)
-		if (fn(sq_vec_at(&v, i), arg))
-			break;
-	return 0;
+	return each_row(st, s, fn, arg, err, ctx);
 }
 
 int sq_template_untag(struct store *st, const char *ref, int *removed, space_err *err)
