@@ -73,6 +73,7 @@ void build_plan_free(struct build_plan *p)
 	recipe_free(&p->rc);
 	json_decref(p->body);
 	template_rec_clear(&p->base);
+	template_rec_clear(&p->made);
 	free(p->keys);
 	create_reads_clear(&p->pre);
 	create_req_free(&p->req);
@@ -122,6 +123,36 @@ static void plan_layers(struct store *conn, struct build_plan *p)
 	}
 }
 
+struct made_find {
+	const char *key;
+	struct template_rec *out;
+};
+
+static int find_made(const struct template_rec *t, void *arg)
+{
+	struct made_find *f = arg;
+	const char *k = json_string_value(json_object_get(t->config, "build_key"));
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/rootfs.ext4", t->dir);
+	if (!k || strcmp(k, f->key) != 0 || access(path, R_OK) != 0)
+		return 0;
+	template_rec_copy(f->out, t);
+	return 1;
+}
+
+/* Every step cached: a template an equal build made before (its build_key) is the result. */
+static void plan_made(struct store *conn, struct build_plan *p)
+{
+	space_err e = { 0 };
+	json_t *cfg = build_template_config(&p->rc, &p->base, p->final_key, &e);
+	struct made_find f = { json_string_value(json_object_get(cfg, "build_key")), &p->made };
+
+	if (f.key && store_template_named(conn, p->rc.name, find_made, &f, &e) < 0)
+		log_warn("build of %s: looking for the template made before: %s", p->rc.name, e.msg);
+	json_decref(cfg);
+}
+
 int build_plan_read(struct store *conn, struct build_plan *p, space_err *err)
 {
 	if (store_template_resolve(conn, p->rc.from_ref, &p->base, err) < 0)
@@ -133,8 +164,10 @@ int build_plan_read(struct store *conn, struct build_plan *p, space_err *err)
 	if (p->rc.disk_mib && (int64_t)p->rc.disk_mib << 20 < p->disk_bytes)
 		return err_set(err, EINVAL, "disk_mib: %d MiB is below the base's image (%lld MiB)", p->rc.disk_mib,
 			       (long long)(p->disk_bytes >> 20));
-	if (p->cached_upto == (long)p->rc.nsteps && p->rc.nsteps)
-		return 0; /* every step cached: no VM, the last layer is the result */
+	if (p->cached_upto == (long)p->rc.nsteps && p->rc.nsteps) {
+		plan_made(conn, p);
+		return 0; /* every step cached: no VM, the last layer (or a template made) is the result */
+	}
 	memset(&p->req, 0, sizeof(p->req));
 	if (p->cached_upto > 0) {
 		snprintf(p->req.snapshot, sizeof(p->req.snapshot), "%s", p->layer_id);
@@ -616,7 +649,10 @@ int build_start(struct build_plan *p, json_t **out, char op_id[ID_LEN], space_er
 	}
 	for (size_t i = 0; i < b->rc.nsteps && b->steps[i].cached; i++)
 		step_event(b, i);
-	if (p->cached_upto == (long)b->rc.nsteps && b->rc.nsteps) {
+	if (p->made.digest[0]) {
+		build_save(b);
+		build_result_reuse(b, &p->made);
+	} else if (p->cached_upto == (long)b->rc.nsteps && b->rc.nsteps) {
 		build_save(b);
 		build_result_start(b, b->layer_id);
 	} else if (build_vm_start(d, &p->req, &p->pre, network, on_up, on_layer, b, b->sb_id, err) < 0) {

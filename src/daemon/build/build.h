@@ -35,6 +35,8 @@ struct build_plan {
 	struct create_req req;  /* the builder's create: from the base or from that layer */
 	struct create_reads pre; /* what that create reads (create_read) */
 	int64_t disk_bytes;     /* the base's image size (disk_mib must not shrink it) */
+	struct template_rec made; /* every step cached and this template made by an equal build
+				   * before (digest[0] != 0): it is the result again */
 };
 /* Parses body into a new plan (EINVAL naming the field): the caller reads it on the store's
  * thread (build_plan_read), then starts it on the loop (build_start). */

@@ -73,6 +73,12 @@ struct build *build_alloc(struct build_plan *p, space_err *err);
 int build_register(struct build *b, space_err *err);
 void build_fail(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void build_step_state(struct build *b, size_t i, enum bstep_state st);
+/* build_result.c: template.json's content for a build of rc on base whose last layer is
+ * final_key, with its "build_key" (what makes it: an equal key is the same template). */
+json_t *build_template_config(const struct recipe *rc, const struct template_rec *base, const char *final_key,
+			      space_err *err);
+/* A template already made with the build's key: its tags moved to it, the build done. */
+void build_result_reuse(struct build *b, const struct template_rec *made);
 /* build_result.c: the layer snap_id made into the template; build_succeeded or build_fail. */
 void build_result_start(struct build *b, const char *snap_id);
 void build_result_cancel(struct build *b);

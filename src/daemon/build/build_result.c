@@ -107,30 +107,51 @@ static void hex32(const unsigned char md[32], char out[65])
 		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
+/* What makes the template: its config (tags apart) over the last layer's key and the disk
+ * size. A template already made with this key is the result again (build_plan_read). */
+static void result_key(const json_t *cfg, const char *final_key, int disk_mib, char hex[65])
+{
+	json_t *c = json_deep_copy(cfg);
+	char *text;
+	unsigned char md[32];
+
+	json_object_del(c, "tags");
+	text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(c);
+	char *all = NULL;
+	if (asprintf(&all, "space-result-v1\n%s\n%s\n%d", text ? text : "", final_key, disk_mib) < 0)
+		all = NULL;
+	SHA256((const unsigned char *)(all ? all : ""), all ? strlen(all) : 0, md);
+	hex32(md, hex);
+	free(all);
+	free(text);
+}
+
 /* The template's defaults: the last env, workdir and user in force, over the base's. */
-static json_t *template_config(struct build *b, space_err *err)
+json_t *build_template_config(const struct recipe *rc, const struct template_rec *base, const char *final_key,
+			      space_err *err)
 {
 	struct recipe_state st;
 	json_t *cfg;
 	bool user_step = false, wd_step = false;
 
-	const json_t *bcfg = b->base.config;
+	const json_t *bcfg = base->config;
 	const char *bwd = json_string_value(json_object_get(bcfg, "workdir"));
-	const json_t *start = b->rc.start ? b->rc.start : json_object_get(bcfg, "start");
-	const json_t *labels = b->rc.labels ? b->rc.labels : json_object_get(bcfg, "labels");
-	const json_t *expose = b->rc.expose ? b->rc.expose : json_object_get(bcfg, "expose");
+	const json_t *start = rc->start ? rc->start : json_object_get(bcfg, "start");
+	const json_t *labels = rc->labels ? rc->labels : json_object_get(bcfg, "labels");
+	const json_t *expose = rc->expose ? rc->expose : json_object_get(bcfg, "expose");
 
 	/* What the base set and the steps did not change is inherited, as Docker's images do. */
-	if (recipe_state_at(&b->rc, b->rc.nsteps, b->base.env, bwd ? bwd : "/", b->base.default_user, &st, err) < 0)
+	if (recipe_state_at(rc, rc->nsteps, base->env, bwd ? bwd : "/", base->default_user, &st, err) < 0)
 		return NULL;
-	for (size_t i = 0; i < b->rc.nsteps; i++) {
-		user_step |= b->rc.steps[i].kind == STEP_USER;
-		wd_step |= b->rc.steps[i].kind == STEP_WORKDIR;
+	for (size_t i = 0; i < rc->nsteps; i++) {
+		user_step |= rc->steps[i].kind == STEP_USER;
+		wd_step |= rc->steps[i].kind == STEP_WORKDIR;
 	}
-	cfg = json_pack("{s:s,s:O,s:i,s:i,s:s,s:O}", "name", b->rc.name, "tags", b->rc.tags, "vcpus",
-			b->rc.vcpus ? b->rc.vcpus : b->base.vcpus, "memory_mib",
-			b->rc.memory_mib ? b->rc.memory_mib : b->base.memory_mib, "default_user",
-			user_step ? st.user : b->base.default_user[0] ? b->base.default_user : "root", "env", st.env);
+	cfg = json_pack("{s:s,s:O,s:i,s:i,s:s,s:O}", "name", rc->name, "tags", rc->tags, "vcpus",
+			rc->vcpus ? rc->vcpus : base->vcpus, "memory_mib",
+			rc->memory_mib ? rc->memory_mib : base->memory_mib, "default_user",
+			user_step ? st.user : base->default_user[0] ? base->default_user : "root", "env", st.env);
 	if (cfg && (wd_step || bwd))
 		json_object_set_new(cfg, "workdir", json_string(st.workdir));
 	if (cfg && start)
@@ -140,7 +161,11 @@ static json_t *template_config(struct build *b, space_err *err)
 	if (cfg && labels)
 		json_object_set(cfg, "labels", (json_t *)labels);
 	if (cfg) {
-		json_object_set_new(cfg, "from", json_string(b->base.digest));
+		json_object_set_new(cfg, "from", json_string(base->digest));
+		char key[65];
+
+		result_key(cfg, final_key, rc->disk_mib, key);
+		json_object_set_new(cfg, "build_key", json_string(key));
 		json_object_set_new(cfg, "kernel", json_string("vmlinuz"));
 		json_object_set_new(cfg, "image", json_string("rootfs.ext4"));
 	}
@@ -169,7 +194,7 @@ static int write_file(const char *path, const char *text, size_t len, space_err 
 static int write_template_json(struct build *b, const char *stage, char hex[65], space_err *err)
 {
 	_cleanup_free_ char *body = NULL, *text = NULL;
-	json_t *cfg = template_config(b, err);
+	json_t *cfg = build_template_config(&b->rc, &b->base, b->final_key, err);
 	char created[32], path[PATH_MAX + 16];
 	unsigned char md[32];
 	size_t len;
@@ -354,6 +379,58 @@ void build_result_start(struct build *b, const char *snap_id)
 		b->result_reading = false;
 		free(q);
 		build_fail(b, "reading the result's layer: %s", err.msg);
+	}
+}
+
+/* ---- a template made before: only its tags move ---- */
+
+struct reuse_job {
+	struct build *b;
+	struct template_rec t;
+	int rc;
+	space_err err;
+};
+
+static void reuse_put(struct store *conn, void *arg)
+{
+	struct reuse_job *q = arg;
+
+	q->rc = store_template_put(conn, &q->t, &q->err);
+}
+
+static void reuse_done(void *arg, bool ran)
+{
+	struct reuse_job *q = arg;
+	struct build *b = q->b;
+
+	b->result_reading = false;
+	if (ran && q->rc < 0)
+		build_fail(b, "moving the tags to %s: %s", q->t.digest, q->err.msg);
+	else if (ran)
+		build_succeeded(b, q->t.digest);
+	template_rec_clear(&q->t);
+	free(q);
+}
+
+void build_result_reuse(struct build *b, const struct template_rec *made)
+{
+	struct reuse_job *q = calloc(1, sizeof(*q));
+	space_err err = { 0 };
+
+	if (!q) {
+		build_fail(b, "out of memory");
+		return;
+	}
+	q->b = b;
+	template_rec_copy(&q->t, made);
+	json_decref(q->t.tags);
+	q->t.tags = json_incref(b->rc.tags);
+	b->result_reading = true;
+	if (store_async(b->d->store, reuse_put, reuse_done, q, &err) < 0) {
+		b->result_reading = false;
+		template_rec_clear(&q->t);
+		free(q);
+		build_fail(b, "moving the tags: %s", err.msg);
 	}
 }
 

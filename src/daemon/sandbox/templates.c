@@ -321,7 +321,7 @@ out:
  * an absolute path. */
 static int import_config(json_t *cfg, struct template_rec *t, const char *path, space_err *err)
 {
-	static const char *const keys[] = { "workdir", "start", "expose", "labels", "from" };
+	static const char *const keys[] = { "workdir", "start", "expose", "labels", "from", "build_key" };
 	json_t *wd = json_object_get(cfg, "workdir");
 
 	if (wd && (!json_is_string(wd) || json_string_value(wd)[0] != '/' ||
