@@ -79,7 +79,7 @@ def first_byte(api, template):
 
 def line(label, xs, base=None):
     t = stats.tail(xs)
-    out = f"  {label:<22} median {stats.median(xs):7.2f} s   {t[0]} {t[1]:7.2f} s   (n={len(xs)})"
+    out = f"  {label:<22} median {stats.median(xs):7.3f} s   {t[0]} {t[1]:7.3f} s   (n={len(xs)})"
     if base:
         out += f"   {stats.ratio(stats.median(xs), stats.median(base)):.2f}x of cold"
     print(out, flush=True)
@@ -112,7 +112,7 @@ def main():
             cached.append(dt)
             dt, _ = build(api, body(name, ctx, nonce, "b"), [True, True, False])
             changed.append(dt)
-            print(f"  round {i}{' (warm-up)' if i == 0 else ''}: cold {cold[-1]:.2f} s, cached {cached[-1]:.2f} s,"
+            print(f"  round {i}{' (warm-up)' if i == 0 else ''}: cold {cold[-1]:.3f} s, cached {cached[-1]:.3f} s,"
                   f" last changed {changed[-1]:.2f} s", flush=True)
         cold, cached, changed = (stats.drop_warmup(x) for x in (cold, cached, changed))
         print("three-step build (run, copy 4 MiB, run):")
