@@ -186,7 +186,7 @@ def test_failing_step_fails_the_build(bd):
     ({"name": "x", "from": "minimal", "steps": [{"copy": {"src": "a", "dest": "/a"}}]}, 400, "context"),
     ({"name": "x", "from": "minimal", "steps": [{"frobnicate": "a"}]}, 400, "steps[0]"),
     ({"name": "x", "from": "minimal", "disk_mib": 100}, 400, "disk_mib"),
-    ({"name": "x", "from": {"image": "sha256:" + "1" * 64}}, None, "image"),
+    ({"name": "x", "from": {"image": "sha256:" + "1" * 64}}, 400, "not supported yet"),
 ])
 def test_bad_builds_are_refused(bd, body, status, words):
     r = bd.api.raw("POST", "/v1/templates/builds", body)
@@ -332,7 +332,7 @@ def test_promote_a_sandbox(bd):
     assert not [s for s in bd.api.snapshots() if s["name"] and s["name"].startswith(".")]
     bd.api.expect_error("POST", f"/v1/sandboxes/{sb['id']}/template", 400, {"name": "x", "bogus": 1})
     e = bd.api.raw("POST", f"/v1/sandboxes/{sb['id']}/template", {"name": "x", "memory": True})
-    assert e.status >= 400 and "memory" in e.json["error"]["message"], e.body
+    assert e.status == 400 and "memory" in e.json["error"]["message"], e.body
     bd.api.expect_error("POST", "/v1/sandboxes/sb-0000000000000000/template", 404, {"name": "x"})
     bd.api.remove_sandbox(kid["id"])
     bd.api.remove_sandbox(sb["id"])

@@ -54,7 +54,7 @@ struct build_plan *build_plan_new(struct spaced *d, const json_t *body, space_er
 		return NULL;
 	}
 	if (p->rc.from_image[0]) {
-		err_set(err, ENOTSUP, "from.image: builds from image archives are not supported yet; use a template");
+		err_set(err, EINVAL, "from.image: builds from image archives are not supported yet; use a template");
 		build_plan_free(p);
 		return NULL;
 	}

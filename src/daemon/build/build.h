@@ -74,7 +74,7 @@ void build_log_watch(struct build *b, struct build_watch *w);
 void build_log_unwatch(struct build *b, struct build_watch *w);
 
 /* A client's running sandbox made a template: body {"name", "tags"?, "memory"?} (memory true:
- * ENOTSUP for now). Its snapshot action runs (refused as any snapshot would be), then the
+ * EINVAL, not supported yet). Its snapshot action runs (refused as any snapshot would be), then the
  * snapshot's disk becomes the template as a build's last layer does. Answers as build_start. */
 int build_promote(struct spaced *d, const char *sb_id, const json_t *body, json_t **out, char op_id[ID_LEN],
 		  space_err *err);

@@ -89,7 +89,7 @@ int build_promote(struct spaced *d, const char *sb_id, const json_t *body, json_
 		if (!recipe)
 			return -1;
 		json_decref(recipe);
-		return err_set(err, ENOTSUP, "memory: a promoted template's ready snapshot from the sandbox's memory is "
+		return err_set(err, EINVAL, "memory: a promoted template's ready snapshot from the sandbox's memory is "
 					     "not supported yet; its disk is (memory: false)");
 	}
 	p = build_plan_new(d, recipe, err);
