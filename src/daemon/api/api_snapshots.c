@@ -78,16 +78,6 @@ static int del_read(struct store *conn, void *arg, space_err *err)
 	return snapshot_delete_on(conn, j->ref, j->dir, err);
 }
 
-static void del_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
-{
-	(void)d;
-	(void)arg;
-	if (rc < 0)
-		http_reply_err(req, err);
-	else
-		http_reply_empty(req, 204);
-}
-
 /* Whether the client waited or not: a sealed copy can hold gigabytes. */
 static void del_release(void *arg)
 {
@@ -106,5 +96,5 @@ void api_snapshots_delete(struct http_req *r)
 		return;
 	}
 	snprintf(j->ref, sizeof(j->ref), "%s", r->param[0]);
-	api_read(r, del_read, del_reply, del_release, j);
+	api_read(r, del_read, api_reply_no_content, del_release, j);
 }

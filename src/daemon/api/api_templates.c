@@ -174,16 +174,6 @@ static int untag_read(struct store *conn, void *arg, space_err *err)
 	return removed ? 0 : err_set(err, ENOENT, "no template '%.200s'", q->ref);
 }
 
-static void untag_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
-{
-	(void)d;
-	(void)arg;
-	if (rc < 0)
-		http_reply_err(req, err);
-	else
-		http_reply_empty(req, 204);
-}
-
 /* A route on /v1/templates/{ref}: the ref checked, then read (and answered) on the store's
  * thread. */
 static void on_ref(struct http_req *r, api_read_fn read, api_reply_fn reply)
@@ -201,7 +191,7 @@ static void on_ref(struct http_req *r, api_read_fn read, api_reply_fn reply)
 
 void api_templates_delete(struct http_req *r)
 {
-	on_ref(r, untag_read, untag_reply);
+	on_ref(r, untag_read, api_reply_no_content);
 }
 
 static void get_reply(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)

@@ -50,6 +50,8 @@ void api_read_to(struct spaced *d, struct evhttp_request *req, api_read_fn read,
  * http.c), or -1 having replied (arg released). */
 int api_step_read(struct http_req *r, void (*read)(struct store *conn, void *arg),
 		  int (*verdict)(struct http_req *r, void *arg), void (*release)(void *arg), void *arg);
+/* A reply for api_read whose read answers nothing: 204, or the read's error. */
+void api_reply_no_content(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err);
 /* The same where the read renders the whole body: fn returns it (200) or NULL with err set
  * (answered as http_reply_err does). */
 typedef json_t *(*api_json_fn)(struct store *conn, void *arg, space_err *err);

@@ -124,6 +124,16 @@ static void json_release(void *arg)
 	free(j);
 }
 
+void api_reply_no_content(struct spaced *d, struct evhttp_request *req, void *arg, int rc, const space_err *err)
+{
+	(void)d;
+	(void)arg;
+	if (rc < 0)
+		http_reply_err(req, err);
+	else
+		http_reply_empty(req, 204);
+}
+
 void api_read_json(struct http_req *r, api_json_fn fn, void (*release)(void *arg), void *arg)
 {
 	struct json_job *j = calloc(1, sizeof(*j));
