@@ -31,11 +31,10 @@
 #define WALK_DEPTH_MAX 512
 #define DOCKERFILE_MAX (4u << 20)
 #define DOCKERIGNORE_MAX (1u << 20)
-#define NAME_MAX_LEN 63
-#define TAG_MAX_LEN 127 /* the daemon's (recipe_tag_ok) */
 #define STREAM_TRIES 3   /* log stream attempts in a row that get nothing */
 #define POLL_TRIES 5     /* failed polls in a row before giving up */
 #define POLL_MS 500
+#define POST_TIMEOUT_S 600 /* the daemon hashes the copies' sources before it answers */
 #define IDLE_S 300       /* a stream or upload silent this long is broken */
 #define TAIL_MAX (64u * 1024) /* a failed step's output shown on a terminal */
 
@@ -69,42 +68,30 @@ static void warn_msg(const char *msg, void *arg)
 struct opts {
 	const char *file; /* -f; NULL: DIR/Dockerfile */
 	const char *dir;
-	char name[NAME_MAX_LEN + 1];
+	char name[DF_NAME_MAX + 1];
 	json_t *tags;       /* the tag parts, each once */
 	json_t *build_args; /* --build-arg K=V */
 };
 
-static bool chars_ok(const char *s, const char *first, const char *rest, size_t max)
-{
-	size_t n = strlen(s);
-
-	return n >= 1 && n <= max && strchr(first, s[0]) && strspn(s + 1, rest) == n - 1;
-}
-
-#define LOWER "abcdefghijklmnopqrstuvwxyz0123456789"
-#define ANY LOWER "ABCDEFGHIJKLMNOPQRSTUVWXYZ_"
-
-/* -t NAME[:TAG]: every -t names the same template; no tag means "latest". */
+/* -t NAME[:TAG]: every -t names the same template; no tag means "latest".  The request's
+ * "tags" are the tag parts alone (the daemon prefixes the name). */
 static int add_tag(const struct ctl_verb *v, struct opts *o, const char *arg)
 {
-	const char *colon = strchr(arg, ':'), *tag = colon ? colon + 1 : "latest";
-	size_t n = colon ? (size_t)(colon - arg) : strlen(arg), i;
-	char name[NAME_MAX_LEN + 2];
+	char name[DF_NAME_MAX + 1], tag[DF_TAG_MAX + 1];
+	space_err e = { 0 };
 	json_t *t;
+	size_t i;
 
-	snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) - 1 ? n : sizeof(name) - 1), arg);
-	if (n > NAME_MAX_LEN || !chars_ok(name, LOWER, LOWER "._-", NAME_MAX_LEN))
-		return ctl_usage_error(v, "-t %s: a name is 1 to %d of [a-z0-9._-], starting with a "
-				       "letter or digit", arg, NAME_MAX_LEN);
-	if (!chars_ok(tag, ANY, ANY ".-", TAG_MAX_LEN))
-		return ctl_usage_error(v, "-t %s: a tag is 1 to %d of [A-Za-z0-9_.-], not starting "
-				       "with '.' or '-'", arg, TAG_MAX_LEN);
+	if (dockerfile_tag_arg(arg, name, tag, &e) < 0)
+		return ctl_usage_error(v, "%s", e.msg);
 	if (o->name[0] && strcmp(o->name, name) != 0)
 		return ctl_usage_error(v, "-t %s: every -t names the same template (%s)", arg, o->name);
 	snprintf(o->name, sizeof(o->name), "%s", name);
 	json_array_foreach(o->tags, i, t)
 		if (strcmp(json_string_value(t), tag) == 0)
 			return -1;
+	if (json_array_size(o->tags) >= DF_TAGS_MAX)
+		return ctl_usage_error(v, "-t %s: at most %d tags in one build", arg, DF_TAGS_MAX);
 	return json_array_append_new(o->tags, json_string(tag)) < 0 ? CTL_EXIT_FAIL : -1;
 }
 
@@ -1206,9 +1193,87 @@ static int prepare_context(const struct ctl *c, const struct opts *o, const char
 	return -1;
 }
 
+/* The daemon's "from: template REF: why" less what FROM's line says already. */
+static const char *from_why(const char *msg, const struct dockerfile *df)
+{
+	const char *ref = ctl_jstr(df->req, "from", "");
+	size_t n = strlen(ref);
+
+	if (strncmp(msg, "from: template ", 15) == 0 && n && strncmp(msg + 15, ref, n) == 0 &&
+	    strncmp(msg + 15 + n, ": ", 2) == 0)
+		msg += 15 + n + 2;
+	if (strncmp(msg, "store: resolve template ", 24) == 0 && n && strncmp(msg + 24, ref, n) == 0 &&
+	    strncmp(msg + 24 + n, ": ", 2) == 0)
+		msg += 24 + n + 2;
+	return msg;
+}
+
+/* The daemon's refusal of the request, said against the Dockerfile where it can be: a step's
+ * ("steps[3].copy.chown: ...") with the line the step comes from, the base's with FROM's. */
+static int build_refused(const struct dockerfile *df, const char *file, const struct http_resp *rs,
+			 space_err *e)
+{
+	json_t *j = rs->len ? json_loadb(rs->body, rs->len, 0, NULL) : NULL;
+	json_t *eo = json_object_get(j, "error"), *m;
+	const char *msg = json_string_value(json_object_get(eo, "message"));
+	const char *code = ctl_jstr(eo, "code", "no code");
+	size_t i;
+	int k = 0;
+
+	if (df->archive && (rs->status == 501 || (msg && strncmp(msg, "from.image", 10) == 0)))
+		err_set(e, ENOTSUP, "%s:%d: FROM an image archive (%s): the daemon does not build "
+			"from image archives yet (%s, HTTP %ld); FROM a template instead (spacectl "
+			"templates lists them)", file, df->from_line, df->archive,
+			msg ? msg : "not implemented", rs->status);
+	else if (msg && sscanf(msg, "steps[%zu]%n", &i, &k) == 1 && k &&
+		 (m = json_array_get(df->meta, i)))
+		err_set(e, EINVAL, "%s:%d: %s: the daemon refused it: %s (%s, HTTP %ld)", file,
+			(int)ctl_jint(m, "line", 0), ctl_jstr(m, "text", "?"), msg, code, rs->status);
+	else if (msg && strncmp(msg, "from", 4) == 0 && strchr(":. ", msg[4]) && !df->archive)
+		err_set(e, EINVAL, "%s:%d: FROM %s: %s (%s, HTTP %ld); FROM names a SPACE template "
+			"(spacectl templates lists them): images are not pulled from registries", file,
+			df->from_line, ctl_jstr(df->req, "from", "?"), from_why(msg, df), code,
+			rs->status);
+	else
+		http_error(rs, e);
+	json_decref(j);
+	return -1;
+}
+
+/* POST /v1/templates/builds; *resp its 202 answer. */
+static int post_build(const struct ctl *c, const struct dockerfile *df, const char *file,
+		      const json_t *body, json_t **resp, space_err *e)
+{
+	_cleanup_free_ char *url = NULL, *payload = json_dumps(body, JSON_COMPACT);
+	struct http_resp rs;
+	struct http_req rq = {
+		.method = "POST",
+		.bearer = c->api_key,
+		.content_type = "application/json",
+		.accept = "application/json",
+		.timeout_s = POST_TIMEOUT_S,
+	};
+	int rc;
+
+	if (need_api_key(c, e) < 0)
+		return -1;
+	if (!payload || asprintf(&url, "%s/v1/templates/builds", c->url) < 0)
+		return err_set(e, ENOMEM, "out of memory");
+	rq.url = url;
+	rq.body = payload;
+	rq.body_len = strlen(payload);
+	rc = http_do(&rq, &rs, e);
+	if (rc == 0 && rs.status / 100 != 2)
+		rc = build_refused(df, file, &rs, e);
+	else if (rc == 0 && !(*resp = json_loadb(rs.body ? rs.body : "", rs.len, 0, NULL)))
+		rc = err_set(e, EBADMSG, "POST /v1/templates/builds: the answer is not JSON");
+	http_resp_free(&rs);
+	return rc;
+}
+
 /* Upload what the build needs, start it, follow it. */
-static int start_build(const struct ctl *c, const struct opts *o, struct dockerfile *df,
-		       const struct ctx *x)
+static int start_build(const struct ctl *c, const struct opts *o, const char *file,
+		       struct dockerfile *df, const struct ctx *x)
 {
 	_cleanup_free_ char *image = NULL, *context = NULL;
 	bool show = isatty(STDERR_FILENO);
@@ -1222,7 +1287,7 @@ static int start_build(const struct ctl *c, const struct opts *o, struct dockerf
 		return ctl_fail(c, &e, CTL_EXIT_FAIL);
 	if (!(body = request(o, df, context, image)))
 		err_set(&e, ENOMEM, "out of memory");
-	if (!body || ctl_call(c, "POST", "/v1/templates/builds", body, &resp, &e) < 0)
+	if (!body || post_build(c, df, file, body, &resp, &e) < 0)
 		rc = ctl_fail(c, &e, CTL_EXIT_FAIL);
 	else
 		rc = follow_build(c, o, df, resp);
@@ -1267,7 +1332,7 @@ static int cmd_build(struct ctl *c, const struct ctl_verb *v, int argc, char **a
 	if (rc < 0 && dockerfile_has_copy(&df))
 		rc = prepare_context(c, &o, file, &df, &x, &di);
 	if (rc < 0)
-		rc = start_build(c, &o, &df, &x);
+		rc = start_build(c, &o, file, &df, &x);
 	ctx_free(&x);
 	dockerignore_free(di);
 	dockerfile_free(&df);
@@ -1307,17 +1372,18 @@ const struct ctl_verb ctl_verb_template = {
 		"is not supported\").  Ctrl-C stops following, not the build.\n"
 		"\n"
 		"One stage: FROM a template (base, name:tag, sha256:...) or an image archive\n"
-		"(oci-archive:PATH, docker-archive:PATH: uploaded first).  RUN, COPY and ADD of\n"
-		"local paths (--chown only), ENV, WORKDIR, USER (the group is dropped: the user's\n"
-		"own applies), ARG (shell-form RUNs get ARG values in their environment), LABEL,\n"
-		"EXPOSE (TCP), CMD and ENTRYPOINT (made one shell command line the template starts\n"
-		"with).  MAINTAINER is ignored.  Refused: HEALTHCHECK, VOLUME, ONBUILD, SHELL,\n"
-		"STOPSIGNAL, heredocs, RUN --mount/--network, COPY --from/--chmod, ADD of a URL.\n"
+		"(oci-archive:PATH, docker-archive:PATH: uploaded first; the daemon does not build\n"
+		"from archives yet and says so).  RUN, COPY and ADD of local paths (--chown only),\n"
+		"ENV, WORKDIR, USER (the group is dropped: the user's own applies), ARG (shell-form\n"
+		"RUNs get ARG values in their environment), LABEL, EXPOSE (TCP), CMD and ENTRYPOINT\n"
+		"(made one shell command line the template starts with).  MAINTAINER is ignored.\n"
+		"Refused: HEALTHCHECK, VOLUME, ONBUILD, SHELL, STOPSIGNAL, heredocs, RUN\n"
+		"--mount/--network, COPY --from/--chmod, ADD of a URL.\n"
 		"\n"
 		"Options:\n"
 		"  -f, --file F       the Dockerfile (relative to the current directory)\n"
-		"  -t, --tag N[:T]    the template's name and a tag (default latest); repeatable,\n"
-		"                     one name\n"
+		"  -t, --tag N[:T]    the template's name and a tag (default latest; 1 to 127 of\n"
+		"                     [A-Za-z0-9_.-]); repeatable (32 at most), one name\n"
 		"  --build-arg K=V    an ARG's value (K alone: from the environment); repeatable\n"
 		"  --json             print the finished build's JSON (GET /v1/templates/builds/ID)\n"
 		"\n"

@@ -48,6 +48,7 @@ struct df {
 	json_t *args;        /* ARGs of the stage */
 	json_t *env;         /* ENV so far */
 	bool have_from;
+	int from_line;
 	char *workdir;       /* absolute, or NULL while only the base's is in force */
 	json_t *from;
 	char *archive;
@@ -633,6 +634,7 @@ static int do_from(struct df *d, const char *instr, const char *rest)
 	if (p ? !(d->archive = strdup(p)) : !(d->from = json_string(ref)))
 		return oom(d);
 	d->have_from = true;
+	d->from_line = d->line;
 	return 0;
 }
 
@@ -1480,6 +1482,7 @@ static int finish(struct df *d, struct dockerfile *out)
 	out->req = req;
 	out->meta = json_incref(d->meta);
 	out->archive = d->archive;
+	out->from_line = d->from_line;
 	d->archive = NULL;
 	return 0;
 }
@@ -1542,6 +1545,34 @@ void dockerfile_free(struct dockerfile *df)
 	json_decref(df->meta);
 	free(df->archive);
 	memset(df, 0, sizeof(*df));
+}
+
+/* ---- the template's name and tags ---------------------------------- */
+
+static bool chars_ok(const char *s, size_t n, const char *first, const char *rest, size_t max)
+{
+	return n >= 1 && n <= max && strchr(first, s[0]) && s[0] && strspn(s + 1, rest) == n - 1;
+}
+
+#define LOWER "abcdefghijklmnopqrstuvwxyz0123456789"
+#define ANY LOWER "ABCDEFGHIJKLMNOPQRSTUVWXYZ_"
+
+int dockerfile_tag_arg(const char *arg, char name[DF_NAME_MAX + 1], char tag[DF_TAG_MAX + 1],
+		       space_err *e)
+{
+	const char *colon = strchr(arg, ':'), *t = colon ? colon + 1 : "latest";
+	size_t n = colon ? (size_t)(colon - arg) : strlen(arg);
+
+	if (!chars_ok(arg, n, LOWER, LOWER "._-", DF_NAME_MAX))
+		return err_set(e, EINVAL, "-t %.200s: a name is 1 to %d of [a-z0-9._-], starting "
+			       "with a letter or digit", arg, DF_NAME_MAX);
+	if (!chars_ok(t, strlen(t), ANY, ANY ".-", DF_TAG_MAX))
+		return err_set(e, EINVAL, "-t %.200s: a tag is 1 to %d of [A-Za-z0-9_.-], not "
+			       "starting with '.' or '-'", arg, DF_TAG_MAX);
+	memcpy(name, arg, n);
+	name[n] = '\0';
+	snprintf(tag, DF_TAG_MAX + 1, "%s", t);
+	return 0;
 }
 
 /* ---- after the parse ------------------------------------------------ */

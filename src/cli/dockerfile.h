@@ -20,6 +20,9 @@
 /* Limits of the build API (the daemon checks them too). */
 #define DF_STEPS_MAX 128
 #define DF_EXPOSE_MAX 64
+#define DF_NAME_MAX 63 /* a template's name: recipe_name_ok, [a-z0-9][a-z0-9._-]{0,62} */
+#define DF_TAG_MAX 127 /* a tag: recipe_tag_ok, [A-Za-z0-9_][A-Za-z0-9._-]{0,126} */
+#define DF_TAGS_MAX 32 /* tags of one build */
 
 struct dockerfile {
 	/* {"from"?, "steps", "start"?, "expose"?, "labels"?}: the request less name, tags and
@@ -31,6 +34,8 @@ struct dockerfile {
 	/* FROM oci-archive:PATH or docker-archive:PATH: PATH (relative to the current
 	 * directory, or absolute), to upload and name as {"image": digest}; else NULL. */
 	char *archive;
+	/* The FROM instruction's line, for messages about the base. */
+	int from_line;
 };
 
 /* Warnings (MAINTAINER ignored, build args no ARG uses...): the message alone. */
@@ -55,6 +60,15 @@ void dockerfile_free(struct dockerfile *df);
  */
 int dockerfile_resolve_sources(struct dockerfile *df, const char *name, const char *const *paths,
 			       size_t npaths, space_err *e);
+
+/*
+ * -t NAME[:TAG] split into the template's name and a tag part ("latest" when there is
+ * none), each checked as the daemon checks them (recipe_name_ok, recipe_tag_ok: the build
+ * request's "tags" hold the tag parts alone).  0, or -1 with e set ("-t ARG: a tag is ...",
+ * EINVAL).
+ */
+int dockerfile_tag_arg(const char *arg, char name[DF_NAME_MAX + 1], char tag[DF_TAG_MAX + 1],
+		       space_err *e);
 
 /* Whether the request has a copy step (it then needs a context). */
 int dockerfile_has_copy(const struct dockerfile *df);

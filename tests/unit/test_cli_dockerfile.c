@@ -4,7 +4,8 @@
  * with defaults and quotes (not in RUN, whose shell gets the ARGs exported); exec and shell
  * forms; CMD and ENTRYPOINT combined and quoted for a shell; refused instructions, flags,
  * heredocs, multi-stage builds and sources outside the context, each with the line of the
- * instruction's first line; wildcard sources resolved against the context's paths */
+ * instruction's first line; wildcard sources resolved against the context's paths; -t
+ * NAME[:TAG] checked as the daemon checks names and tags (recipe_name_ok, recipe_tag_ok) */
 #include <stdbool.h>
 #include <string.h>
 
@@ -95,7 +96,10 @@ static void test_from_run(void)
 				"{\"line\":3,\"text\":\"RUN [\\\"echo\\\", \\\"hi there\\\"]\"}]",
 		       "meta"));
 	EXPECT(df.archive == NULL);
-	EXPECT(req_is("FROM myenv:v1 AS build\n", NULL, "{\"from\":\"myenv:v1\",\"steps\":[]}"));
+	EXPECT(df.from_line == 1);
+	EXPECT(req_is("# a comment\nARG V=1\n\nFROM myenv:v1 AS build\n", NULL,
+		      "{\"from\":\"myenv:v1\",\"steps\":[]}"));
+	EXPECT(df.from_line == 4);
 	EXPECT(req_is("from sha256:abc as x\n", NULL, "{\"from\":\"sha256:abc\",\"steps\":[]}"));
 	/* Not JSON after all: the shell form, as Docker takes it. */
 	EXPECT(req_is("FROM base\nRUN [ -f x ] && echo y\n", NULL,
@@ -414,10 +418,80 @@ static void test_archive_base(void)
 
 	EXPECT(req_is("ARG IMG=img\nFROM oci-archive:./${IMG}.tar\nRUN x\n", NULL,
 		      "{\"steps\":[{\"run\":\"x\"}]}"));
-	EXPECT(df.archive && strcmp(df.archive, "./img.tar") == 0);
+	EXPECT(df.archive && strcmp(df.archive, "./img.tar") == 0 && df.from_line == 2);
 	EXPECT(parse("FROM docker-archive:/abs/image.tar\n", NULL, &e) == 0 && df.archive &&
 	       strcmp(df.archive, "/abs/image.tar") == 0 && !json_object_get(df.req, "from"));
 	EXPECT(refused("FROM oci-archive:\n", "Dockerfile:1: FROM oci-archive:: the archive's path is missing"));
+}
+
+/* -t ARG gives name and tag, or is refused with msg. */
+static bool tag_is(const char *arg, const char *name, const char *tag)
+{
+	char n[DF_NAME_MAX + 1] = "", t[DF_TAG_MAX + 1] = "";
+	space_err e = { 0 };
+
+	if (dockerfile_tag_arg(arg, n, t, &e) < 0) {
+		NOTE("-t %.60s refused: %s", arg, e.msg);
+		return false;
+	}
+	if (strcmp(n, name) != 0 || strcmp(t, tag) != 0) {
+		NOTE("-t %.60s: got %s + %s, want %s + %s", arg, n, t, name, tag);
+		return false;
+	}
+	return true;
+}
+
+static bool tag_refused(const char *arg, const char *what)
+{
+	char n[DF_NAME_MAX + 1], t[DF_TAG_MAX + 1];
+	space_err e = { 0 };
+
+	if (dockerfile_tag_arg(arg, n, t, &e) == 0) {
+		NOTE("-t %.60s accepted, expected a refusal of its %s", arg, what);
+		return false;
+	}
+	if (!strstr(e.msg, what)) {
+		NOTE("-t %.60s: %s (expected one about its %s)", arg, e.msg, what);
+		return false;
+	}
+	return true;
+}
+
+/* The daemon's rules: a name [a-z0-9][a-z0-9._-]{0,62}, a tag [A-Za-z0-9_][A-Za-z0-9._-]{0,126}. */
+static void test_tag_args(void)
+{
+	char name63[64], name64[65], tag127[128], tag128[129], arg[256];
+
+	memset(name63, 'n', 63), name63[63] = '\0';
+	memset(name64, 'n', 64), name64[64] = '\0';
+	memset(tag127, 'T', 127), tag127[127] = '\0';
+	memset(tag128, 'T', 128), tag128[128] = '\0';
+	EXPECT(tag_is("myenv", "myenv", "latest"));
+	EXPECT(tag_is("myenv:v1", "myenv", "v1"));
+	EXPECT(tag_is("my.env-2_x:V1.2-rc_3", "my.env-2_x", "V1.2-rc_3"));
+	EXPECT(tag_is("0env:_x", "0env", "_x"));
+	EXPECT(tag_is(name63, name63, "latest"));
+	snprintf(arg, sizeof(arg), "a:%s", tag127);
+	EXPECT(tag_is(arg, "a", tag127));
+	snprintf(arg, sizeof(arg), "%s:%s", name63, tag127);
+	EXPECT(tag_is(arg, name63, tag127));
+
+	EXPECT(tag_refused(name64, "name is 1 to 63"));
+	snprintf(arg, sizeof(arg), "a:%s", tag128);
+	EXPECT(tag_refused(arg, "tag is 1 to 127"));
+	EXPECT(tag_refused("", "name"));
+	EXPECT(tag_refused(":v1", "name"));
+	EXPECT(tag_refused("MyEnv:v1", "name"));
+	EXPECT(tag_refused(".env:v1", "name"));
+	EXPECT(tag_refused("-env", "name"));
+	EXPECT(tag_refused("_env", "name"));
+	EXPECT(tag_refused("my/env:v1", "name"));
+	EXPECT(tag_refused("myenv:", "tag"));
+	EXPECT(tag_refused("myenv:.v1", "tag"));
+	EXPECT(tag_refused("myenv:-v1", "tag"));
+	EXPECT(tag_refused("myenv:v:1", "tag"));
+	EXPECT(tag_refused("myenv:v 1", "tag"));
+	EXPECT(tag_refused("myenv:v/1", "tag"));
 }
 
 static void test_resolve_sources(void)
@@ -478,6 +552,7 @@ int main(void)
 	RUN(test_substitution_errors);
 	RUN(test_archive_base);
 	RUN(test_resolve_sources);
+	RUN(test_tag_args);
 	dockerfile_free(&df);
 	return DONE();
 }
