@@ -256,7 +256,7 @@ static int parse_tags(const json_t *tags, struct recipe *r, space_err *err)
 	json_array_foreach (tags, i, t) {
 		if (!recipe_tag_ok(json_string_value(t)))
 			return err_set(err, EINVAL,
-				       "tags[%zu]: a tag is 1 to 128 of [A-Za-z0-9_.-], not starting with '.' or '-'", i);
+				       "tags[%zu]: a tag is 1 to 127 of [A-Za-z0-9_.-], not starting with '.' or '-'", i);
 		if (json_array_append_new(r->tags, json_sprintf("%s:%s", r->name, json_string_value(t))) < 0)
 			return err_set(err, ENOMEM, "out of memory");
 	}
