@@ -23,9 +23,13 @@ static void poll_done(struct spaced *d, const struct op_rec *op, void *arg)
 	struct op_poll *p = arg;
 	struct evhttp_request *req = p->hold.req;
 
-	(void)d;
 	http_hold_end(&p->hold);
-	http_reply_json(req, 200, op_to_json(op));
+	/* A finished operation is told only once what it wrote is in the store (the sandbox's
+	 * new state was queued before it): a crash right after the answer loses nothing. */
+	if (op_state_done(op->state))
+		api_reply_stored_to(d, req, 200, op_to_json(op));
+	else
+		http_reply_json(req, 200, op_to_json(op));
 	free(p);
 }
 

@@ -224,9 +224,11 @@ static void route_snapshot(struct http_req *r)
 
 static void not_here(struct http_req *r)
 {
+	/* Warm pools, build contexts and template builds are each node's own. */
 	http_req_error(r, 400, "bad_request",
-		       "this is an api process (--role api): warm pools are set on each node (--pool, or "
-		       "PUT /v1/templates/{ref}/pool on the node itself)");
+		       "this is an api process (--role api): this route is served on each node's own control "
+		       "plane (warm pools: --pool or PUT /v1/templates/{ref}/pool there; template builds and "
+		       "build contexts: /v1/templates/builds and PUT /v1/contexts there)");
 }
 
 /* What an api process runs for a route placed `place`, on its control (data false) or data plane. */
