@@ -1220,11 +1220,10 @@ static int build_refused(const struct dockerfile *df, const char *file, const st
 	size_t i;
 	int k = 0;
 
-	if (df->archive && (rs->status == 501 || (msg && strncmp(msg, "from.image", 10) == 0)))
+	if (df->archive && msg && strncmp(msg, "from.image", 10) == 0)
 		err_set(e, ENOTSUP, "%s:%d: FROM an image archive (%s): the daemon does not build "
 			"from image archives yet (%s, HTTP %ld); FROM a template instead (spacectl "
-			"templates lists them)", file, df->from_line, df->archive,
-			msg ? msg : "not implemented", rs->status);
+			"templates lists them)", file, df->from_line, df->archive, msg, rs->status);
 	else if (msg && sscanf(msg, "steps[%zu]%n", &i, &k) == 1 && k &&
 		 (m = json_array_get(df->meta, i)))
 		err_set(e, EINVAL, "%s:%d: %s: the daemon refused it: %s (%s, HTTP %ld)", file,
