@@ -18,6 +18,8 @@ static void usage(FILE *f)
 		"  --listen ADDR:PORT        control plane (SPACE_LISTEN, default 127.0.0.1:7070)\n"
 		"  --data-listen ADDR:PORT   data plane (SPACE_DATA_LISTEN, default 127.0.0.1:7071)\n"
 		"  --data-url URL            data-plane URL handed to clients (default http://<data-listen>)\n"
+		"  --ports-domain DOMAIN     a sandbox's TCP port is {port}-{id}.DOMAIN on the data plane (default\n"
+		"                            localhost: every *.localhost name is loopback, no DNS needed)\n"
 		"  --state-dir DIR           state directory (SPACE_STATE_DIR, default /var/lib/space)\n"
 		"  --api-key KEY             control-plane API key (SPACE_API_KEY; visible to every user in ps: prefer\n"
 		"                            --api-key-file; default: generated once, kept in the state dir)\n"
@@ -94,6 +96,28 @@ const char *daemon_role_name(enum daemon_role r)
 	case DROLE_NODE: return "node";
 	default: return "all";
 	}
+}
+
+/* A DNS name: labels of letters, digits and '-', lowercased. */
+static void set_ports_domain(struct config *cfg, const char *v)
+{
+	size_t n = strlen(v), label = 0;
+
+	if (n == 0 || n >= sizeof(cfg->ports_domain) || v[0] == '.' || v[n - 1] == '.') {
+		fprintf(stderr, "spaced: --ports-domain must be a DNS name such as localhost or preview.example.com\n");
+		exit(2);
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)v[i];
+
+		label = c == '.' ? 0 : label + 1;
+		if (!(isalnum(c) || c == '-' || (c == '.' && v[i + 1] != '.')) || label > 63) {
+			fprintf(stderr, "spaced: --ports-domain '%s' is not a DNS name\n", v);
+			exit(2);
+		}
+		cfg->ports_domain[i] = (char)tolower(c);
+	}
+	cfg->ports_domain[n] = '\0';
 }
 
 static enum daemon_role parse_role(const char *v, const char *what)
@@ -314,6 +338,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "egress-max-buffer", required_argument, NULL, 1018 },
 		{ "net-spares", required_argument, NULL, 1019 },
 		{ "backstop-ms", required_argument, NULL, 1020 },
+		{ "ports-domain", required_argument, NULL, 1023 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -343,6 +368,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->session_output_max_mib = 64;
 	cfg->context_max_mib = 512;
 	cfg->build_cache_max_mib = 20480;
+	snprintf(cfg->ports_domain, sizeof(cfg->ports_domain), "localhost");
 	cfg->sandbox_output_max_mib = 256;
 	cfg->output_min_free_mib = 256;
 	cfg->max_sessions_per_sandbox = 64;
@@ -421,6 +447,7 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1019: cfg->net_spares = parse_int(optarg, "--net-spares", 0, 64); break;
 		case 1020: cfg->backstop_ms = parse_int(optarg, "--backstop-ms", 100, 600000); break;
 		case 1021: cfg->context_max_mib = parse_int(optarg, "--context-max", 1, 1 << 20); break;
+		case 1023: set_ports_domain(cfg, optarg); break;
 		case 1022: cfg->build_cache_max_mib = parse_int(optarg, "--build-cache-max", 0, 1 << 30); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;

@@ -56,6 +56,7 @@ struct config {
 	int max_streams_per_sandbox;
 	/* Bounds on command sessions (docs/design/guest-bounds.md). */
 	int context_max_mib;        /* --context-max: a build context's largest size (default 512) */
+	char ports_domain[128];     /* --ports-domain: {port}-{id}.<this> reaches a sandbox's port (default localhost) */
 	int build_cache_max_mib;    /* --build-cache-max: the builds' layers kept (default 20480; 0: none) */
 	int session_output_max_mib; /* output kept per session; older bytes are dropped (default 64) */
 	int sandbox_output_max_mib; /* output kept by all sessions of a sandbox (default 256) */

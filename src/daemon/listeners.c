@@ -15,6 +15,7 @@
 #include "e2b/e2b_ctl.h"
 #include "front/front.h"
 #include "listeners.h"
+#include "ports/ports_front.h"
 
 struct part {
 	const struct http_route *routes;
@@ -108,6 +109,8 @@ int listeners_data_tables(struct spaced *d, struct front_tables *t, space_err *e
 	t->nstream_routes = n;
 	t->prefixes = envd_prefixes;
 	t->nprefixes = envd_nprefixes;
+	t->host_takes = port_host_takes; /* {port}-{id}.{--ports-domain}: a sandbox's port */
+	t->host_handler = port_handle;
 	if (d->cfg.role != DROLE_API)
 		return 0;
 	free((void *)t->stream_routes);

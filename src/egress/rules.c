@@ -3,7 +3,11 @@
  * (nftables 1.0.6, Debian 12), and it stops a guest spoofing another MAC on the TAP.
  * DNS is accepted without "ct status dnat": a query sent to 169.254.0.22:53 itself (the
  * guest's resolv.conf) is redirected onto the same address and port, a NAT binding that
- * changes nothing, so the kernel never sets IPS_DST_NAT on it and the rule would drop it. */
+ * changes nothing, so the kernel never sets IPS_DST_NAT on it and the rule would drop it.
+ * Ingress (a sandbox's ports): the daemon connects to the guest from this netns; the guest's
+ * packets of such a connection are its conntrack entry's reply direction, which nothing the
+ * guest opens ever is, and the nat chain never sees them (NAT binds a connection's first
+ * packet only). */
 #include "egress/rules.h"
 
 #define STR_(x) #x
@@ -26,6 +30,8 @@ static const char ruleset[] =
 	"    type filter hook input priority filter; policy accept;\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" udp dport " STR(EGRESS_DNS_PORT) " accept\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" tcp dport " STR(EGRESS_PROXY_PORT) " ct status dnat accept\n"
+	/* a port's traffic (ingress.c): the guest answering a connection opened from this netns */
+	"    iifname \"" EGRESS_TAP_NAME "\" meta l4proto tcp ct direction reply ct state established accept\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" icmp type echo-request ip daddr 169.254.0.22 "
 	"limit rate 10/second accept\n"
 	"    iifname \"" EGRESS_TAP_NAME "\" drop\n"

@@ -17,7 +17,7 @@ $cc -std=gnu11 -Wall -Wextra -Werror -Wno-format-truncation -D_GNU_SOURCE -Isrc/
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
     -o "$build/stub_daemon" tests/http/stub_daemon.c src/daemon/http/http.c src/daemon/http/conn.c src/daemon/http/stream.c src/daemon/http/preauth.c src/daemon/http/ws.c src/daemon/limits.c \
     src/daemon/dataplane/dataplane.c \
-    src/daemon/dataplane/dp_attach.c src/daemon/dataplane/dp_ws.c src/daemon/front/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c src/daemon/front/read_async.c \
+    src/daemon/dataplane/dp_attach.c src/daemon/dataplane/dp_ws.c src/daemon/front/render.c src/daemon/sandbox/spool.c src/daemon/api/api_operations.c src/daemon/front/read_async.c src/daemon/front/reply_stored.c \
     src/daemon/e2b/envd_auth.c src/daemon/e2b/connect.c src/daemon/e2b/e2b_reply.c src/daemon/e2b/e2b_routes.c src/daemon/e2b/e2b_dialect.c src/daemon/api/api_files_dp.c src/daemon/sandbox/spec.c \
     src/daemon/model/model.c src/daemon/metrics/metrics.c src/common/err.c src/common/log.c -levent -levent_openssl -ljansson -lssl -lcrypto -lhttp_parser
 

@@ -63,6 +63,11 @@ void api_sandboxes_logs(struct http_req *r);
 /* api_network.c: a sandbox's egress policy and audit */
 void api_sandboxes_network(struct http_req *r);
 void api_sandboxes_egress(struct http_req *r);
+/* api_ports.c: a sandbox's ports (what listens, public marks, port tokens). */
+void api_ports_list(struct http_req *r);
+void api_ports_put(struct http_req *r);
+void api_ports_token_create(struct http_req *r);
+void api_ports_token_revoke(struct http_req *r);
 /* api_secrets.c */
 void api_secrets_put(struct http_req *r);
 void api_secrets_list(struct http_req *r);

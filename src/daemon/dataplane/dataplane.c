@@ -380,6 +380,8 @@ int dataplane_start(struct spaced *d, const struct front_tables *t, space_err *e
 	dp_plane.stream_routes = t->stream_routes;
 	dp_plane.nstream_routes = t->nstream_routes;
 	dp_plane.prefixes = t->prefixes;
+	dp_plane.host_takes = t->host_takes;
+	dp_plane.host_handler = t->host_handler;
 	dp_plane.nprefixes = t->nprefixes;
 	dp_plane.max_body = t->max_body ? t->max_body :
 		d->cfg.max_stdin_bytes > 0 ? (size_t)d->cfg.max_stdin_bytes : (4u << 20);

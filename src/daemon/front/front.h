@@ -23,6 +23,9 @@ struct front_tables {
 	size_t nprefixes;
 	bool relay;      /* an api process's (--role api): the routes relay or read the store */
 	size_t max_body; /* 0: the listener's own limit */
+	/* A front end addressed by Host (http_plane.host_takes, .host_handler; NULL: none). */
+	bool (*host_takes)(const struct http_plane *plane, const char *host, size_t n);
+	http_handler host_handler;
 };
 
 /* Sends status and body (the reference is taken) once every store write queued before now

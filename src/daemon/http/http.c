@@ -354,6 +354,37 @@ static void run_steps(struct http_req *r)
 	req_free(r);
 }
 
+/* A request for the plane's Host front end: true when it was answered or handed on here. */
+static bool host_route(const struct http_plane *plane, struct http_req *r)
+{
+	const char *host = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Host");
+
+	if (!r->taken && !(host && plane->host_takes(plane, host, strlen(host))))
+		return false;
+	if (!r->taken) {
+		/* The filter could not read its head (outside the subset it takes, two Host lines...):
+		 * evhttp may have read a body nobody checked, and the port it names is not answered. */
+		evhttp_add_header(evhttp_request_get_output_headers(r->req), "Connection", "close");
+		http_req_error(r, 400, "bad_request", "a request for a sandbox's port must be plain HTTP/1.x with one "
+						      "Host header and a body framed by Content-Length or chunked");
+		return true;
+	}
+	r->next = plane->host_handler;
+	r->stage = 3; /* no plane auth or prepare step: the handler checks its own credentials */
+	r->next(r);
+	return true;
+}
+
+struct bufferevent *http_take_over(struct http_conns *cs, struct evhttp_request *req)
+{
+	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+	struct http_conn *c = evcon ? http_conn_find(cs, evcon) : NULL;
+
+	if (!c || !http_sf_release(http_conn_sf(c)))
+		return NULL;
+	return evhttp_connection_get_bufferevent(evcon);
+}
+
 static void dispatch(struct evhttp_request *req, void *arg)
 {
 	const struct http_plane *plane = arg;
@@ -376,7 +407,7 @@ static void dispatch(struct evhttp_request *req, void *arg)
 	r->conn = conn_request_read(plane, req);
 	/* Before anything can answer: a streaming body marks its reply (stream.h). */
 	if (http_conn_sf(r->conn))
-		r->body = http_sf_dispatch(r->conn, req, &r->withheld);
+		r->body = http_sf_dispatch(r->conn, req, &r->withheld, &r->taken);
 	TAILQ_INIT(&r->query);
 	r->d = plane->d;
 	r->req = req;
@@ -417,6 +448,8 @@ static void dispatch(struct evhttp_request *req, void *arg)
 			       HTTP_PEER_HEADER);
 		goto out;
 	}
+	if (plane->host_takes && host_route(plane, r))
+		goto out;
 	if (plane->auth_first && plane->auth && plane->auth(r) < 0)
 		goto out;
 	switch (m) {

@@ -63,6 +63,8 @@ struct http_req {
 	int stage;                        /* the steps run so far (http.c) */
 	int withheld;                     /* !0: the filter did not read the body (preauth.c): the
 					   * status the request is answered with if no step refuses */
+	bool taken;                       /* its head was claimed by the plane's host_takes: no byte
+					   * of its body has been read (http_take_over) */
 };
 
 /* What a plane's head check says of a request's credentials before a byte of its body is read
@@ -205,6 +207,13 @@ struct http_plane {
 	bool (*peer_exempt)(const struct http_req *r);
 	/* Served over TLS with this server context (tls.h; NULL: plain HTTP). */
 	struct ssl_ctx_st *tls;
+	/* A front end addressed by Host rather than path (a sandbox's ports: {port}-{id}.{domain}).
+	 * host_takes (pure, from the head's Host value, n bytes, not NUL-terminated) says whether a
+	 * request is its; the stream filter then reads nothing after the head, and host_handler gets
+	 * the request (r->taken; no route, no plane auth) to answer it or http_take_over() it. NULL:
+	 * none. Needs the filter (the plane has stream routes). */
+	bool (*host_takes)(const struct http_plane *plane, const char *host, size_t n);
+	http_handler host_handler;
 };
 
 /* The header an api process puts its cluster credential in (and drops from a client's). */
@@ -303,5 +312,12 @@ void http_hold_begin(struct http_hold *h, struct evhttp_request *req, void (*on_
 void http_hold_end(struct http_hold *h);
 /* The held request's connection is going away (conn.c calls this). */
 void http_hold_gone(struct http_hold *h);
+
+/* A held request (r->taken when it came, http_hold_begin done) whose connection its handler now owns: what
+ * the client sent from the request's first byte on is in the returned bufferevent's input (the
+ * head as it came, the body, whatever followed), and the handler sets its callbacks; the
+ * request is never answered through evhttp. Ends with evhttp_connection_free() of the request's
+ * connection (the hold's on_gone runs inside). NULL (nothing changed) when it cannot be. */
+struct bufferevent *http_take_over(struct http_conns *cs, struct evhttp_request *req);
 
 #endif

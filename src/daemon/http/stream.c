@@ -94,14 +94,16 @@ struct http_sf {
 
 /* ---- the head ---- */
 
-enum hdr_kind { HDR_OTHER, HDR_CL, HDR_TE, HDR_EXPECT, HDR_MARKER };
+enum hdr_kind { HDR_OTHER, HDR_CL, HDR_TE, HDR_EXPECT, HDR_MARKER, HDR_HOST };
 
 struct head_info {
 	enum evhttp_cmd_type method;
 	const char *target;
 	size_t target_len;
 	int minor;
-	int ncl, nte, nexpect, nmarker;
+	int ncl, nte, nexpect, nmarker, nhost;
+	const char *host;     /* the Host header's value (trimmed), when there is one */
+	size_t host_len;
 	uint64_t cl;
 	bool chunked, expect_continue;
 	size_t reqline_len;   /* the request line with its line end */
@@ -141,6 +143,7 @@ static enum hdr_kind hdr_kind(const char *name, size_t n)
 		{ "Transfer-Encoding", HDR_TE },
 		{ "Expect", HDR_EXPECT },
 		{ HTTP_SF_HEADER, HDR_MARKER },
+		{ "Host", HDR_HOST },
 	};
 
 	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
@@ -261,6 +264,11 @@ static int head_parse(const char *h, size_t n, struct head_info *hi)
 		case HDR_MARKER:
 			hi->nmarker++;
 			break;
+		case HDR_HOST:
+			hi->nhost++;
+			hi->host = v;
+			hi->host_len = vl;
+			break;
 		case HDR_OTHER:
 			break;
 		}
@@ -286,7 +294,7 @@ static void emit_head(struct evbuffer *dst, const char *h, size_t n, const struc
 		if (len == 0)
 			break;
 		k = hdr_kind(line, strcspn(line, ":"));
-		if (k == HDR_MARKER || (stream && k != HDR_OTHER))
+		if (k == HDR_MARKER || (stream && k != HDR_OTHER && k != HDR_HOST))
 			continue;
 		evbuffer_add(dst, line, whole);
 	}
@@ -399,12 +407,32 @@ static size_t raw_capped(struct http_sf *sf, struct evbuffer *dst)
 	return go_raw(sf, dst);
 }
 
+/* Does the plane's front end for hosts (a sandbox's ports) claim this head's one Host? */
+static bool host_taken(const struct http_sf *sf, const struct head_info *hi)
+{
+	return sf->plane && sf->plane->host_takes && hi->nhost == 1 &&
+	       sf->plane->host_takes(sf->plane, hi->host, hi->host_len);
+}
+
+/* evhttp gets the head with no body and the HTTP_SF_TAKE marker; the head as it came stays in
+ * `head`, and nothing after it is read until http_sf_release or the reply. */
+static size_t take(struct http_sf *sf, struct evbuffer *dst, const char *h, size_t hl, const struct head_info *hi)
+{
+	size_t before = evbuffer_get_length(dst);
+
+	emit_head(dst, h, hl, hi, true);
+	evbuffer_add_printf(dst, "Content-Length: 0\r\n%s: %s\r\n\r\n", HTTP_SF_HEADER, HTTP_SF_TAKE);
+	sf->state = HTTP_SF_TAKEN;
+	return evbuffer_get_length(dst) - before;
+}
+
 /* The head is whole (its last byte is still the first of src). */
 static size_t on_head(struct http_sf *sf, struct evbuffer *src, struct evbuffer *dst)
 {
 	size_t hl = evbuffer_get_length(sf->head), before = evbuffer_get_length(dst);
 	struct head_info hi;
 	struct http_body *b;
+	bool parsed;
 	char *h;
 
 	h = malloc(hl + 2);
@@ -413,8 +441,15 @@ static size_t on_head(struct http_sf *sf, struct evbuffer *src, struct evbuffer 
 		return go_raw(sf, dst);
 	}
 	h[hl + 1] = '\0';
-	if (sf->p.upgrade || head_parse(h, hl + 1, &hi) < 0 || (hi.ncl && sf->p.content_length != hi.cl) ||
-	    !!(sf->p.flags & F_CHUNKED) != hi.chunked) {
+	parsed = head_parse(h, hl + 1, &hi) == 0 && !(hi.ncl && sf->p.content_length != hi.cl) &&
+		 !!(sf->p.flags & F_CHUNKED) == hi.chunked;
+	if (parsed && host_taken(sf, &hi)) {
+		size_t n = take(sf, dst, h, hl, &hi);
+
+		free(h);
+		return n;
+	}
+	if (sf->p.upgrade || !parsed) {
 		free(h);
 		sf->upgraded = sf->p.upgrade;
 		/* A head whose credentials we cannot read, with a body evhttp would buffer unchecked:
@@ -545,7 +580,7 @@ size_t http_sf_input(struct http_sf *sf, struct evbuffer *src, struct evbuffer *
 		struct evbuffer_iovec v;
 		enum http_errno e;
 
-		if (!avail || st == HTTP_SF_WAIT)
+		if (!avail || st == HTTP_SF_WAIT || st == HTTP_SF_TAKEN)
 			break;
 		if (st == HTTP_SF_DEAD) {
 			evbuffer_drain(src, avail);
@@ -657,6 +692,11 @@ void http_sf_reply_done(struct http_sf *sf)
 		return;
 	}
 	switch (sf->state) {
+	case HTTP_SF_TAKEN: /* answered, not taken over: its body (unread) ends the connection */
+		sf->state = HTTP_SF_DEAD;
+		if (sf->closer)
+			event_active(sf->closer, EV_TIMEOUT, 0);
+		return;
 	case HTTP_SF_STREAM: /* answered before the whole body came: drop the rest */
 		sf->state = HTTP_SF_DISCARD;
 		break;
@@ -1012,7 +1052,19 @@ void http_sf_conn_gone(struct http_sf *sf)
 	sf->bev = NULL; /* evhttp frees it next */
 }
 
-struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld)
+bool http_sf_release(struct http_sf *sf)
+{
+	if (!sf || sf->state != HTTP_SF_TAKEN || !sf->bev)
+		return false;
+	/* evhttp read the synthesized head whole, so the input holds nothing else */
+	evbuffer_add_buffer(bufferevent_get_input(sf->bev), sf->head);
+	sf->state = HTTP_SF_RAW;
+	if (sf->kick)
+		event_active(sf->kick, EV_TIMEOUT, 0); /* what the socket read ahead comes up too */
+	return true;
+}
+
+struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld, bool *taken)
 {
 	struct evkeyvalq *in = evhttp_request_get_input_headers(req);
 	const char *v = evhttp_find_header(in, HTTP_SF_HEADER);
@@ -1021,8 +1073,16 @@ struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *r
 	uint64_t id = 0;
 
 	*withheld = 0;
+	*taken = false;
 	if (!v)
 		return NULL;
+	if (strcmp(v, HTTP_SF_TAKE) == 0) {
+		evhttp_remove_header(in, HTTP_SF_HEADER);
+		*taken = sf && sf->state == HTTP_SF_TAKEN;
+		if (*taken)
+			evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+		return NULL;
+	}
 	if (sf && (strcmp(v, HTTP_SF_REFUSED) == 0 || strcmp(v, HTTP_SF_BUSY) == 0)) {
 		*withheld = strcmp(v, HTTP_SF_BUSY) == 0 ? 429 : 401;
 		evhttp_remove_header(in, HTTP_SF_HEADER);

@@ -28,6 +28,7 @@
 #define HTTP_SF_HEADER "X-Space-Body-Stream"
 #define HTTP_SF_REFUSED "refused"
 #define HTTP_SF_BUSY "busy"
+#define HTTP_SF_TAKE "take" /* a head host_takes claimed (HTTP_SF_TAKEN) */
 /* A head longer than this passes through raw (evhttp refuses it). */
 #define HTTP_SF_HEAD_MAX (2 * HTTP_MAX_HEADERS)
 /* On a plane with a head check, what passes raw after a head the filter could not read. */
@@ -41,6 +42,9 @@ enum http_sf_state {
 	HTTP_SF_WAIT,    /* the request is whole: waiting for evhttp's reply */
 	HTTP_SF_RAW,     /* everything passes through untouched, for good */
 	HTTP_SF_DEAD,    /* a streaming body was malformed: input is dropped; the connection closes */
+	HTTP_SF_TAKEN,   /* a head the plane's host_takes claimed: evhttp has it with no body, every
+			  * byte after it (body included) waits, unread, for http_sf_release (its
+			  * front end takes the connection over) or the reply (which closes it) */
 };
 
 struct http_sf;
@@ -78,12 +82,19 @@ void http_sf_conn_gone(struct http_sf *sf);
 struct http_sf *http_conn_sf(struct http_conn *c);
 void http_conn_close(struct http_conn *c);
 
+/* A front end takes the connection of the request the filter holds in HTTP_SF_TAKEN over: the
+ * filter goes raw, and what the client sent from the head's first byte on (the original head,
+ * as it came) is put back in the filter's input for the new owner to read. false when the
+ * filter is not holding such a request. */
+bool http_sf_release(struct http_sf *sf);
+
 /* http.c's dispatch: a request that came with HTTP_SF_HEADER. Returns its body (or NULL, when the
  * header does not name the stream the filter is on), strips the header and, when the client
  * waits for `100 Continue`, marks the reply to close the connection until the body is claimed.
  * *withheld: 0, or the status a request whose body the filter did not read is answered with
  * (401: its credentials were refused; 429: the unauthenticated budget is spent); its reply
- * closes the connection. */
-struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld);
+ * closes the connection. *taken: the head was one host_takes claimed (HTTP_SF_TAKEN); its reply,
+ * if it gets one instead of being taken over, closes the connection. */
+struct http_body *http_sf_dispatch(struct http_conn *c, struct evhttp_request *req, int *withheld, bool *taken);
 
 #endif

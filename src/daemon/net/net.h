@@ -40,6 +40,18 @@ int net_ns_remove(struct spaced *d, const char *sb_id, space_err *err);
  * returns how many. */
 int net_ns_sweep(struct spaced *d, bool (*keep)(const char *sb_id, void *arg), void *arg);
 
+/* ---- ingress.c ---- */
+
+struct sockaddr_in;
+/* Opens the daemon's own netns for coming back to (at start-up, before any other netns is
+ * entered; net_ingress_socket does it on first use otherwise). */
+int net_ingress_init(space_err *err);
+/* A non-blocking TCP socket made inside sb_id's netns (the loop's thread enters it for the
+ * socket() call alone), to connect to the guest at net_ingress_addr. */
+int net_ingress_socket(const struct spaced *d, const char *sb_id, space_err *err);
+/* The guest's address, port `port` (169.254.0.21). */
+void net_ingress_addr(uint16_t port, struct sockaddr_in *sa);
+
 /* ---- spares.c ---- */
 
 /* Netns made ahead for launches to take (want of them ready; want <= 0: none, NULL). busy

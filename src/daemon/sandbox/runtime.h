@@ -74,6 +74,7 @@ struct sandbox {
 	struct start_phases phases; /* its last start, step by step (phases.c) */
 	/* A template build's VM (role build, build_vm.c): whom it tells that it runs (or could
 	 * not start) and that a layer was taken. NULL: its build is gone (it is deleted). */
+	struct port_set *ports;    /* its public ports, once read (ports.c) */
 	build_vm_up_fn build_up;
 	build_vm_layer_fn build_layer;
 	void *build_arg;

@@ -6,6 +6,7 @@
 #include "cleanup.h"
 #include "log.h"
 #include "net/net.h"
+#include "ports.h"
 #include "runtime.h"
 #include "store/store.h"
 
@@ -162,6 +163,7 @@ void sandbox_free(struct sandbox *sb)
 	if (sb->timer)
 		event_free(sb->timer);
 	sessions_free(sb);
+	ports_free(sb);
 	sandbox_rec_clear(&sb->rec);
 	template_rec_clear(&sb->tmpl);
 	op_rec_clear(&sb->op);

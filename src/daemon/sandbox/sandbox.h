@@ -319,6 +319,9 @@ int token_issue_files(struct spaced *d, const char *sb_id, int ttl_s, char token
 #define TOKEN_SCOPE_ENVD "envd"
 int token_issue(struct spaced *d, const char *sb_id, const char *scope, int64_t ttl_s, char token[65],
 		int64_t *expires_ms, space_err *err);
+/* Forgets, from this process's memory, sb_id's tokens of scope whose hash starts with
+ * hash_prefix (NULL: all of them); returns how many (their rows are the caller's to delete). */
+int token_forget_where(struct spaced *d, const char *sb_id, const char *scope, const char *hash_prefix);
 /* A token's row, for one this process has not seen: token_check fills hash, token_read (on
  * the store's thread: store_async) the rest, token_verdict judges it on the loop. */
 struct token_row {

@@ -110,6 +110,30 @@ void token_forget_sandbox(struct spaced *d, const char *sb_id)
 	}
 }
 
+int token_forget_where(struct spaced *d, const char *sb_id, const char *scope, const char *hash_prefix)
+{
+	struct token_mem_table *t = d->tokens;
+	size_t plen = hash_prefix ? strlen(hash_prefix) : 0;
+	int n = 0;
+
+	for (size_t i = 0; t && i < TOKEN_MEM_BUCKETS; i++) {
+		struct token_mem **pp = &t->b[i], *e;
+
+		while ((e = *pp)) {
+			if (strcmp(e->owner, sb_id) == 0 && strcmp(e->scope, scope) == 0 &&
+			    (!plen || strncmp(e->hash, hash_prefix, plen) == 0)) {
+				*pp = e->next;
+				free(e);
+				t->n--;
+				n++;
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	return n;
+}
+
 void tokens_free(struct spaced *d)
 {
 	struct token_mem_table *t = d->tokens;

@@ -451,6 +451,16 @@ int store_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, sp
 	return st->ops->tokens_prune(st, sandbox_id, now, err);
 }
 
+int store_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err)
+{
+	return st->ops->tokens_each(st, sandbox_id, fn, arg, err);
+}
+
+int store_token_delete(struct store *st, const char *hash, space_err *err)
+{
+	return st->ops->token_delete(st, hash, err);
+}
+
 int store_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
 		     struct secret_rec *out, bool *created, space_err *err)
 {

@@ -165,6 +165,11 @@ int store_token_put(struct store *st, const char *hash, const char *sandbox_id, 
 int store_token_get(struct store *st, const char *hash, char sandbox_id[ID_LEN], char *scope, size_t scope_len,
 		    int64_t *expires_ms, space_err *err);
 int store_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
+/* Every token row of one sandbox (expired ones too), in no set order: fn returns 0 to go on,
+ * anything else to stop (returned). delete: ENOENT when there is no such row. */
+typedef int (*store_token_fn)(const char *hash, const char *scope, int64_t expires_ms, void *arg);
+int store_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err);
+int store_token_delete(struct store *st, const char *hash, space_err *err);
 
 /* Egress secrets (schema v4; hosts v8): values the gateways inject, never shown, and the hosts
  * each may be sent to (a JSON array of names and *.suffix patterns, as text; "[]" for one

@@ -55,6 +55,8 @@ struct store_ops {
 	int (*token_get)(struct store *st, const char *hash, char sandbox_id[ID_LEN], char *scope,
 			 size_t scope_len, int64_t *expires_ms, space_err *err);
 	int (*tokens_prune)(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
+	int (*tokens_each)(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err);
+	int (*token_delete)(struct store *st, const char *hash, space_err *err);
 
 	int (*secret_put)(struct store *st, const char *name, const char *value, const char *hosts,
 			  struct secret_rec *out, bool *created, space_err *err);

@@ -177,6 +177,8 @@ int pg_token_put(struct store *st, const char *hash, const char *sandbox_id, con
 int pg_token_get(struct store *st, const char *hash, char sandbox_id[ID_LEN], char *scope,
 		 size_t scope_len, int64_t *expires_ms, space_err *err);
 int pg_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space_err *err);
+int pg_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err);
+int pg_token_delete(struct store *st, const char *hash, space_err *err);
 
 int pg_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
 		  struct secret_rec *out, bool *created, space_err *err);

@@ -52,6 +52,40 @@ int pg_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space
 		       err, "prune tokens");
 }
 
+int pg_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err)
+{
+	_cleanup_params_ struct pg_params p = { 0 };
+	_cleanup_pgres_ PGresult *r = NULL;
+	char hash[65], scope[64];
+
+	pg_text(&p, sandbox_id);
+	if (pg_exec(st, "SELECT hash, scope, expires_ms FROM tokens WHERE sandbox_id = $1", &p, &r, err,
+		    "list tokens") < 0)
+		return -1;
+	for (int i = 0; i < PQntuples(r); i++) {
+		int rc;
+
+		pg_copy(r, i, 0, hash, sizeof(hash));
+		pg_copy(r, i, 1, scope, sizeof(scope));
+		if ((rc = fn(hash, scope, pg_i64(r, i, 2), arg)) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+int pg_token_delete(struct store *st, const char *hash, space_err *err)
+{
+	_cleanup_params_ struct pg_params p = { 0 };
+	_cleanup_pgres_ PGresult *r = NULL;
+
+	pg_text(&p, hash);
+	if (pg_exec(st, "DELETE FROM tokens WHERE hash = $1", &p, &r, err, "delete token") < 0)
+		return -1;
+	if (pg_changes(r) == 0)
+		return err_set(err, ENOENT, "store: delete token: not found");
+	return 0;
+}
+
 /* ---- secrets ---- */
 
 static void read_meta(const PGresult *r, int i, struct secret_rec *out)

@@ -56,3 +56,43 @@ int sq_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space
 		return sq_fail(st, err, ctx);
 	return sq_step_done(st, s, err, ctx);
 }
+
+int sq_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	static const char ctx[] = "list tokens";
+	char hash[65], scope[64];
+	int rc;
+
+	if (sq_prepare(st, &s, "SELECT hash, scope, expires_ms FROM tokens WHERE sandbox_id = ?1", err, ctx) < 0)
+		return -1;
+	if (sq_bind_text(s, 1, sandbox_id))
+		return sq_fail(st, err, ctx);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		int r;
+
+		sq_col_str(s, 0, hash, sizeof(hash));
+		sq_col_str(s, 1, scope, sizeof(scope));
+		if ((r = fn(hash, scope, sqlite3_column_int64(s, 2), arg)) != 0)
+			return r;
+	}
+	if (rc != SQLITE_DONE)
+		return sq_fail(st, err, ctx);
+	return 0;
+}
+
+int sq_token_delete(struct store *st, const char *hash, space_err *err)
+{
+	_cleanup_stmt_ sqlite3_stmt *s = NULL;
+	static const char ctx[] = "delete token";
+
+	if (sq_prepare(st, &s, "DELETE FROM tokens WHERE hash = ?1", err, ctx) < 0)
+		return -1;
+	if (sq_bind_text(s, 1, hash))
+		return sq_fail(st, err, ctx);
+	if (sq_step_done(st, s, err, ctx) < 0)
+		return -1;
+	if (sqlite3_changes(sq_db(st)) == 0)
+		return err_set(err, ENOENT, "store: %s: not found", ctx);
+	return 0;
+}

@@ -1,0 +1,166 @@
+/* port_relay.c -- a client's connection and the guest's port, relayed (ports_front.h): the
+ * client's requests through port_rw, the guest's bytes back untouched; after an upgrade both
+ * ways untouched. Each direction stops reading while the other side's queue is above
+ * PROXY_QUEUE_HIGH, so a slow reader holds at most that much here. */
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "http/proxy.h"
+#include "log.h"
+#include "ports_front.h"
+
+struct port_relay {
+	struct http_hold hold; /* first: relay_gone gets it */
+	struct evhttp_connection *evcon;
+	struct bufferevent *cbev, *ubev;
+	struct port_rw rw;
+	bool raw;        /* upgraded: bytes pass untouched */
+	bool draining;   /* one side is done: close once the client has what is queued */
+	bool finishing;
+};
+
+static void finish(struct port_relay *p)
+{
+	if (p->finishing)
+		return;
+	p->finishing = true;
+	evhttp_connection_free(p->evcon); /* relay_gone runs inside */
+}
+
+static void relay_gone(struct http_hold *h)
+{
+	struct port_relay *p = (struct port_relay *)h;
+
+	if (p->ubev)
+		bufferevent_free(p->ubev);
+	port_rw_free(&p->rw);
+	free(p);
+}
+
+/* Nothing more comes from one side: the client gets what is queued, then the connection ends. */
+static void drain(struct port_relay *p)
+{
+	if (p->ubev) {
+		bufferevent_free(p->ubev);
+		p->ubev = NULL;
+	}
+	p->draining = true;
+	bufferevent_disable(p->cbev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(p->cbev)) == 0)
+		finish(p);
+	else
+		bufferevent_setwatermark(p->cbev, EV_WRITE, 0, 0);
+}
+
+static void up_read(struct bufferevent *bev, void *arg)
+{
+	struct port_relay *p = arg;
+
+	evbuffer_add_buffer(bufferevent_get_output(p->cbev), bufferevent_get_input(bev));
+	if (evbuffer_get_length(bufferevent_get_output(p->cbev)) > PROXY_QUEUE_HIGH)
+		bufferevent_disable(bev, EV_READ);
+}
+
+static void up_write(struct bufferevent *bev, void *arg)
+{
+	struct port_relay *p = arg;
+
+	(void)bev;
+	if (!p->draining)
+		bufferevent_enable(p->cbev, EV_READ);
+}
+
+static void up_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct port_relay *p = arg;
+
+	if (what & BEV_EVENT_EOF)
+		up_read(bev, p); /* bytes that came with it */
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		drain(p);
+}
+
+/* The client's bytes, through the rewriter until an upgrade. */
+static void client_read(struct bufferevent *bev, void *arg)
+{
+	struct port_relay *p = arg;
+	struct evbuffer *in = bufferevent_get_input(bev), *out;
+
+	if (!p->ubev) {
+		evbuffer_drain(in, evbuffer_get_length(in));
+		return;
+	}
+	out = bufferevent_get_output(p->ubev);
+	while (!p->raw && evbuffer_get_length(in)) {
+		struct evbuffer_iovec v;
+		size_t used;
+
+		if (evbuffer_peek(in, -1, NULL, &v, 1) < 1 || !v.iov_len)
+			break;
+		used = port_rw_feed(&p->rw, v.iov_base, v.iov_len, out);
+		evbuffer_drain(in, used);
+		if (p->rw.status == PORT_RW_RAW) {
+			p->raw = true;
+		} else if (p->rw.status == PORT_RW_STOP) {
+			log_debug("ports: %s: %s; closing the connection", p->rw.host, p->rw.why);
+			evbuffer_drain(in, evbuffer_get_length(in));
+			drain(p);
+			return;
+		}
+	}
+	if (p->raw)
+		evbuffer_add_buffer(out, in);
+	if (evbuffer_get_length(out) > PROXY_QUEUE_HIGH)
+		bufferevent_disable(bev, EV_READ);
+}
+
+static void client_write(struct bufferevent *bev, void *arg)
+{
+	struct port_relay *p = arg;
+
+	if (p->draining) {
+		if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+			finish(p);
+		return;
+	}
+	if (p->ubev)
+		bufferevent_enable(p->ubev, EV_READ);
+}
+
+static void client_event(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+		finish(arg);
+}
+
+int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
+		     struct bufferevent *ubev, const char *host, const char *peer, bool tls)
+{
+	struct port_relay *p = calloc(1, sizeof(*p));
+
+	if (!p || port_rw_init(&p->rw, host, peer, tls ? "https" : "http", d->cfg.api_key) < 0) {
+		free(p);
+		return -1;
+	}
+	p->evcon = evhttp_request_get_connection(req);
+	p->cbev = cbev;
+	p->ubev = ubev;
+	http_hold_begin(&p->hold, req, relay_gone, d->conns);
+	bufferevent_setcb(cbev, client_read, client_write, client_event, p);
+	bufferevent_setwatermark(cbev, EV_READ, 0, 0);
+	bufferevent_setwatermark(cbev, EV_WRITE, PROXY_QUEUE_HIGH / 2, 0);
+	bufferevent_set_timeouts(cbev, NULL, NULL);
+	bufferevent_setcb(ubev, up_read, up_write, up_event, p);
+	bufferevent_setwatermark(ubev, EV_WRITE, PROXY_QUEUE_HIGH / 2, 0);
+	bufferevent_set_timeouts(ubev, NULL, NULL);
+	bufferevent_enable(ubev, EV_READ | EV_WRITE);
+	bufferevent_enable(cbev, EV_READ | EV_WRITE);
+	if (evbuffer_get_length(bufferevent_get_input(cbev)))
+		client_read(cbev, p); /* may end it (and free p) */
+	return 0;
+}

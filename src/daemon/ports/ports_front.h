@@ -1,0 +1,91 @@
+/* ports_front.h -- the port proxy: a front end on the data plane addressed by Host,
+ * {port}-{sandbox id}.{--ports-domain}, that relays HTTP (keep-alive, chunked, server-sent
+ * events, WebSocket upgrades) to that TCP port in that sandbox's guest (docs/design/ports.md).
+ * It parses and relays; who may pass is the core's (sandbox/ports.h). */
+#ifndef SPACE_PORTS_FRONT_H
+#define SPACE_PORTS_FRONT_H
+
+#include <event2/buffer.h>
+#include <http_parser.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/http.h"
+#include "model/model.h"
+
+struct spaced;
+
+/* The cookie a browser gets for ?space_token= (host-scoped: one port of one sandbox). */
+#define PORT_COOKIE "space_port_token"
+#define PORT_TOKEN_HEADER "X-Space-Token"
+#define PORT_TOKEN_QUERY "space_token"
+#define PORT_E2B_TRAFFIC_HEADER "e2b-traffic-access-token"
+/* How long a guest may take to accept the connection. */
+#define PORT_CONNECT_TIMEOUT_S 10
+
+/* ---- port_host.c (pure; unit-tested) ---- */
+/* Is host ("8000-sb-0123456789abcdef.localhost:7071", n bytes) one of domain's port names: a
+ * single label with a '-' in it, then "." domain (any case), then an optional ":port"? */
+bool port_host_is(const char *host, size_t n, const char *domain);
+/* Its port and sandbox id: 0; -1 with err (EINVAL: the port is not 1..65535; ENOENT: the rest
+ * is not a sandbox id). */
+int port_host_parse(const char *host, size_t n, const char *domain, uint16_t *port, char id[ID_LEN],
+		    space_err *err);
+/* "http://{port}-{id}.{domain}:{data port}/" from the data plane's URL (its scheme and port);
+ * id "{id}" and port 0 give the pattern. */
+void port_url(const char *data_url, const char *domain, uint16_t port, const char *id, char *out, size_t len);
+/* The plane's host_takes. */
+bool port_host_takes(const struct http_plane *plane, const char *host, size_t n);
+/* The value of cookie `name` in a Cookie header (NULL: none), copied into out. */
+bool port_cookie_get(const char *cookie, const char *name, char *out, size_t len);
+
+/* ---- port_rw.c: the client's requests as the guest gets them (pure; unit-tested) ----
+ * Each request is parsed (http-parser) and written again: the same request line and headers,
+ * less hop-by-hop ones, X-Forwarded-*, every credential of SPACE's (PORT_TOKEN_HEADER, E2B's
+ * traffic token, the cluster key, the PORT_COOKIE cookie, any header carrying the API key), with
+ * X-Forwarded-For/-Proto/-Host of our own, and a body framed as it came (Content-Length, or
+ * chunked, re-chunked as it arrives). Every request on the connection must name the same Host. */
+enum port_rw_status {
+	PORT_RW_OK,      /* go on feeding */
+	PORT_RW_RAW,     /* an upgrade: what follows the bytes consumed passes untouched, both ways */
+	PORT_RW_STOP,    /* a request for another host, or a malformed one: the connection ends */
+};
+struct port_rw {
+	http_parser p;
+	enum port_rw_status status;
+	char why[160];
+	struct evbuffer *out;          /* the current feed's */
+	char host[256];                /* the Host every request must carry */
+	char peer[64];                 /* X-Forwarded-For */
+	const char *proto;             /* X-Forwarded-Proto: "http" or "https" */
+	const char *api_key;           /* a header whose value holds it is dropped ("": none) */
+	/* the request being read */
+	struct evbuffer *url, *field, *value, *hdrs;
+	bool in_value, in_body, chunked;
+	int nhost;
+	bool host_ok;
+	char upgrade[64];
+	size_t head_bytes;
+	uint64_t requests;             /* heads written so far */
+};
+int port_rw_init(struct port_rw *rw, const char *host, const char *peer, const char *proto, const char *api_key);
+void port_rw_free(struct port_rw *rw);
+/* Feeds n bytes; appends what the guest is to get to out. Returns the bytes consumed (all of
+ * them unless the status is no longer PORT_RW_OK). */
+size_t port_rw_feed(struct port_rw *rw, const char *buf, size_t n, struct evbuffer *out);
+
+/* ---- port_relay.c ---- */
+/* Relays, from now on, the client's connection (cbev: what http_take_over gave for req, its
+ * input holding the client's bytes from its first request's head on) and ubev (connected to
+ * the guest's port): both are the relay's, which frees them and the client's connection at the
+ * end (it holds req: http_hold_begin; the caller holds it no more). -1 (nothing taken) when
+ * memory is short. */
+int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
+		     struct bufferevent *ubev, const char *host, const char *peer, bool tls);
+
+/* ---- port_handler.c ---- */
+/* The data plane's host_handler: a request the filter found addressed to a port. */
+void port_handle(struct http_req *r);
+
+#endif
