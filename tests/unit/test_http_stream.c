@@ -381,6 +381,64 @@ static char *head_feed(const char *req, enum http_sf_state *state)
 	return out;
 }
 
+/* A head whose Host a host front end claims (the port proxy): evhttp gets it bodiless and
+ * marked, and nothing after it is read (the body, a pipelined request) until it is released. */
+static bool takes_port_names(const struct http_plane *plane, const char *host, size_t n)
+{
+	(void)plane;
+	return n > 10 && memcmp(host + n - 10, ".localhost", 10) == 0;
+}
+
+static void test_host_taken(void)
+{
+	static const char req[] = "POST /up HTTP/1.1\r\nHost: 8000-sb-1.localhost\r\nContent-Length: 5\r\n"
+				  "Upgrade: x\r\n\r\nhelloGET / HTTP/1.1\r\nHost: a\r\n\r\n";
+	struct http_plane plane = { .name = "data", .host_takes = takes_port_names };
+	struct http_sf *sf = http_sf_new(stream_routes, NSTREAM, 0);
+	struct evbuffer *src = evbuffer_new(), *dst = evbuffer_new();
+	char *out, *rest;
+
+	http_sf_set_plane(sf, &plane);
+	evbuffer_add(src, req, strlen(req));
+	for (int i = 0; i < 3; i++)
+		http_sf_input(sf, src, dst, -1);
+	out = dup_buf(dst);
+	rest = dup_buf(src);
+	EXPECT(strcmp(out, "POST /up HTTP/1.1\r\nHost: 8000-sb-1.localhost\r\nUpgrade: x\r\nContent-Length: 0\r\n"
+			   HTTP_SF_HEADER ": " HTTP_SF_TAKE "\r\n\r\n") == 0);
+	EXPECT(http_sf_state(sf) == HTTP_SF_TAKEN);
+	EXPECT(strcmp(rest, "\nhelloGET / HTTP/1.1\r\nHost: a\r\n\r\n") == 0); /* from the head's last byte */
+	EXPECT(!http_sf_release(sf)); /* not on a connection: nothing to hand over */
+	free(out);
+	free(rest);
+	/* the reply instead of a takeover: the connection ends (its body was never read) */
+	http_sf_reply_done(sf);
+	EXPECT(http_sf_state(sf) == HTTP_SF_DEAD);
+	http_sf_free(sf);
+	/* a Host it does not claim, or two Host lines: not taken */
+	sf = http_sf_new(stream_routes, NSTREAM, 0);
+	http_sf_set_plane(sf, &plane);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	out = feed(sf, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", strlen("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"), 0,
+		   dst);
+	EXPECT(http_sf_state(sf) == HTTP_SF_WAIT && !strstr(out, HTTP_SF_TAKE));
+	free(out);
+	http_sf_free(sf);
+	sf = http_sf_new(stream_routes, NSTREAM, 0);
+	http_sf_set_plane(sf, &plane);
+	evbuffer_drain(dst, evbuffer_get_length(dst));
+	{
+		static const char two[] = "GET / HTTP/1.1\r\nHost: a.localhost\r\nHost: b.localhost\r\n\r\n";
+
+		out = feed(sf, two, strlen(two), 0, dst);
+	}
+	EXPECT(http_sf_state(sf) != HTTP_SF_TAKEN && !strstr(out, HTTP_SF_TAKE));
+	free(out);
+	http_sf_free(sf);
+	evbuffer_free(src);
+	evbuffer_free(dst);
+}
+
 static void test_head_refused(void)
 {
 	enum http_sf_state st;
@@ -1186,6 +1244,7 @@ int main(void)
 	RUN(test_unclaimed);
 	RUN(test_discard);
 	RUN(test_lf);
+	RUN(test_host_taken);
 	RUN(test_head_refused);
 	RUN(test_head_passes);
 	RUN(test_head_unreadable);
