@@ -16,8 +16,9 @@ class WsError(Exception):
 
 
 class WebSocket:
-    def __init__(self, host, port, path, headers=None, timeout=30):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, host, port, path, headers=None, timeout=30, connect=None):
+        # connect: (address, port) to reach when Host names something else (a port's name)
+        self.sock = socket.create_connection(connect or (host, port), timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         key = base64.b64encode(os.urandom(16)).decode()
         lines = [f"GET {path} HTTP/1.1", f"Host: {host}:{port}", "Upgrade: websocket",

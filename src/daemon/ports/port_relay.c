@@ -7,6 +7,7 @@
 #include <event2/http.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "daemon.h"
 #include "http/proxy.h"
@@ -20,6 +21,8 @@ struct port_relay {
 	struct port_rw rw;
 	bool raw;        /* upgraded: bytes pass untouched */
 	bool draining;   /* one side is done: close once the client has what is queued */
+	bool stopping;   /* the client's next request is not passed on: the guest answers the
+			  * ones it has, then sees the end of its input */
 	bool finishing;
 };
 
@@ -65,13 +68,37 @@ static void up_read(struct bufferevent *bev, void *arg)
 		bufferevent_disable(bev, EV_READ);
 }
 
+/* Once the guest has every byte of the requests passed on, it is told there are no more. */
+static void half_close(struct port_relay *p)
+{
+	if (evbuffer_get_length(bufferevent_get_output(p->ubev)) == 0)
+		shutdown(bufferevent_getfd(p->ubev), SHUT_WR);
+}
+
 static void up_write(struct bufferevent *bev, void *arg)
 {
 	struct port_relay *p = arg;
 
 	(void)bev;
-	if (!p->draining)
+	if (p->stopping)
+		half_close(p);
+	else if (!p->draining)
 		bufferevent_enable(p->cbev, EV_READ);
+}
+
+/* A request the relay will not pass (another host, malformed): the ones before it are answered
+ * (within 30 s), then the connection ends. */
+static void stop_client(struct port_relay *p, struct evbuffer *in)
+{
+	struct timeval tv = { .tv_sec = 30 };
+
+	log_debug("ports: %s: %s; closing the connection after the replies", p->rw.host, p->rw.why);
+	p->stopping = true;
+	evbuffer_drain(in, evbuffer_get_length(in));
+	bufferevent_disable(p->cbev, EV_READ);
+	bufferevent_setwatermark(p->ubev, EV_WRITE, 0, 0);
+	bufferevent_set_timeouts(p->ubev, &tv, &tv);
+	half_close(p);
 }
 
 static void up_event(struct bufferevent *bev, short what, void *arg)
@@ -90,7 +117,7 @@ static void client_read(struct bufferevent *bev, void *arg)
 	struct port_relay *p = arg;
 	struct evbuffer *in = bufferevent_get_input(bev), *out;
 
-	if (!p->ubev) {
+	if (!p->ubev || p->stopping) {
 		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
@@ -106,9 +133,7 @@ static void client_read(struct bufferevent *bev, void *arg)
 		if (p->rw.status == PORT_RW_RAW) {
 			p->raw = true;
 		} else if (p->rw.status == PORT_RW_STOP) {
-			log_debug("ports: %s: %s; closing the connection", p->rw.host, p->rw.why);
-			evbuffer_drain(in, evbuffer_get_length(in));
-			drain(p);
+			stop_client(p, in);
 			return;
 		}
 	}
@@ -127,7 +152,7 @@ static void client_write(struct bufferevent *bev, void *arg)
 			finish(p);
 		return;
 	}
-	if (p->ubev)
+	if (p->ubev && !p->finishing)
 		bufferevent_enable(p->ubev, EV_READ);
 }
 

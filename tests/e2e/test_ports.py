@@ -1,0 +1,352 @@
+"""A sandbox's TCP ports on the data plane (docs/design/ports.md): a real guest's HTTP server
+reached as {port}-{id}.localhost through the port proxy. Private by default: port tokens
+(header, cookie after ?space_token=), expiry, revocation, another sandbox's token, public
+marks; what the guest is sent (X-Forwarded-*, never SPACE's credentials); keep-alive, chunked
+and large bodies, server-sent events as they are written, a WebSocket echo; bad names, ports
+nothing listens on, a paused sandbox, a slow reader; GET .../ports."""
+
+import hashlib
+import http.client
+import json
+import os
+import socket
+import time
+
+import pytest
+
+import space
+import wsclient
+
+PORT = 8000
+
+
+def guest_servers():
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guest", "port_servers.py")
+    with open(here, "rb") as f:
+        return f.read()
+
+
+def start_servers(api, sb_id, port=PORT):
+    r = api.run(sb_id, ["sh", "-c", "cat > /tmp/port_servers.py"], stdin=guest_servers())
+    assert r.exit_code == 0, r
+    r = api.run(sb_id, ["sh", "-c", f"setsid python3 /tmp/port_servers.py {port} >/tmp/ps.log 2>&1 "
+                        "</dev/null & for i in $(seq 100); do "
+                        f"grep -qi ':{port:04X} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; "
+                        "cat /tmp/ps.log; exit 1"])
+    assert r.exit_code == 0, r
+
+
+@pytest.fixture(scope="module")
+def web(api):
+    rec = api.new_sandbox("base", timeout_s=3600, metadata={"fixture": "ports"})
+    start_servers(api, rec["id"])
+    yield rec["id"]
+    api.remove_sandbox(rec["id"])
+
+
+class Port:
+    """Requests to one port's name over the daemon's data-plane address."""
+
+    def __init__(self, daemon, sb_id, port=PORT):
+        self.daemon = daemon
+        self.host = f"{port}-{sb_id}.localhost:{daemon.data_port}"
+
+    def conn(self, timeout=30):
+        return http.client.HTTPConnection("127.0.0.1", self.daemon.data_port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None, conn=None):
+        c = conn or self.conn()
+        h = {"Host": self.host}
+        h.update(headers or {})
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        data = r.read()
+        if conn is None:
+            c.close()
+        return r, data
+
+
+def token(api, sb_id, port=PORT, **body):
+    r = api.raw("POST", f"/v1/sandboxes/{sb_id}/ports/{port}/tokens", body)
+    assert r.status == 201, r
+    t = r.json
+    space.check(t, {"token": space.Pattern(r"^[0-9a-f]{64}$"), "id": space.Pattern(r"^[0-9a-f]{16}$"),
+                    "sandbox_id": str, "port": int, "header": str, "url": str,
+                    "browser_url": str, "expires_at": space.TIME})
+    assert (t["sandbox_id"], t["port"], t["header"]) == (sb_id, port, "X-Space-Token"), t
+    assert t["browser_url"] == t["url"] + "?space_token=" + t["token"]
+    return t
+
+
+def error_of(data):
+    body = json.loads(data)
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    return body["error"]
+
+
+def test_private_by_default_and_a_token_opens_it(daemon, api, web):
+    p = Port(daemon, web)
+    r, data = p.request("GET", "/echo")
+    assert r.status == 401, data
+    assert "private" in error_of(data)["message"]
+    t = token(api, web)
+    assert t["url"] == f"http://{PORT}-{web}.localhost:{daemon.data_port}/"
+    r, data = p.request("GET", "/echo?x=1", headers={"X-Space-Token": t["token"]})
+    assert r.status == 200, data
+    got = json.loads(data)
+    assert got["method"] == "GET" and got["path"] == "/echo?x=1"
+    # a token of another port does not open this one, nor a made-up one
+    other = token(api, web, port=9000)
+    for bad in (other["token"], "0" * 64, "short"):
+        r, data = p.request("GET", "/echo", headers={"X-Space-Token": bad})
+        assert r.status == 401, (bad, data)
+
+
+def test_what_the_guest_is_sent(daemon, api, web):
+    t = token(api, web)
+    p = Port(daemon, web)
+    r, data = p.request("GET", "/echo", headers={
+        "X-Space-Token": t["token"], "Cookie": f"theme=dark; space_port_token={t['token']}",
+        "X-Forwarded-For": "6.6.6.6", "Authorization": f"Bearer {daemon.api_key}",
+        "X-Api-Key": daemon.api_key, "X-Space-Cluster-Key": "k", "User-Agent": "ports-test"})
+    assert r.status == 200, data
+    headers = {}
+    for k, v in json.loads(data)["headers"]:
+        headers.setdefault(k.lower(), []).append(v)
+    assert headers["x-forwarded-for"] == ["127.0.0.1"]
+    assert headers["x-forwarded-proto"] == ["http"]
+    assert headers["x-forwarded-host"] == [p.host]
+    assert headers["host"] == [p.host]
+    assert headers["cookie"] == ["theme=dark"]
+    assert headers["user-agent"] == ["ports-test"]
+    text = data.decode()
+    assert t["token"] not in text and daemon.api_key not in text
+    for gone in ("x-space-token", "authorization", "x-api-key", "x-space-cluster-key"):
+        assert gone not in headers, headers
+
+
+def test_browser_cookie_flow(daemon, api, web):
+    t = token(api, web)
+    p = Port(daemon, web)
+    r, data = p.request("GET", f"/echo?a=1&space_token={t['token']}&b=2")
+    assert r.status == 302, data
+    assert r.getheader("Location") == "/echo?a=1&b=2"
+    cookie = r.getheader("Set-Cookie")
+    assert cookie.startswith(f"space_port_token={t['token']};"), cookie
+    assert "HttpOnly" in cookie and "Path=/" in cookie and "Domain" not in cookie
+    r, data = p.request("GET", "/echo?a=1&b=2", headers={"Cookie": cookie.split(";")[0]})
+    assert r.status == 200, data
+    # a bad token in the URL is refused, not turned into a cookie
+    r, data = p.request("GET", "/?space_token=" + "1" * 64)
+    assert r.status == 401 and r.getheader("Set-Cookie") is None
+
+
+def test_another_sandboxs_token_is_refused(daemon, api, web, sb):
+    theirs = token(api, sb["id"])
+    r, data = Port(daemon, web).request("GET", "/echo", headers={"X-Space-Token": theirs["token"]})
+    assert r.status == 401, data
+
+
+def test_expired_and_revoked_tokens(daemon, api, web):
+    p = Port(daemon, web)
+    short = token(api, web, ttl_s=1)
+    r, _ = p.request("GET", "/echo", headers={"X-Space-Token": short["token"]})
+    assert r.status == 200
+    time.sleep(1.5)
+    r, data = p.request("GET", "/echo", headers={"X-Space-Token": short["token"]})
+    assert r.status == 401 and "expired" in error_of(data)["message"]
+    a, b = token(api, web), token(api, web)
+    r = api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens/{a['id']}")
+    assert r.status == 200 and r.json == {"revoked": 1}, r
+    r = api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens/{a['id']}")
+    assert r.status == 404, r
+    assert p.request("GET", "/echo", headers={"X-Space-Token": a["token"]})[0].status == 401
+    assert p.request("GET", "/echo", headers={"X-Space-Token": b["token"]})[0].status == 200
+    r = api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens")
+    assert r.status == 200 and r.json["revoked"] >= 1, r
+    assert p.request("GET", "/echo", headers={"X-Space-Token": b["token"]})[0].status == 401
+    assert api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens/XYZ").status == 400
+
+
+def test_public_port(daemon, api, web):
+    p = Port(daemon, web)
+    r = api.raw("PUT", f"/v1/sandboxes/{web}/ports/{PORT}", {"public": True})
+    assert r.status == 200 and r.json["public"] is True, r
+    try:
+        r, data = p.request("GET", "/echo")
+        assert r.status == 200, data
+        # public is per port
+        assert Port(daemon, web, 9000).request("GET", "/")[0].status == 401
+    finally:
+        r = api.raw("PUT", f"/v1/sandboxes/{web}/ports/{PORT}", {"public": False})
+        assert r.status == 200 and r.json["public"] is False, r
+    assert p.request("GET", "/echo")[0].status == 401
+    for bad in ({"public": "yes"}, {}, {"public": True, "x": 1}):
+        assert api.raw("PUT", f"/v1/sandboxes/{web}/ports/{PORT}", bad).status == 400
+
+
+def test_keep_alive_chunked_and_large_bodies(daemon, api, web):
+    t = token(api, web)
+    p = Port(daemon, web)
+    c = p.conn()
+    hdr = {"X-Space-Token": t["token"]}
+    for i in range(3):  # one connection, several requests
+        r, data = p.request("GET", f"/echo?n={i}", headers=hdr, conn=c)
+        assert r.status == 200 and json.loads(data)["path"] == f"/echo?n={i}"
+    big = os.urandom(5 << 20)
+    r, data = p.request("PUT", "/echo", body=big, headers=hdr, conn=c)
+    got = json.loads(data)
+    assert r.status == 200 and got["length"] == len(big) and got["sha256"] == hashlib.sha256(big).hexdigest()
+
+    def chunks():
+        for k in range(10):
+            yield bytes([65 + k]) * 1000
+
+    c.putrequest("POST", "/echo", skip_host=True)
+    c.putheader("Host", p.host)
+    c.putheader("X-Space-Token", t["token"])
+    c.putheader("Transfer-Encoding", "chunked")
+    c.endheaders()
+    for ch in chunks():
+        c.send(b"%x\r\n%s\r\n" % (len(ch), ch))
+    c.send(b"0\r\n\r\n")
+    r = c.getresponse()
+    got = json.loads(r.read())
+    assert got["length"] == 10000 and got["sha256"] == hashlib.sha256(b"".join(chunks())).hexdigest()
+    assert ("Transfer-Encoding", "chunked") in [tuple(h) for h in got["headers"]]
+    c.close()
+
+
+def test_another_host_on_the_same_connection_ends_it(daemon, api, web, sb):
+    t = token(api, web)
+    s = socket.create_connection(("127.0.0.1", daemon.data_port), timeout=30)
+    host = Port(daemon, web).host
+    s.sendall(f"GET /echo HTTP/1.1\r\nHost: {host}\r\nX-Space-Token: {t['token']}\r\n\r\n"
+              f"GET /echo HTTP/1.1\r\nHost: {PORT}-{sb['id']}.localhost\r\n\r\n".encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    assert data.startswith(b"HTTP/1.0 200") or data.startswith(b"HTTP/1.1 200"), data[:100]
+    assert data.count(b"HTTP/1.") == 1, data  # the second request never reached a guest
+
+
+def test_server_sent_events_arrive_as_written(daemon, api, web):
+    t = token(api, web)
+    api.run(web, ["rm", "-f", "/tmp/sse-go"])
+    s = socket.create_connection(("127.0.0.1", daemon.data_port), timeout=30)
+    s.sendall(f"GET /sse HTTP/1.1\r\nHost: {Port(daemon, web).host}\r\nX-Space-Token: {t['token']}\r\n\r\n"
+              .encode())
+    data = b""
+    while b"data: one" not in data:
+        chunk = s.recv(4096)
+        assert chunk, data
+        data += chunk
+    assert b"data: two" not in data  # the guest has not written it yet
+    assert b"text/event-stream" in data
+    api.run(web, ["touch", "/tmp/sse-go"])
+    while b"data: two" not in data:
+        chunk = s.recv(4096)
+        assert chunk, data
+        data += chunk
+    s.close()
+
+
+def test_websocket_echo(daemon, api, web):
+    t = token(api, web)
+    host = f"{PORT}-{web}.localhost"
+    ws = wsclient.WebSocket(host, daemon.data_port, "/ws", headers={"X-Space-Token": t["token"]},
+                            connect=("127.0.0.1", daemon.data_port))
+    assert ws.status == 101, ws.head
+    ws.send_text("hello")
+    assert ws.recv() == (1, b"hello")
+    payload = os.urandom(200000)
+    ws.send_binary(payload)
+    assert ws.recv() == (2, payload)
+    ws.close()
+    # without a token the upgrade is refused in SPACE's shape
+    ws = wsclient.WebSocket(host, daemon.data_port, "/ws", connect=("127.0.0.1", daemon.data_port))
+    assert ws.status == 401
+
+
+def test_bad_names_and_closed_ports(daemon, api, web):
+    def get(host, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", daemon.data_port, timeout=30)
+        h = {"Host": host}
+        h.update(headers or {})
+        c.request("GET", "/", headers=h)
+        r = c.getresponse()
+        return r.status, r.read()
+
+    for port in ("0", "65536", "99999", "http", "08000"):
+        status, data = get(f"{port}-{web}.localhost")
+        assert status == 400 and "port" in error_of(data)["message"], (port, data)
+    status, data = get(f"{PORT}-sb-0000000000000000.localhost")
+    assert status == 404 and error_of(data)["code"] == "not_found"
+    status, data = get(f"{PORT}-nonsense.localhost")
+    assert status == 404
+    # a port nothing listens on: 502 in SPACE's shape, quickly (the guest refuses)
+    t = token(api, web, port=8001)
+    started = time.monotonic()
+    status, data = get(f"8001-{web}.localhost", {"X-Space-Token": t["token"]})
+    assert status == 502 and error_of(data)["code"] == "unavailable", data
+    assert "8001" in error_of(data)["message"]
+    assert time.monotonic() - started < 8
+    # the data plane's own routes still answer beside the port names
+    status, _ = get(f"127.0.0.1:{daemon.data_port}")
+    assert status == 404
+
+
+def test_a_paused_sandbox_answers_503(daemon, api):
+    rec = api.new_sandbox("minimal", timeout_s=600)
+    try:
+        assert api.raw("PUT", f"/v1/sandboxes/{rec['id']}/ports/80", {"public": True}).status == 200
+        api.do(rec["id"], "pause")
+        r, data = Port(daemon, rec["id"], 80).request("GET", "/")
+        assert r.status == 503 and r.getheader("Retry-After"), data
+        assert "paused" in error_of(data)["message"]
+    finally:
+        api.remove_sandbox(rec["id"])
+
+
+def test_a_slow_reader_is_held_to_a_bounded_buffer(daemon, api, web):
+    t = token(api, web)
+
+    def rss_kib():
+        with open(f"/proc/{daemon.proc.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    before = rss_kib()
+    s = socket.create_connection(("127.0.0.1", daemon.data_port), timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(f"GET /big?n={256 << 20} HTTP/1.1\r\nHost: {Port(daemon, web).host}\r\n"
+              f"X-Space-Token: {t['token']}\r\n\r\n".encode())
+    s.recv(1024)
+    time.sleep(4)  # the guest writes as fast as it can; nobody reads
+    grew = rss_kib() - before
+    s.close()
+    assert grew < 32 << 10, f"the daemon grew by {grew} KiB for one slow reader"
+
+
+def test_ports_list(daemon, api, web):
+    t = token(api, web)
+    r = api.raw("GET", f"/v1/sandboxes/{web}/ports")
+    assert r.status == 200, r
+    body = r.json
+    assert body["pattern"] == f"http://{{port}}-{web}.localhost:{daemon.data_port}/"
+    entry = next(e for e in body["ports"] if e["port"] == PORT)
+    assert entry["listening"] is True and entry["reachable"] is True and entry["address"] == "0.0.0.0"
+    assert entry["tokens"] >= 1 and entry["public"] is False
+    assert entry["url"] == t["url"]
+    ports = [e["port"] for e in body["ports"]]
+    assert ports == sorted(ports)
+    assert api.raw("GET", "/v1/sandboxes/sb-0000000000000000/ports").status == 404
+    assert api.raw("POST", f"/v1/sandboxes/{web}/ports/0/tokens", {}).status == 400
+    assert api.raw("POST", f"/v1/sandboxes/{web}/ports/80/tokens", {"ttl_s": 0}).status == 400
+    assert api.raw("POST", f"/v1/sandboxes/{web}/ports/80/tokens", {"scope": "x"}).status == 400
+    # the API key never opens a port
+    r, _ = Port(daemon, web).request("GET", "/echo", headers={"Authorization": f"Bearer {daemon.api_key}"})
+    assert r.status == 401
