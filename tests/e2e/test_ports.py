@@ -3,7 +3,8 @@ reached as {port}-{id}.localhost through the port proxy. Private by default: por
 (header, cookie after ?space_token=), expiry, revocation, another sandbox's token, public
 marks; what the guest is sent (X-Forwarded-*, never SPACE's credentials); keep-alive, chunked
 and large bodies, server-sent events as they are written, a WebSocket echo; bad names, ports
-nothing listens on, a paused sandbox, a slow reader; GET .../ports."""
+nothing listens on, traffic waking a paused or suspended sandbox (not a stopped one), a slow
+reader; GET .../ports."""
 
 import hashlib
 import http.client
@@ -300,14 +301,25 @@ def test_bad_names_and_closed_ports(daemon, api, web):
     assert status == 404
 
 
-def test_a_paused_sandbox_answers_503(daemon, api):
+@pytest.mark.parametrize("action", ["pause", "suspend"])
+def test_traffic_wakes_the_sandbox(daemon, api, web, action):
+    t = token(api, web)
+    api.do(web, action)
+    assert api.sandbox(web)["state"] in ("paused", "suspended")
+    r, data = Port(daemon, web).request("GET", "/echo", headers={"X-Space-Token": t["token"]})
+    assert r.status == 200, data  # the server in its memory answers, woken by the request
+    assert api.sandbox(web)["state"] == "running"
+
+
+def test_a_stopped_sandbox_stays_stopped(daemon, api):
     rec = api.new_sandbox("minimal", timeout_s=600)
     try:
         assert api.raw("PUT", f"/v1/sandboxes/{rec['id']}/ports/80", {"public": True}).status == 200
-        api.do(rec["id"], "pause")
+        api.do(rec["id"], "stop")
         r, data = Port(daemon, rec["id"], 80).request("GET", "/")
         assert r.status == 503 and r.getheader("Retry-After"), data
-        assert "paused" in error_of(data)["message"]
+        assert "stopped" in error_of(data)["message"]
+        assert api.sandbox(rec["id"])["state"] == "stopped"
     finally:
         api.remove_sandbox(rec["id"])
 

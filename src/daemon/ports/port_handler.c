@@ -2,6 +2,7 @@
  * browser's cookie, ?space_token= once, E2B's traffic token), whether the core lets it pass,
  * the connection to the guest from the sandbox's netns, then the relay (ports_front.h) */
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/http.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -30,6 +31,8 @@ struct port_req {
 	bool tls;
 	struct port_check check;
 	struct bufferevent *ubev;
+	struct event *wait_ev; /* a woken sandbox is looked at again */
+	int64_t wait_until_ms;
 	bool reading;          /* a store job has it */
 	bool gone;             /* the client left meanwhile */
 };
@@ -38,6 +41,8 @@ static void req_free(struct port_req *pr)
 {
 	if (pr->ubev)
 		bufferevent_free(pr->ubev);
+	if (pr->wait_ev)
+		event_free(pr->wait_ev);
 	explicit_bzero(pr->token, sizeof(pr->token));
 	explicit_bzero(pr->traffic, sizeof(pr->traffic));
 	free(pr);
@@ -165,6 +170,35 @@ static void connected(struct bufferevent *bev, short what, void *arg)
 	req_free(pr);
 }
 
+static void connect_guest(struct port_req *pr);
+
+static void wait_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	connect_guest(arg);
+}
+
+/* A sandbox on its way to running (woken by this request): looked at again shortly, until
+ * PORT_WAKE_WAIT_S have gone. */
+static void wait_running(struct port_req *pr)
+{
+	struct timeval tv = { .tv_usec = PORT_WAKE_POLL_MS * 1000 };
+
+	if (!pr->wait_until_ms)
+		pr->wait_until_ms = now_ms() + PORT_WAKE_WAIT_S * 1000;
+	if (now_ms() >= pr->wait_until_ms) {
+		answer(pr, 503, "unavailable", "sandbox %s is not running yet (waking it took longer than %d s); "
+					       "retry", pr->sb_id, PORT_WAKE_WAIT_S);
+		return;
+	}
+	if (!pr->wait_ev && !(pr->wait_ev = evtimer_new(pr->d->base, wait_cb, pr))) {
+		answer(pr, 503, "unavailable", "out of memory");
+		return;
+	}
+	evtimer_add(pr->wait_ev, &tv);
+}
+
 static void connect_guest(struct port_req *pr)
 {
 	struct timeval tv = { .tv_sec = PORT_CONNECT_TIMEOUT_S };
@@ -172,7 +206,13 @@ static void connect_guest(struct port_req *pr)
 	space_err err = { 0 };
 	int fd;
 
-	if (port_ready(pr->d, pr->sb_id, &err) < 0) {
+	switch (port_ready(pr->d, pr->sb_id, &err)) {
+	case 0:
+		break;
+	case 1:
+		wait_running(pr);
+		return;
+	default:
 		answer_err(pr, &err);
 		return;
 	}

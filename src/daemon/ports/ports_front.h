@@ -23,6 +23,9 @@ struct spaced;
 #define PORT_E2B_TRAFFIC_HEADER "e2b-traffic-access-token"
 /* How long a guest may take to accept the connection. */
 #define PORT_CONNECT_TIMEOUT_S 10
+/* How long a request waits for a sandbox it woke (paused, suspended) before a 503. */
+#define PORT_WAKE_WAIT_S 30
+#define PORT_WAKE_POLL_MS 50
 
 /* ---- port_host.c (pure; unit-tested) ---- */
 /* Is host ("8000-sb-0123456789abcdef.localhost:7071", n bytes) one of domain's port names: a

@@ -232,13 +232,36 @@ int port_check_verdict(struct spaced *d, struct port_check *pc, space_err *err)
 int port_ready(struct spaced *d, const char *sb_id, space_err *err)
 {
 	struct sandbox *sb = visible(d, sb_id, err);
+	struct sandbox_rec rec = { 0 };
+	struct op_rec op = { 0 };
+	int rc;
 
 	if (!sb)
 		return -1;
-	if (sb->rec.state != SB_RUNNING)
+	switch (sb->rec.state) {
+	case SB_RUNNING:
+		return 0;
+	case SB_PAUSED:
+	case SB_SUSPENDED:
+		/* traffic wakes it, as E2B's auto-resume does; a stopped one stays stopped */
+		rc = sandbox_wake(d, sb_id, &rec, &op, err);
+		if (rc == 0)
+			log_info("sandbox %s: woken by traffic to its ports (operation %s)", sb_id, op.id);
+		sandbox_rec_clear(&rec);
+		op_rec_clear(&op);
+		if (rc < 0 && err->code != EBUSY)
+			return -1;
+		err_clear(err);
+		return 1;
+	case SB_CREATING:
+	case SB_PAUSING:
+	case SB_SUSPENDING:
+	case SB_RESTORING:
+		return 1; /* on its way to running, or to a state a wake starts from */
+	default:
 		return err_set(err, EAGAIN, "sandbox %s is %s: its ports answer while it runs", sb_id,
 			       sb_state_name(sb->rec.state));
-	return 0;
+	}
 }
 
 /* ---- changes ---- */

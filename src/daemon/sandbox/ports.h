@@ -58,8 +58,9 @@ int port_check_begin(struct spaced *d, const char *sb_id, uint16_t port, const s
 void port_check_read(struct store *conn, void *arg);
 int port_check_verdict(struct spaced *d, struct port_check *pc, space_err *err);
 
-/* May a connection to its guest be opened now? 0 yes (it runs); -1: ENOENT, or EAGAIN naming
- * the state it is in. */
+/* May a connection to its guest be opened now? 0 yes (it runs); 1 not yet: it is on its way
+ * (a paused or suspended one is woken by this call, as traffic wakes it); -1: ENOENT, or
+ * EAGAIN naming the state it stays in (stopped, failed...). */
 int port_ready(struct spaced *d, const char *sb_id, space_err *err);
 
 /* A token that opens sb_id's port (ttl_s <= 0: the configured data-plane TTL; at most
