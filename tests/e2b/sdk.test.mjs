@@ -2,6 +2,7 @@
 // template. One sandbox is shared by the tests that do not change its lifecycle (create makes
 // it, kill-twice ends it); each test stops the processes and watches it starts.
 import assert from 'node:assert/strict'
+import http from 'node:http'
 import { after, test } from 'node:test'
 
 import { CommandExitError, NotFoundError, Sandbox } from 'e2b'
@@ -177,6 +178,51 @@ test('Sandbox.list: finds ours, filters by metadata', T, async () => {
   assert.equal(found.metadata.suite, RUN)
   const other = await Sandbox.list({ query: { metadata: { suite: `${RUN}-other` } } }).nextItems()
   assert.ok(!other.some((i) => i.sandboxId === s.sandboxId), 'a metadata filter that does not match still lists it')
+})
+
+// GET http://<host>/ over the data plane's address (Node does not resolve *.localhost itself).
+function getVia(host, headers = {}) {
+  const [, port] = host.split(':')
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: Number(port), path: '/', headers: { Host: host, ...headers } },
+      (res) => {
+        let body = ''
+        res.on('data', (d) => (body += d))
+        res.on('end', () => resolve({ status: res.statusCode, body }))
+      })
+    req.on('error', reject)
+    req.end()
+  })
+}
+
+async function serve(s) {
+  await s.commands.run('cd /tmp && echo hi-from-port > index.html && python3 -m http.server 8000', { background: true })
+  await s.commands.run("for i in $(seq 100); do grep -qi ':1F40 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; exit 1")
+}
+
+test('getHost: a port of the sandbox through the data plane, public by default', T, async () => {
+  const s = await sbx()
+  await serve(s)
+  const host = s.getHost(8000)
+  assert.equal(host, `8000-${s.sandboxId}.localhost:${new URL(process.env.E2B_SANDBOX_URL).port}`)
+  const r = await getVia(host)
+  assert.equal(r.status, 200)
+  assert.equal(r.body, 'hi-from-port\n')
+})
+
+test('allowPublicTraffic: false: the traffic token opens the port', T, async () => {
+  const s = track(await Sandbox.create({ metadata: { suite: RUN }, timeoutMs: SANDBOX_TIMEOUT,
+    network: { allowPublicTraffic: false } }))
+  try {
+    await serve(s)
+    assert.equal((await getVia(s.getHost(8000))).status, 401)
+    assert.ok(s.trafficAccessToken, 'no traffic token')
+    const r = await getVia(s.getHost(8000), { 'e2b-traffic-access-token': s.trafficAccessToken })
+    assert.equal(r.status, 200)
+    assert.equal(r.body, 'hi-from-port\n')
+  } finally {
+    await kill(s)
+  }
 })
 
 test('pause, then Sandbox.connect: the process and the file are still there', T, async () => {

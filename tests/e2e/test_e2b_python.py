@@ -259,3 +259,39 @@ def test_code_interpreter(sdk):
         sbx.kill()
     print("OK")
     """)
+
+
+def test_get_host_reaches_a_port_and_the_traffic_token_opens_a_private_one(sdk, own_daemon):
+    """get_host(port) names the port on the data plane (the create response's domain); E2B's
+    default leaves it open; allow_public_traffic=False closes it to all but the traffic token."""
+    sdk(f"""
+    import http.client
+    DATA_PORT = {own_daemon.data_port}
+
+    def get(host, headers=None):
+        c = http.client.HTTPConnection("127.0.0.1", DATA_PORT, timeout=30)
+        c.request("GET", "/", headers={{"Host": host, **(headers or {{}})}})
+        r = c.getresponse()
+        return r.status, r.read()
+
+    for public in (True, False):
+        sbx = Sandbox.create(metadata={{"run": RUN}}, timeout=300,
+                             network={{"allow_public_traffic": public}})
+        try:
+            sbx.commands.run("cd /tmp && echo hi-from-port > index.html && python3 -m http.server 8000",
+                             background=True)
+            sbx.commands.run("for i in $(seq 100); do grep -qi ':1F40 00000000:0000 0A' /proc/net/tcp "
+                             "&& exit 0; sleep 0.1; done; exit 1")
+            host = sbx.get_host(8000)
+            assert host == f"8000-{{sbx.sandbox_id}}.localhost:{{DATA_PORT}}", host
+            status, body = get(host)
+            if public:
+                assert status == 200 and body == b"hi-from-port\\n", (status, body)
+            else:
+                assert status == 401, (status, body)
+                status, body = get(host, {{"e2b-traffic-access-token": sbx.traffic_access_token}})
+                assert status == 200 and body == b"hi-from-port\\n", (status, body)
+        finally:
+            sbx.kill()
+    print("OK")
+    """)

@@ -346,12 +346,12 @@ static void test_render(void)
 		      json_equal(json_object_get(j, "metadata"), sb.metadata),
 	      "sandbox shape");
 	json_decref(j);
-	j = e2b_created_json(&sb, "tok");
+	j = e2b_created_json(&sb, "tok", "localhost:7071");
 	CHECK(j && !strcmp(json_string_value(json_object_get(j, "envdAccessToken")), "tok") &&
 		      !strcmp(json_string_value(json_object_get(j, "trafficAccessToken")), "tok") &&
-		      json_is_null(json_object_get(j, "domain")) &&
+		      !strcmp(json_string_value(json_object_get(j, "domain")), "localhost:7071") &&
 		      !strcmp(json_string_value(json_object_get(j, "envdVersion")), E2B_ENVD_VERSION),
-	      "created shape: the same token twice, no domain");
+	      "created shape: the same token twice, the ports' domain");
 	json_decref(j);
 	sandbox_rec_clear(&sb);
 

@@ -97,6 +97,10 @@ static void test_url(void)
 	EXPECT(strcmp(out, "http://{port}-{id}.localhost:7071/") == 0);
 	port_url("http://[::1]/", "localhost", 1, ID, out, sizeof(out));
 	EXPECT(strcmp(out, "http://1-" ID ".localhost/") == 0);
+	port_domain("http://127.0.0.1:7071", "localhost", out, sizeof(out));
+	EXPECT(strcmp(out, "localhost:7071") == 0);
+	port_domain("https://data.example.com/", "preview.example.com", out, sizeof(out));
+	EXPECT(strcmp(out, "preview.example.com") == 0);
 }
 
 static void test_cookie(void)

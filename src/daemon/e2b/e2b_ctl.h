@@ -81,7 +81,8 @@ json_t *e2b_sandbox_detail_json(const struct sandbox_rec *sb, int64_t disk_mb);
  * allowInternetAccess. -1 when out of memory (pure). */
 int e2b_network_json(const json_t *policy, bool *open, json_t **out);
 /* What create, connect, resume and fork answer. */
-json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token);
+/* domain: what the SDKs' getHost(port) puts after "{port}-{id}." (front/port_names.h). */
+json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token, const char *domain);
 /* E2B's template list entry. */
 json_t *e2b_template_json(const struct template_rec *t);
 /* GET /snapshots entry. */

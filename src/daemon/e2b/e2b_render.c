@@ -156,11 +156,11 @@ json_t *e2b_sandbox_detail_json(const struct sandbox_rec *sb, int64_t disk_mb)
 	return o;
 }
 
-json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token)
+json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token, const char *domain)
 {
 	/* trafficAccessToken is the envd token too: the code interpreter's SDK sends only that
 	 * header on /contexts (envd_auth takes either). */
-	return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:n}",
+	return json_pack("{s:s,s:s,s:s,s:o,s:s,s:s,s:s,s:s}",
 			 "sandboxID", sb->id,
 			 "clientID", E2B_CLIENT_ID,
 			 "templateID", e2b_template_id(sb),
@@ -168,7 +168,7 @@ json_t *e2b_created_json(const struct sandbox_rec *sb, const char *token)
 			 "envdVersion", E2B_ENVD_VERSION,
 			 "envdAccessToken", token,
 			 "trafficAccessToken", token,
-			 "domain");
+			 "domain", domain);
 }
 
 json_t *e2b_template_json(const struct template_rec *t)

@@ -172,6 +172,12 @@ int e2b_req_create(json_t *body, struct create_req *r, space_err *err)
 		r->on_timeout_set = true;
 		r->on_timeout = auto_pause ? ON_TIMEOUT_SUSPEND : ON_TIMEOUT_DELETE;
 	}
+	/* E2B's sandbox URLs are open unless network.allowPublicTraffic is false: then its traffic
+	 * token (e2b-traffic-access-token) opens them */
+	v = json_object_get(json_object_get(body, "network"), "allowPublicTraffic");
+	if (v && !json_is_null(v) && !json_is_boolean(v))
+		return err_set(err, EINVAL, "network.allowPublicTraffic must be a boolean");
+	r->ports_public = !v || json_is_null(v) || json_is_true(v);
 	if (req_string_map(body, "envVars", true, &r->env, err) < 0 ||
 	    req_string_map(body, "metadata", false, &r->metadata, err) < 0 ||
 	    e2b_req_network(internet, json_object_get(body, "network"), &r->network, err) < 0) {

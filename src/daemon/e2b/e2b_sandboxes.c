@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "front/front.h"
+#include "front/port_names.h"
 #include "e2b.h"
 #include "e2b_ctl.h"
 #include "sandbox/sandbox.h"
@@ -59,6 +60,15 @@ int e2b_sandbox_param(struct http_req *r, struct sandbox_rec *out)
 	return 0;
 }
 
+/* Its ports' domain as the SDKs' getHost(port) wants it (the same for every sandbox). */
+static const char *e2b_domain(const struct spaced *d)
+{
+	static char dom[192];
+
+	port_domain(d->cfg.data_url, d->cfg.ports_domain, dom, sizeof(dom));
+	return dom;
+}
+
 /* A sandbox that runs, handed to the SDK: its timeout set (when asked), a fresh envd token. */
 static void reply_running(struct spaced *d, struct evhttp_request *req, const char *id, bool tset,
 			  const struct timeout_req *t, int status)
@@ -73,7 +83,7 @@ static void reply_running(struct spaced *d, struct evhttp_request *req, const ch
 		e2b_reply_err(req, &err);
 	} else {
 		/* once the token's row is in the store (token_issue queued it) */
-		api_reply_stored_to(d, req, status, e2b_created_json(&sb, token));
+		api_reply_stored_to(d, req, status, e2b_created_json(&sb, token, e2b_domain(d)));
 		explicit_bzero(token, sizeof(token));
 	}
 	sandbox_rec_clear(&sb);
@@ -144,7 +154,7 @@ static void reply_forked(struct spaced *d, struct evhttp_request *req, struct e2
 		} else if (token_issue(d, id, TOKEN_SCOPE_ENVD, E2B_TOKEN_TTL_S, token, &exp, &err) < 0) {
 			one = json_pack("{s:{s:i,s:s}}", "error", "code", 500, "message", err.msg);
 		} else {
-			one = json_pack("{s:o}", "sandbox", e2b_created_json(&sb, token));
+			one = json_pack("{s:o}", "sandbox", e2b_created_json(&sb, token, e2b_domain(d)));
 			explicit_bzero(token, sizeof(token));
 		}
 		sandbox_rec_clear(&sb);

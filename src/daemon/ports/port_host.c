@@ -49,27 +49,6 @@ int port_host_parse(const char *host, size_t n, const char *domain, uint16_t *po
 	return 0;
 }
 
-void port_url(const char *data_url, const char *domain, uint16_t port, const char *id, char *out, size_t len)
-{
-	const char *rest = strstr(data_url, "://"), *host = rest ? rest + 3 : data_url;
-	size_t hl = strcspn(host, "/"), sl = rest ? (size_t)(rest - data_url) : 4;
-	const char *colon = NULL;
-	char p[8];
-
-	/* the data plane's port: after the last ':' that is not inside an [IPv6] literal */
-	for (size_t i = 0; i < hl; i++)
-		if (host[i] == ':')
-			colon = host + i;
-		else if (host[i] == ']')
-			colon = NULL;
-	if (port)
-		snprintf(p, sizeof(p), "%u", (unsigned)port);
-	else
-		snprintf(p, sizeof(p), "{port}");
-	snprintf(out, len, "%.*s://%s-%s.%s%.*s/", (int)sl, rest ? data_url : "http", p, id, domain,
-		 colon ? (int)(host + hl - colon) : 0, colon ? colon : "");
-}
-
 bool port_host_takes(const struct http_plane *plane, const char *host, size_t n)
 {
 	return plane->d && plane->d->cfg.ports_domain[0] && port_host_is(host, n, plane->d->cfg.ports_domain);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "front/port_names.h"
 #include "http/http.h"
 #include "model/model.h"
 
@@ -35,9 +36,6 @@ bool port_host_is(const char *host, size_t n, const char *domain);
  * is not a sandbox id). */
 int port_host_parse(const char *host, size_t n, const char *domain, uint16_t *port, char id[ID_LEN],
 		    space_err *err);
-/* "http://{port}-{id}.{domain}:{data port}/" from the data plane's URL (its scheme and port);
- * id "{id}" and port 0 give the pattern. */
-void port_url(const char *data_url, const char *domain, uint16_t port, const char *id, char *out, size_t len);
 /* The plane's host_takes. */
 bool port_host_takes(const struct http_plane *plane, const char *host, size_t n);
 /* The value of cookie `name` in a Cookie header (NULL: none), copied into out. */

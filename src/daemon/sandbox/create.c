@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "ports.h"
 #include "runtime.h"
 #include "store/store.h"
 
@@ -382,6 +383,9 @@ int sandbox_create_read(struct spaced *d, const struct create_req *req, struct c
 
 	if (sandbox_create_pre(d, req, pre, ROLE_USER, &sb, err) < 0)
 		return -1;
+	if (req->ports_public && port_set_public(d, sb->rec.id, 0, true, err) < 0)
+		log_warn("sandbox %s: its ports stay private: %s", sb->rec.id, err->msg);
+	err_clear(err);
 	sandbox_copy_out(sb, out, op);
 	return 0;
 }

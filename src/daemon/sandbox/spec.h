@@ -84,6 +84,8 @@ struct create_req {
 	bool on_timeout_set;
 	enum on_timeout on_timeout;
 	json_t *network;          /* egress policy, normalised (no values); NULL: the template's */
+	bool ports_public;        /* every port public from the start (E2B's allowPublicTraffic,
+				   * its default); false: private (SPACE's default) */
 	/* A create a node claimed keeps the ids the api process wrote with the intent (cluster/
 	 * node.c fills them, never a client's body); "": new ones. */
 	char claim_sb_id[ID_LEN], claim_op_id[ID_LEN];
