@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import socket
+import subprocess
 import time
 
 import pytest
@@ -362,3 +363,35 @@ def test_ports_list(daemon, api, web):
     # the API key never opens a port
     r, _ = Port(daemon, web).request("GET", "/echo", headers={"Authorization": f"Bearer {daemon.api_key}"})
     assert r.status == 401
+
+
+def test_cli_ports_and_expose_and_curl_follows_the_cookie(daemon, api, web, tmp_path):
+    p = space.spacectl(daemon, "ports", web)
+    assert p.returncode == 0, p
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith(f"{PORT} "))
+    assert "yes" in line and f"{PORT}-{web}.localhost" in line, p.stdout
+    p = space.spacectl(daemon, "expose", "--ttl", "60", web, str(PORT))
+    assert p.returncode == 0, p
+    url = p.stdout.strip()
+    assert url.startswith(f"http://{PORT}-{web}.localhost:{daemon.data_port}/?space_token="), url
+    # curl resolves *.localhost to loopback itself, as browsers do: the URL, its redirect and
+    # the cookie jar are what a user's browser goes through
+    jar = tmp_path / "jar"
+    c = subprocess.run(["curl", "-sS", "-L", "-c", str(jar), "-b", str(jar), "-o", "-", "-w", "\n%{http_code}",
+                        url.replace("/?", "/echo?")], capture_output=True, text=True, timeout=60)
+    assert c.returncode == 0, c
+    body, code = c.stdout.rsplit("\n", 1)
+    assert code == "200", c.stdout
+    assert json.loads(body)["path"] == "/echo"
+    assert "space_port_token" in jar.read_text()
+    # --public, then --private
+    p = space.spacectl(daemon, "expose", "--public", web, str(PORT))
+    assert p.returncode == 0 and p.stdout.strip() == f"http://{PORT}-{web}.localhost:{daemon.data_port}/", p
+    c = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
+                        f"http://{PORT}-{web}.localhost:{daemon.data_port}/echo"],
+                       capture_output=True, text=True, timeout=60)
+    assert c.stdout == "200", c
+    p = space.spacectl(daemon, "expose", "--private", web, str(PORT))
+    assert p.returncode == 0 and "private" in p.stdout, p
+    for bad in (["expose", web, "0"], ["expose", web], ["expose", "--public", "--ttl", "5", web, "80"]):
+        assert space.spacectl(daemon, *bad).returncode == 2, bad
