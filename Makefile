@@ -7,7 +7,8 @@
 #   make faults kill -9 spaced / QEMU / both mid-operation and check recovery (COUNT=50)
 #   make load   50 sandboxes x 10 sessions x 10 min; the daemon's RSS and fds must stay flat
 #   make bench  build, install the benchmarks' packages, run bench/bench.py, bench/lifecycle.py,
-#               bench/egress.py, bench/files.py, bench/e2b.py and bench/cluster.py (BENCH=egress runs one)
+#               bench/egress.py, bench/files.py, bench/e2b.py, bench/cluster.py, bench/builds.py and
+#               bench/ports.py (BENCH=egress runs one)
 #   make k8s-tools  Debian's kubectl into build/tools (kubectl kustomize renders deploy/kubernetes)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
 SHELL := /bin/bash
@@ -301,7 +302,7 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle egress files e2b cluster builds
+BENCH ?= bench lifecycle egress files e2b cluster builds ports
 bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 

@@ -7,6 +7,8 @@
 #include <event2/http.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "daemon.h"
@@ -174,6 +176,9 @@ int port_relay_start(struct spaced *d, struct evhttp_request *req, struct buffer
 	}
 	p->evcon = evhttp_request_get_connection(req);
 	p->cbev = cbev;
+	/* bytes go on as they come: a reply split in two is not held back for an ACK */
+	setsockopt(bufferevent_getfd(cbev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+	setsockopt(bufferevent_getfd(ubev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	p->ubev = ubev;
 	http_hold_begin(&p->hold, req, relay_gone, d->conns);
 	bufferevent_setcb(cbev, client_read, client_write, client_event, p);
