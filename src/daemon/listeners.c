@@ -92,6 +92,7 @@ int listeners_data_tables(struct spaced *d, struct front_tables *t, space_err *e
 		{ dp_routes, dp_nroutes },
 		{ api_files_dp_routes, api_files_dp_nroutes },
 		{ envd_routes, envd_nroutes }, /* E2B_SANDBOX_URL = this listener */
+		{ port_dp_routes, port_dp_nroutes }, /* a port's TCP tunnel (spacectl port-forward) */
 	};
 	const struct part streams[] = {
 		{ files_stream_routes, FILES_NSTREAM_ROUTES },

@@ -28,12 +28,16 @@ def guest_servers():
         return f.read()
 
 
+ECHO = 7000  # the raw TCP echo server
+
+
 def start_servers(api, sb_id, port=PORT):
     r = api.run(sb_id, ["sh", "-c", "cat > /tmp/port_servers.py"], stdin=guest_servers())
     assert r.exit_code == 0, r
-    r = api.run(sb_id, ["sh", "-c", f"setsid python3 /tmp/port_servers.py {port} >/tmp/ps.log 2>&1 "
+    r = api.run(sb_id, ["sh", "-c", f"setsid python3 /tmp/port_servers.py {port} {ECHO} >/tmp/ps.log 2>&1 "
                         "</dev/null & for i in $(seq 100); do "
-                        f"grep -qi ':{port:04X} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; "
+                        f"grep -qi ':{port:04X} 00000000:0000 0A' /proc/net/tcp && "
+                        f"grep -qi ':{ECHO:04X} 00000000:0000 0A' /proc/net/tcp && exit 0; sleep 0.1; done; "
                         "cat /tmp/ps.log; exit 1"])
     assert r.exit_code == 0, r
 
@@ -395,3 +399,37 @@ def test_cli_ports_and_expose_and_curl_follows_the_cookie(daemon, api, web, tmp_
     assert p.returncode == 0 and "private" in p.stdout, p
     for bad in (["expose", web, "0"], ["expose", web], ["expose", "--public", "--ttl", "5", web, "80"]):
         assert space.spacectl(daemon, *bad).returncode == 2, bad
+
+
+def tunnel(daemon, sb_id, port, headers=None):
+    return wsclient.WebSocket("127.0.0.1", daemon.data_port, f"/v1/sandboxes/{sb_id}/ports/{port}/tunnel",
+                              headers=headers)
+
+
+def test_tcp_tunnel_over_a_websocket(daemon, api, web):
+    t = token(api, web, port=ECHO)
+    assert t["tunnel_url"] == f"ws://127.0.0.1:{daemon.data_port}/v1/sandboxes/{web}/ports/{ECHO}/tunnel"
+    ws = tunnel(daemon, web, ECHO, {"Authorization": f"Bearer {t['token']}"})
+    assert ws.status == 101, ws.head
+    payload = os.urandom(300000)
+    for i in range(0, len(payload), 50000):
+        ws.send_binary(payload[i:i + 50000])
+    got = b""
+    while len(got) < len(payload):
+        op, data = ws.recv()
+        assert op == 2, (op, data)
+        got += data
+    assert got == payload
+    ws.close()
+    # refused: no token, another port's token, a port nothing listens on (closed with why)
+    assert tunnel(daemon, web, ECHO).status == 401
+    other = token(api, web, port=PORT)
+    assert tunnel(daemon, web, ECHO, {"X-Space-Token": other["token"]}).status == 401
+    t2 = token(api, web, port=7001)
+    ws = tunnel(daemon, web, 7001, {"X-Space-Token": t2["token"]})
+    assert ws.status == 101
+    op, data = ws.recv()
+    assert op == 8 and ws.closed == 1011 and b"7001" in data, (op, data)
+    ws.sock.close()
+    assert tunnel(daemon, web, 0, {"X-Space-Token": t["token"]}).status == 400
+    assert tunnel(daemon, "sb-0000000000000000", ECHO, {"X-Space-Token": t["token"]}).status == 404

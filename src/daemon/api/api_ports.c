@@ -239,7 +239,7 @@ void api_ports_token_create(struct http_req *r)
 {
 	json_t *body, *ttl, *exp;
 	space_err err = { 0 };
-	char token[65], id[PORT_TOKEN_ID_LEN + 1], url[512], *browser = NULL;
+	char token[65], id[PORT_TOKEN_ID_LEN + 1], url[512], tunnel[512], *browser = NULL;
 	int64_t expires = 0;
 	json_int_t ttl_s = 0;
 	int port = port_param(r, 1);
@@ -259,14 +259,15 @@ void api_ports_token_create(struct http_req *r)
 		return;
 	}
 	url_of(r->d, r->param[0], (uint16_t)port, url, sizeof(url));
+	port_tunnel_url(r->d->cfg.data_url, r->param[0], (uint16_t)port, tunnel, sizeof(tunnel));
 	exp = data_plane_to_json("", "", expires);
 	if (asprintf(&browser, "%s?%s=%s", url, PORT_TOKEN_QUERY, token) < 0)
 		browser = NULL;
 	/* once the token's row is in the store (token_issue queued it) */
 	api_reply_stored(r, 201,
-			 json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s?,s:O}", "token", token, "id", id, "sandbox_id",
+			 json_pack("{s:s,s:s,s:s,s:i,s:s,s:s,s:s?,s:s,s:O}", "token", token, "id", id, "sandbox_id",
 				   r->param[0], "port", port, "header", PORT_TOKEN_HEADER, "url", url, "browser_url",
-				   browser, "expires_at", json_object_get(exp, "expires_at")));
+				   browser, "tunnel_url", tunnel, "expires_at", json_object_get(exp, "expires_at")));
 	json_decref(exp);
 	if (browser)
 		explicit_bzero(browser, strlen(browser));

@@ -1,6 +1,7 @@
 /* port_names.c -- the names clients reach a sandbox's port by (port_names.h) */
 #include "port_names.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,20 @@ void port_url(const char *data_url, const char *domain, uint16_t port, const cha
 		snprintf(p, sizeof(p), "{port}");
 	snprintf(out, len, "%.*s://%s-%s.%s%.*s/", sl ? (int)sl : 4, sl ? data_url : "http", p, id, domain, (int)pl,
 		 colon ? colon : "");
+}
+
+void port_tunnel_url(const char *data_url, const char *id, uint16_t port, char *out, size_t len)
+{
+	bool tls = strncmp(data_url, "https://", 8) == 0;
+	const char *rest = strstr(data_url, "://");
+	size_t n;
+
+	rest = rest ? rest + 3 : data_url;
+	n = strlen(rest);
+	while (n && rest[n - 1] == '/')
+		n--;
+	snprintf(out, len, "%s://%.*s/v1/sandboxes/%s/ports/%u/tunnel", tls ? "wss" : "ws", (int)n, rest, id,
+		 (unsigned)port);
 }
 
 void port_domain(const char *data_url, const char *domain, char *out, size_t len)

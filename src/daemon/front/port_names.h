@@ -14,4 +14,8 @@ void port_url(const char *data_url, const char *domain, uint16_t port, const cha
  * plane's port, "localhost:7071". */
 void port_domain(const char *data_url, const char *domain, char *out, size_t len);
 
+/* "ws://DATA/v1/sandboxes/{id}/ports/{port}/tunnel" (wss:// for an https:// data plane): the
+ * WebSocket that carries one TCP connection to the port. */
+void port_tunnel_url(const char *data_url, const char *id, uint16_t port, char *out, size_t len);
+
 #endif

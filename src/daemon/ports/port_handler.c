@@ -31,8 +31,7 @@ struct port_req {
 	bool tls;
 	struct port_check check;
 	struct bufferevent *ubev;
-	struct event *wait_ev; /* a woken sandbox is looked at again */
-	int64_t wait_until_ms;
+	struct port_conn *conn; /* the connection to the guest being opened */
 	bool reading;          /* a store job has it */
 	bool gone;             /* the client left meanwhile */
 };
@@ -41,8 +40,7 @@ static void req_free(struct port_req *pr)
 {
 	if (pr->ubev)
 		bufferevent_free(pr->ubev);
-	if (pr->wait_ev)
-		event_free(pr->wait_ev);
+	port_conn_cancel(pr->conn);
 	explicit_bzero(pr->token, sizeof(pr->token));
 	explicit_bzero(pr->traffic, sizeof(pr->traffic));
 	free(pr);
@@ -134,26 +132,19 @@ static void redirect(struct port_req *pr)
 	req_free(pr);
 }
 
-static void connected(struct bufferevent *bev, short what, void *arg)
+static void connected(struct bufferevent *ubev, int status, const char *why, void *arg)
 {
 	struct port_req *pr = arg;
 	struct bufferevent *cbev;
 	char *peer = NULL;
 	ev_uint16_t pport = 0;
 
-	(void)bev;
-	if (what & BEV_EVENT_TIMEOUT) {
-		answer(pr, 502, "unavailable", "port %u of sandbox %s did not accept a connection within %d s",
-		       (unsigned)pr->port, pr->sb_id, PORT_CONNECT_TIMEOUT_S);
+	pr->conn = NULL;
+	if (!ubev) {
+		answer(pr, status, status == 404 ? "not_found" : "unavailable", "%s", why);
 		return;
 	}
-	if (!(what & BEV_EVENT_CONNECTED)) {
-		int e = EVUTIL_SOCKET_ERROR();
-
-		answer(pr, 502, "unavailable", "nothing accepts connections on port %u of sandbox %s (%s)",
-		       (unsigned)pr->port, pr->sb_id, e ? evutil_socket_error_to_string(e) : "closed");
-		return;
-	}
+	pr->ubev = ubev;
 	evhttp_connection_get_peer(evhttp_request_get_connection(pr->req), &peer, &pport);
 	if (!(cbev = http_take_over(pr->d->conns, pr->req))) {
 		answer(pr, 500, "internal", "the connection could not be taken over");
@@ -170,67 +161,10 @@ static void connected(struct bufferevent *bev, short what, void *arg)
 	req_free(pr);
 }
 
-static void connect_guest(struct port_req *pr);
-
-static void wait_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	connect_guest(arg);
-}
-
-/* A sandbox on its way to running (woken by this request): looked at again shortly, until
- * PORT_WAKE_WAIT_S have gone. */
-static void wait_running(struct port_req *pr)
-{
-	struct timeval tv = { .tv_usec = PORT_WAKE_POLL_MS * 1000 };
-
-	if (!pr->wait_until_ms)
-		pr->wait_until_ms = now_ms() + PORT_WAKE_WAIT_S * 1000;
-	if (now_ms() >= pr->wait_until_ms) {
-		answer(pr, 503, "unavailable", "sandbox %s is not running yet (waking it took longer than %d s); "
-					       "retry", pr->sb_id, PORT_WAKE_WAIT_S);
-		return;
-	}
-	if (!pr->wait_ev && !(pr->wait_ev = evtimer_new(pr->d->base, wait_cb, pr))) {
-		answer(pr, 503, "unavailable", "out of memory");
-		return;
-	}
-	evtimer_add(pr->wait_ev, &tv);
-}
-
 static void connect_guest(struct port_req *pr)
 {
-	struct timeval tv = { .tv_sec = PORT_CONNECT_TIMEOUT_S };
-	struct sockaddr_in sa;
-	space_err err = { 0 };
-	int fd;
-
-	switch (port_ready(pr->d, pr->sb_id, &err)) {
-	case 0:
-		break;
-	case 1:
-		wait_running(pr);
-		return;
-	default:
-		answer_err(pr, &err);
-		return;
-	}
-	if ((fd = net_ingress_socket(pr->d, pr->sb_id, &err)) < 0) {
-		answer(pr, 503, "unavailable", "sandbox %s's network is not up: %s", pr->sb_id, err.msg);
-		return;
-	}
-	pr->ubev = bufferevent_socket_new(pr->d->base, fd, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
-	if (!pr->ubev) {
-		close(fd);
+	if (!(pr->conn = port_conn_start(pr->d, pr->sb_id, pr->port, connected, pr)))
 		answer(pr, 503, "unavailable", "out of memory");
-		return;
-	}
-	net_ingress_addr(pr->port, &sa);
-	bufferevent_setcb(pr->ubev, NULL, NULL, connected, pr);
-	bufferevent_set_timeouts(pr->ubev, NULL, &tv);
-	if (bufferevent_socket_connect(pr->ubev, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		log_debug("ports: connecting to %s failed at once", pr->host); /* its event follows */
 }
 
 static void allowed(struct port_req *pr)

@@ -76,6 +76,24 @@ void port_rw_free(struct port_rw *rw);
  * them unless the status is no longer PORT_RW_OK). */
 size_t port_rw_feed(struct port_rw *rw, const char *buf, size_t n, struct evbuffer *out);
 
+/* ---- port_connect.c ---- */
+/* A connection to port of sb_id's guest, from its netns (net/ingress.c): the sandbox woken when
+ * it is paused or suspended (waited for up to PORT_WAKE_WAIT_S). cb runs once, from the loop,
+ * never inside port_conn_start: ubev connected (the caller's from then on; no callbacks set),
+ * or NULL with status (404, 502, 503) and why. NULL: out of memory (cb never runs). */
+typedef void (*port_conn_cb)(struct bufferevent *ubev, int status, const char *why, void *arg);
+struct port_conn;
+struct port_conn *port_conn_start(struct spaced *d, const char *sb_id, uint16_t port, port_conn_cb cb, void *arg);
+/* Before cb: it will not run. */
+void port_conn_cancel(struct port_conn *c);
+
+/* ---- port_tunnel.c ---- */
+/* GET /v1/sandboxes/{id}/ports/{port}/tunnel on the data plane: a WebSocket whose binary
+ * messages are the bytes of one TCP connection to that port (spacectl port-forward). Opened by
+ * the port's token (Authorization: Bearer, or X-Space-Token) or its public mark. */
+extern const struct http_route port_dp_routes[];
+extern const size_t port_dp_nroutes;
+
 /* ---- port_relay.c ---- */
 /* Relays, from now on, the client's connection (cbev: what http_take_over gave for req, its
  * input holding the client's bytes from its first request's head on) and ubev (connected to
