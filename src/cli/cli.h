@@ -30,7 +30,7 @@ extern const struct ctl_verb ctl_verb_fork, ctl_verb_snapshot, ctl_verb_snapshot
 extern const struct ctl_verb ctl_verb_cp;
 /* cmd_network.c, cmd_secret.c, cmd_egress.c */
 extern const struct ctl_verb ctl_verb_network, ctl_verb_secret, ctl_verb_egress;
-extern const struct ctl_verb ctl_verb_ports, ctl_verb_expose;
+extern const struct ctl_verb ctl_verb_ports, ctl_verb_expose, ctl_verb_port_forward;
 extern const struct ctl_verb ctl_verb_template; /* cmd_template.c */
 
 /* Print "spacectl: <verb>: <msg>" (if fmt) and the usage line on stderr;

@@ -433,3 +433,40 @@ def test_tcp_tunnel_over_a_websocket(daemon, api, web):
     ws.sock.close()
     assert tunnel(daemon, web, 0, {"X-Space-Token": t["token"]}).status == 400
     assert tunnel(daemon, "sb-0000000000000000", ECHO, {"X-Space-Token": t["token"]}).status == 404
+
+
+def test_cli_port_forward_and_stdio(daemon, api, web):
+    env = dict(os.environ, SPACE_URL=daemon.url, SPACE_API_KEY=daemon.api_key)
+    proc = subprocess.Popen([space.SPACECTL, "port-forward", web, f"0:{ECHO}"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("Forwarding from 127.0.0.1:") and f"-> {web}:{ECHO}" in line, line
+        local = int(line.split("127.0.0.1:")[1].split()[0])
+        socks = [socket.create_connection(("127.0.0.1", local), timeout=30) for _ in range(2)]
+        for i, s in enumerate(socks):  # two connections at once, each its own tunnel
+            s.sendall(b"conn-%d " % i * 1000)
+        for i, s in enumerate(socks):
+            want, got = b"conn-%d " % i * 1000, b""
+            while len(got) < len(want):
+                chunk = s.recv(65536)
+                assert chunk, got
+                got += chunk
+            assert got == want
+            s.shutdown(socket.SHUT_WR)  # a half-close reaches the guest: its echo server ends it
+            assert s.recv(10) == b""
+            s.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    # stdin to the guest's port and its answer to stdout; the end of stdin is an end of file there
+    data = os.urandom(100000)
+    p = subprocess.run([space.SPACECTL, "port-forward", "--stdio", web, str(ECHO)], env=env, input=data,
+                       capture_output=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == data
+    # a port nothing listens on: the error, and a failing exit
+    p = subprocess.run([space.SPACECTL, "port-forward", "--stdio", web, "7001"], env=env, input=b"x",
+                       capture_output=True, timeout=120)
+    assert p.returncode == 1 and b"7001" in p.stderr, p
+    assert space.spacectl(daemon, "port-forward", web, "70000").returncode == 2

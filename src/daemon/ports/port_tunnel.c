@@ -27,6 +27,8 @@ struct tunnel {
 	char sb_id[ID_LEN];
 	uint16_t port;
 	bool closing;
+	bool eof;        /* the client's input ended (an empty message): the guest is told once
+			  * what came before it is written */
 };
 
 /* ---- who may open it ---- */
@@ -122,12 +124,22 @@ static void up_read(struct bufferevent *bev, void *arg)
 		bufferevent_disable(bev, EV_READ);
 }
 
+/* The client said its input ended: once the guest has every byte before it, its socket is
+ * shut for writing (the guest reads an end of file; its answer still comes back). */
+static void half_close(struct tunnel *t)
+{
+	if (evbuffer_get_length(bufferevent_get_output(t->ubev)) == 0)
+		shutdown(bufferevent_getfd(t->ubev), SHUT_WR);
+}
+
 static void up_write(struct bufferevent *bev, void *arg)
 {
 	struct tunnel *t = arg;
 
 	(void)bev;
-	if (!t->closing)
+	if (t->eof)
+		half_close(t);
+	else if (!t->closing)
 		ws_pause_reading(t->ws, false);
 }
 
@@ -151,8 +163,14 @@ static void on_message(struct ws *ws, bool binary, const uint8_t *data, size_t l
 		tunnel_end(t, WS_CLOSE_PROTOCOL, "a tunnel carries binary messages only");
 		return;
 	}
-	if (!t->ubev || t->closing)
+	if (!t->ubev || t->closing || t->eof)
 		return;
+	if (len == 0) { /* the end of the client's input */
+		t->eof = true;
+		bufferevent_setwatermark(t->ubev, EV_WRITE, 0, 0);
+		half_close(t);
+		return;
+	}
 	out = bufferevent_get_output(t->ubev);
 	evbuffer_add(out, data, len);
 	if (evbuffer_get_length(out) > TUNNEL_HIGH)

@@ -89,8 +89,10 @@ void port_conn_cancel(struct port_conn *c);
 
 /* ---- port_tunnel.c ---- */
 /* GET /v1/sandboxes/{id}/ports/{port}/tunnel on the data plane: a WebSocket whose binary
- * messages are the bytes of one TCP connection to that port (spacectl port-forward). Opened by
- * the port's token (Authorization: Bearer, or X-Space-Token) or its public mark. */
+ * messages are the bytes of one TCP connection to that port (spacectl port-forward); an empty
+ * one from the client ends its input (the guest reads an end of file, its answer still comes
+ * back); the guest closing ends the WebSocket. Opened by the port's token (Authorization:
+ * Bearer, or X-Space-Token) or its public mark. */
 extern const struct http_route port_dp_routes[];
 extern const size_t port_dp_nroutes;
 
