@@ -16,6 +16,7 @@
 #include "build/build.h"
 #include "cleanup.h"
 #include "cluster/cluster.h"
+#include "front/port_names.h"
 #include "listeners.h"
 #include "http/http.h"
 #include "http/tls.h"
@@ -350,6 +351,7 @@ static int open_store(struct spaced *d, space_err *err)
 
 static int run(struct spaced *d)
 {
+	char ports[512];
 	struct event *sigint, *sigterm, *poll = NULL;
 	struct timeval one = { 1, 0 };
 	struct timeval backstop = { d->cfg.backstop_ms / 1000, (d->cfg.backstop_ms % 1000) * 1000 };
@@ -382,7 +384,7 @@ static int run(struct spaced *d)
 	if (d->cfg.role == DROLE_API)
 		snprintf(d->accel_reason, sizeof(d->accel_reason),
 			 "an api process runs no VMs: each node has its own (GET /v1/nodes)");
-	if (start_tls(d, &err) < 0)
+	if (start_tls(d, &err) < 0 || net_ingress_init(&err) < 0)
 		goto fail;
 	if ((d->cfg.role != DROLE_API && start_vms(d, &err) < 0) ||
 	    (d->cfg.role == DROLE_API && cluster_start(d, &err) < 0) || listeners_start(d, &err) < 0)
@@ -406,6 +408,8 @@ static int run(struct spaced *d)
 		printf("SPACE %s is up (accelerator: %s)\n", SPACE_VERSION, accel_name(d->accel));
 	printf("  control plane: %s://%s\n", d->tls_server ? "https" : "http", d->cfg.listen);
 	printf("  data plane:    %s\n", d->cfg.data_url);
+	port_url(d->cfg.data_url, d->cfg.ports_domain, 0, "{sandbox id}", ports, sizeof(ports));
+	printf("  ports:         %s (spacectl expose ID PORT)\n", ports);
 	printf("  state dir:     %s\n", d->cfg.state_dir);
 	show_api_key(d, key_origin);
 	show_e2b_env(d, key_origin);

@@ -167,6 +167,7 @@ INFO = {"version": str, "accelerator": Enum("kvm", "tcg"), "accelerator_reason":
                      "host_vcpus": Int(1), "host_memory_mib": Int(1),
                      "memory_budget_mib": Int(1), "memory_used_mib": Int(0),
                      "vcpu_budget": Int(1), "vcpus_used": Int(0), "tmpfs_free_mib": Int()},
+        "ports": {"domain": NONEMPTY, "url_pattern": Pattern(r"^https?://\{port\}-\{id\}\.")},
         "uptime_s": Int(0)}
 TEMPLATE = {"name": NONEMPTY, "digest": DIGEST, "tags": ListOf(str), "vcpus": Int(1),
             "memory_mib": Int(1), "default_user": NONEMPTY, "env": MapOf(str),

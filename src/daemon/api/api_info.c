@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "api.h"
+#include "front/port_names.h"
 #include "log.h"
 #include "store/store.h"
 #include "sandbox/sandbox.h"
@@ -13,8 +14,12 @@ static void info_reply(struct spaced *d, struct evhttp_request *req, const struc
 	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 	int64_t mem_mib = pages > 0 && page > 0 ? (int64_t)pages * page / (1024 * 1024) : 0;
 	int64_t up = d->started_ms > 0 ? (now_ms() - d->started_ms) / 1000 : 0;
+	char pattern[512];
+
+	port_url(d->cfg.data_url, d->cfg.ports_domain, 0, "{id}", pattern, sizeof(pattern));
 	http_reply_json(req, 200,
-			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s},s:s,s:s,s:s?}",
+			json_pack("{s:s,s:s,s:s,s:s,s:{s:i,s:i,s:I,s:I,s:i,s:i,s:i,s:i,s:I},s:I,s:{s:s,s:s},s:{s:s,s:s},"
+				  "s:s,s:s,s:s?}",
 				  "version", SPACE_VERSION,
 				  "accelerator", accel_name(d->accel),
 				  "accelerator_reason", d->accel_reason,
@@ -32,6 +37,8 @@ static void info_reply(struct spaced *d, struct evhttp_request *req, const struc
 				  "uptime_s", (json_int_t)(up > 0 ? up : 0),
 				  /* What E2B's SDKs take as E2B_API_URL and E2B_SANDBOX_URL. */
 				  "e2b", "api_url", d->e2b_api_url, "sandbox_url", d->cfg.data_url,
+				  /* How a sandbox's port is named (docs/design/ports.md). */
+				  "ports", "domain", d->cfg.ports_domain, "url_pattern", pattern,
 				  /* Scale-out (docs/design/cluster.md): what this process is. */
 				  "role", daemon_role_name(d->cfg.role),
 				  "store", store_backend(d->store),
