@@ -10,6 +10,7 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -470,3 +471,18 @@ def test_cli_port_forward_and_stdio(daemon, api, web):
                        capture_output=True, timeout=120)
     assert p.returncode == 1 and b"7001" in p.stderr, p
     assert space.spacectl(daemon, "port-forward", web, "70000").returncode == 2
+
+
+def test_cookie_flow_in_chromium(daemon, api, web):
+    """What `spacectl expose` printed, opened in Debian's chromium (tests/e2e/browser/ports.mjs):
+    the redirect, the HttpOnly cookie, the guest's page, a reload, and 401 without it."""
+    chromium = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    node = shutil.which("node")
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "browser")
+    assert os.access(chromium, os.X_OK) and node, "chromium and node come with make deps"
+    assert os.path.isdir(os.path.join(here, "node_modules", "playwright-core")), "make browser-test-deps"
+    t = token(api, web)
+    url = t["browser_url"].replace("/?", "/from-the-guest?")
+    p = subprocess.run([node, "ports.mjs", "--url", url, "--expect", "/from-the-guest"], cwd=here,
+                       env=dict(os.environ, CHROMIUM=chromium), capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0 and "ports.mjs: 5 passed, 0 failed" in p.stdout, p.stdout + p.stderr
