@@ -162,7 +162,8 @@
       const term = button('Terminal', 'open-terminal', () => openTerminal(sb.id));
       const files = button('Files', 'open-files', () => openFiles(sb.id, '/'));
       term.disabled = files.disabled = !running;
-      acts.append(term, files, button('Delete', 'delete', () => removeSandbox(sb.id)));
+      acts.append(term, files, button('Ports', 'open-ports', () => openPorts(sb.id)),
+        button('Delete', 'delete', () => removeSandbox(sb.id)));
       tr.append(cell(sb.id, 'mono'), cell(sb.template), state, acts);
       return tr;
     });
@@ -191,6 +192,7 @@
     if (!window.confirm(`Delete sandbox ${id}? Its disk and processes are lost.`)) return;
     if (term && termSandbox === id) closeTerminal();
     if (filesSandbox === id) closeFiles();
+    if (portsSandbox === id) closePorts();
     const { operation } = await api('DELETE', `/v1/sandboxes/${q(id)}`);
     setStatus(`Deleting ${id}…`);
     await refresh();
@@ -387,6 +389,64 @@
     $('files').tBodies[0].replaceChildren();
   }
 
+  // ---- ports (docs/design/ports.md): what listens and what is exposed, with links
+
+  let portsSandbox = null;
+
+  async function openPorts(id) {
+    portsSandbox = id;
+    $('ports-panel').hidden = false;
+    $('ports-title').textContent = id;
+    await listPorts();
+  }
+
+  // A token for the port, then its browser URL (?space_token=: the cookie) in a new tab.
+  async function openPort(id, port) {
+    const t = await api('POST', `/v1/sandboxes/${q(id)}/ports/${port}/tokens`, { body: {} });
+    window.open(t.browser_url, '_blank', 'noopener,noreferrer');
+  }
+
+  async function setPublic(id, port, pub) {
+    await api('PUT', `/v1/sandboxes/${q(id)}/ports/${port}`, { body: { public: pub } });
+    setStatus(`Port ${port} is ${pub ? 'public' : 'private'}.`);
+    if (portsSandbox === id) await listPorts();
+  }
+
+  async function listPorts() {
+    const id = portsSandbox;
+    const j = await api('GET', `/v1/sandboxes/${q(id)}/ports`);
+    if (portsSandbox !== id) return;
+    const rows = j.ports.map((p) => {
+      const tr = document.createElement('tr');
+      tr.dataset.testid = 'port-row';
+      tr.dataset.port = String(p.port);
+      const listening = p.listening === null ? '?' : p.listening ? (p.reachable ? 'yes' : 'loopback only') : 'no';
+      const link = document.createElement('td');
+      const a = document.createElement('a');
+      a.href = p.url;
+      a.textContent = p.url;
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+      a.className = 'mono';
+      link.append(a);
+      const acts = document.createElement('td');
+      acts.className = 'actions';
+      acts.append(button('Open', 'port-open', () => openPort(id, p.port)),
+        button(p.public ? 'Make private' : 'Make public', 'port-public', () => setPublic(id, p.port, !p.public)));
+      tr.append(cell(String(p.port), 'mono'), cell(listening), cell(p.public ? 'public' : `private (${p.tokens} tokens)`),
+        link, acts);
+      return tr;
+    });
+    $('ports').tBodies[0].replaceChildren(...rows);
+    $('ports-empty').hidden = rows.length > 0;
+  }
+
+  function closePorts() {
+    portsSandbox = null;
+    $('ports-panel').hidden = true;
+    $('ports').tBodies[0].replaceChildren();
+  }
+
   // ---- wiring
 
   $('login-form').addEventListener('submit', login);
@@ -397,6 +457,8 @@
   $('files-form').addEventListener('submit', action(() => listDir($('files-path').value.trim() || '/')));
   $('files-up').addEventListener('click', action(() => listDir(parentPath(filesPath))));
   $('files-close').addEventListener('click', closeFiles);
+  $('ports-refresh').addEventListener('click', action(listPorts));
+  $('ports-close').addEventListener('click', closePorts);
   $('upload').addEventListener('change', action(upload));
 
   if (!apiKey) {

@@ -2,10 +2,11 @@
 // logs in (a wrong key first: the 401 message must show), creates a sandbox from a template
 // (or uses --sandbox ID), opens its terminal and runs a command, takes a screenshot, uploads a
 // file through the files panel and finds it listed (and in the terminal), downloads it back,
-// deletes the sandbox it created and logs out.
+// starts a web server in the terminal and opens it from the ports panel (a token, then the
+// cookie, in a new tab), deletes the sandbox it created and logs out.
 //
 //   SPACE_API_KEY=KEY node terminal.mjs --url http://127.0.0.1:7070 --artifacts DIR
-//       [--sandbox sb-...] [--template base] [--timeout-s 300] [--skip terminal,files,delete]
+//       [--sandbox sb-...] [--template base] [--timeout-s 300] [--skip terminal,files,ports,delete]
 //
 // Prints one `ok - <step>` line per step and `terminal.mjs: N passed, 0 failed` at the end;
 // exits 1 at the first failure (`not ok - <step>: <why>`), with a screenshot of the page then
@@ -29,7 +30,7 @@ const { values: opt } = parseArgs({
 const key = process.env.SPACE_API_KEY;
 if (!opt.url || !key) {
   console.error('usage: SPACE_API_KEY=KEY node terminal.mjs --url http://127.0.0.1:PORT --artifacts DIR ' +
-    '[--sandbox ID] [--template NAME] [--timeout-s N] [--skip terminal,files,delete]');
+    '[--sandbox ID] [--template NAME] [--timeout-s N] [--skip terminal,files,ports,delete]');
   process.exit(2);
 }
 const LONG = Number(opt['timeout-s']) * 1000; // creating and deleting a VM (TCG, loaded machine)
@@ -222,6 +223,24 @@ if (!skip.has('files')) {
     const got = readFileSync(path, 'utf8');
     if (got !== content) throw new Error(`downloaded ${JSON.stringify(got)}, uploaded ${JSON.stringify(content)}`);
     if (download.suggestedFilename() !== name) throw new Error(`download named ${download.suggestedFilename()}`);
+  });
+}
+
+if (terminal && !skip.has('ports')) {
+  await step('the ports panel lists a server started in the terminal; Open shows its page', async () => {
+    await run('cd /tmp && (setsid python3 -m http.server 8000 >/dev/null 2>&1 &) ; sleep 2; echo started-$((6*7))', 'started-42');
+    await row(sbId).locator('[data-testid="open-ports"]').click();
+    await page.waitForSelector('[data-testid="ports-panel"]', { state: 'visible' });
+    const r = page.locator('[data-testid="port-row"][data-port="8000"]');
+    await r.waitFor();
+    const text = await r.textContent();
+    if (!text.includes('yes') || !text.includes('private')) throw new Error(`port row: ${text}`);
+    const [popup] = await Promise.all([page.waitForEvent('popup'), r.locator('[data-testid="port-open"]').click()]);
+    await popup.waitForLoadState();
+    const body = await popup.content();
+    if (!body.includes('Directory listing for /')) throw new Error(`the port's page: ${body.slice(0, 300)}`);
+    if (popup.url().includes('space_token')) throw new Error(`the token stayed in the URL: ${popup.url()}`);
+    await popup.close();
   });
 }
 
