@@ -617,3 +617,45 @@ def test_a_killed_node_has_its_sandboxes_marked_lost_and_the_others_keep_running
     got = api.wait_op(api.delete_sandbox(victims[0])[1]["id"])
     assert got["state"] == "succeeded", got
     assert api.sandbox(victims[0])["state"] == "deleted"
+
+
+def test_a_port_through_either_api(cluster):
+    """A sandbox's port by name on an api process's data plane: the connection goes to the
+    owning node, which checks the token and relays to the guest; the TCP tunnel through the
+    other api. (docs/design/ports.md)"""
+    import http.client
+    import wsclient
+    a1, a2 = cluster.apis
+    rec = a1.api.new_sandbox("minimal", timeout_s=600)
+    sb_id = rec["id"]
+    try:
+        r = a2.api.run(sb_id, ["sh", "-c", "mkdir -p /tmp/www && echo through-the-cluster > /tmp/www/index.html"
+                               " && httpd -p 8000 -h /tmp/www"])
+        assert r.exit_code == 0, r
+        t = a2.api.raw("POST", f"/v1/sandboxes/{sb_id}/ports/8000/tokens", {"ttl_s": 600})
+        assert t.status == 201, t
+        tok = t.json["token"]
+        for api_proc in (a1, a2):
+            c = http.client.HTTPConnection("127.0.0.1", api_proc.data_port, timeout=60)
+            host = f"8000-{sb_id}.localhost:{api_proc.data_port}"
+            c.request("GET", "/index.html", headers={"Host": host, "X-Space-Token": tok})
+            resp = c.getresponse()
+            assert resp.status == 200 and resp.read() == b"through-the-cluster\n", api_proc.name
+            c.close()
+            c = http.client.HTTPConnection("127.0.0.1", api_proc.data_port, timeout=60)
+            c.request("GET", "/index.html", headers={"Host": host})
+            resp = c.getresponse()
+            assert resp.status == 401, (api_proc.name, resp.status, resp.read())
+            c.close()
+        ws = wsclient.WebSocket("127.0.0.1", a1.data_port, f"/v1/sandboxes/{sb_id}/ports/8000/tunnel",
+                                headers={"Authorization": f"Bearer {tok}"})
+        assert ws.status == 101, ws.head
+        ws.send_binary(b"GET /index.html HTTP/1.0\r\n\r\n")
+        got = b""
+        while b"through-the-cluster" not in got:
+            op, data = ws.recv()
+            assert op == 2, (op, data, got)
+            got += data
+        ws.close()
+    finally:
+        a1.api.remove_sandbox(sb_id)

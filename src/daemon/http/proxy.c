@@ -268,47 +268,59 @@ static const char *tls_name(const struct spaced *d, const char *hostport)
 	return host;
 }
 
-int http_proxy(struct http_req *r, const char *upstream_url, space_err *err)
+/* The relay to upstream_url with its connection to the node made (not yet connecting): NULL
+ * with err set when the URL is not one we can reach or memory is short. */
+static struct proxy *proxy_new(struct spaced *d, const char *upstream_url, struct sockaddr_storage *sa, int *salen,
+			       space_err *err)
 {
-	struct sockaddr_storage sa;
-	int salen = sizeof(sa);
 	char hostport[96];
 	struct proxy *p;
 
+	*salen = sizeof(*sa);
 	if (http_proxy_hostport(upstream_url, hostport, sizeof(hostport), err) < 0)
-		return -1;
-	if (evutil_parse_sockaddr_port(hostport, (struct sockaddr *)&sa, &salen) < 0)
-		return err_set(err, EINVAL, "proxy: '%.100s' is not IP:PORT", hostport);
+		return NULL;
+	if (evutil_parse_sockaddr_port(hostport, (struct sockaddr *)sa, salen) < 0) {
+		err_set(err, EINVAL, "proxy: '%.100s' is not IP:PORT", hostport);
+		return NULL;
+	}
 	p = calloc(1, sizeof(*p));
-	if (!p)
-		return err_set(err, ENOMEM, "out of memory");
+	if (!p) {
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
+	}
 	snprintf(p->upstream, sizeof(p->upstream), "%s", hostport);
 	p->tls = strncmp(upstream_url, "https://", 8) == 0;
 	if (p->tls) {
-		SSL *ssl = r->d->tls_client ? http_tls_client(r->d->tls_client, tls_name(r->d, hostport)) : NULL;
+		SSL *ssl = d->tls_client ? http_tls_client(d->tls_client, tls_name(d, hostport)) : NULL;
 
-		if (!r->d->tls_client) {
+		if (!d->tls_client) {
 			free(p);
-			return err_set(err, EINVAL, "proxy: %s is https:// and this process has no --cluster-ca to verify it",
-				       hostport);
+			err_set(err, EINVAL, "proxy: %s is https:// and this process has no --cluster-ca to verify it",
+				hostport);
+			return NULL;
 		}
-		p->ubev = ssl ? bufferevent_openssl_socket_new(r->d->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
+		p->ubev = ssl ? bufferevent_openssl_socket_new(d->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
 								BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS)
 			      : NULL;
 	} else {
-		p->ubev = bufferevent_socket_new(r->d->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
+		p->ubev = bufferevent_socket_new(d->base, -1, BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS);
 	}
-	if (!p->ubev || write_request(r, bufferevent_get_output(p->ubev), hostport) < 0) {
-		if (p->ubev)
-			bufferevent_free(p->ubev);
+	if (!p->ubev) {
 		free(p);
-		return err_set(err, ENOMEM, "out of memory");
+		err_set(err, ENOMEM, "out of memory");
+		return NULL;
 	}
-	p->evcon = evhttp_request_get_connection(r->req);
+	return p;
+}
+
+/* From here the client's connection is the relay's; the request is never answered through
+ * evhttp, which frees it with the connection. */
+static void proxy_go(struct proxy *p, struct spaced *d, struct evhttp_request *req, struct sockaddr_storage *sa,
+		     int salen)
+{
+	p->evcon = evhttp_request_get_connection(req);
 	p->cbev = evhttp_connection_get_bufferevent(p->evcon);
-	/* From here the connection is ours; the request is never answered through evhttp, which
-	 * frees it with the connection. */
-	http_hold_begin(&p->hold, r->req, proxy_gone, r->d->conns);
+	http_hold_begin(&p->hold, req, proxy_gone, d->conns);
 	bufferevent_setcb(p->cbev, client_read, client_write, client_event, p);
 	bufferevent_setwatermark(p->cbev, EV_READ, 0, 0);
 	bufferevent_setwatermark(p->cbev, EV_WRITE, PROXY_QUEUE_HIGH / 2, 0);
@@ -317,12 +329,56 @@ int http_proxy(struct http_req *r, const char *upstream_url, space_err *err)
 	bufferevent_setwatermark(p->ubev, EV_WRITE, PROXY_QUEUE_HIGH / 2, 0);
 	bufferevent_enable(p->ubev, EV_READ | EV_WRITE);
 	bufferevent_enable(p->cbev, EV_READ | EV_WRITE);
-	if (bufferevent_socket_connect(p->ubev, (struct sockaddr *)&sa, salen) < 0) {
+	if (bufferevent_socket_connect(p->ubev, (struct sockaddr *)sa, salen) < 0) {
 		/* Its error event follows (deferred), and the client gets the 502 from there. */
-		log_warn("proxy: connecting to %s failed at once", hostport);
+		log_warn("proxy: connecting to %s failed at once", p->upstream);
 	}
 	/* Bytes the client sent right behind its request (WebSocket frames). */
 	if (evbuffer_get_length(bufferevent_get_input(p->cbev)))
 		client_read(p->cbev, p);
+}
+
+int http_proxy(struct http_req *r, const char *upstream_url, space_err *err)
+{
+	struct sockaddr_storage sa;
+	int salen;
+	struct proxy *p = proxy_new(r->d, upstream_url, &sa, &salen, err);
+
+	if (!p)
+		return -1;
+	if (write_request(r, bufferevent_get_output(p->ubev), p->upstream) < 0) {
+		bufferevent_free(p->ubev);
+		free(p);
+		return err_set(err, ENOMEM, "out of memory");
+	}
+	proxy_go(p, r->d, r->req, &sa, salen);
+	return 0;
+}
+
+int http_proxy_taken(struct spaced *d, struct evhttp_request *req, const char *upstream_url, space_err *err)
+{
+	struct sockaddr_storage sa;
+	int salen;
+	struct proxy *p = proxy_new(d, upstream_url, &sa, &salen, err);
+	struct bufferevent *cbev;
+	struct evbuffer_ptr eol;
+	size_t eol_len = 0;
+
+	if (!p)
+		return -1;
+	cbev = http_take_over(d->conns, req);
+	if (cbev)
+		eol = evbuffer_search_eol(bufferevent_get_input(cbev), NULL, &eol_len, EVBUFFER_EOL_LF);
+	if (!cbev || eol.pos < 0) {
+		bufferevent_free(p->ubev);
+		free(p);
+		return err_set(err, EIO, "the connection could not be taken over");
+	}
+	/* the request line as it came, our credential for the node, then every byte the client
+	 * sends, untouched (the node rewrites each request for its guest) */
+	evbuffer_remove_buffer(bufferevent_get_input(cbev), bufferevent_get_output(p->ubev), (size_t)eol.pos + eol_len);
+	if (d->cfg.cluster_key[0])
+		evbuffer_add_printf(bufferevent_get_output(p->ubev), "%s: %s\r\n", HTTP_PEER_HEADER, d->cfg.cluster_key);
+	proxy_go(p, d, req, &sa, salen);
 	return 0;
 }

@@ -20,6 +20,13 @@
  * still the caller's to answer, when the URL is not one we can reach or memory is short. */
 int http_proxy(struct http_req *r, const char *upstream_url, space_err *err);
 
+/* The same for a request whose head the plane's host_takes claimed (r->taken: its body unread):
+ * the connection is taken over (http_take_over) and everything the client sent from its first
+ * byte goes to the node untouched, but for HTTP_PEER_HEADER added after the request line; the
+ * node's own host front end answers it. -1 with err set and the request still the caller's
+ * when nothing was taken. */
+int http_proxy_taken(struct spaced *d, struct evhttp_request *req, const char *upstream_url, space_err *err);
+
 /* Pure part (unit-tested): "http://1.2.3.4:7070[/]" -> "1.2.3.4:7070" in hostport. */
 int http_proxy_hostport(const char *url, char *hostport, size_t len, space_err *err);
 /* Whether a request header is the proxy's to drop (hop-by-hop, or rewritten: Host,

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster/cluster.h"
 #include "daemon.h"
+#include "http/proxy.h"
 #include "log.h"
 #include "net/net.h"
 #include "ports_front.h"
@@ -200,6 +202,63 @@ static void checked(void *arg, bool ran)
 		allowed(pr);
 }
 
+/* ---- an api process: the request and its connection go to the sandbox's node ---- */
+
+struct node_hop {
+	struct port_req *pr;
+	char url[256];
+	int rc;
+	space_err err;
+};
+
+static void hop_lookup(struct store *conn, void *arg)
+{
+	struct node_hop *h = arg;
+
+	h->rc = cluster_sandbox_url_on(conn, h->pr->sb_id, true, h->url, sizeof(h->url), &h->err);
+}
+
+static void hop_done(void *arg, bool ran)
+{
+	struct node_hop *h = arg;
+	struct port_req *pr = h->pr;
+
+	pr->reading = false;
+	if (pr->gone) {
+		req_free(pr);
+	} else if (!ran) {
+		answer(pr, 503, "unavailable", "this api process is stopping");
+	} else if (h->rc < 0) {
+		answer_err(pr, &h->err);
+	} else {
+		http_hold_end(&pr->hold);
+		/* the node checks the credential and wakes the sandbox, as for a client of its own */
+		if (http_proxy_taken(pr->d, pr->req, h->url, &h->err) < 0) {
+			http_reply_error(pr->req, 502, "unavailable", "the node of sandbox %s: %s", pr->sb_id, h->err.msg);
+		}
+		req_free(pr);
+	}
+	free(h);
+}
+
+static void relay_to_node(struct port_req *pr)
+{
+	struct node_hop *h = calloc(1, sizeof(*h));
+	space_err err = { 0 };
+
+	if (!h) {
+		answer(pr, 503, "unavailable", "out of memory");
+		return;
+	}
+	h->pr = pr;
+	pr->reading = true;
+	if (store_async(pr->d->store, hop_lookup, hop_done, h, &err) < 0) {
+		pr->reading = false;
+		free(h);
+		answer(pr, 503, "unavailable", "%s", err.msg);
+	}
+}
+
 /* The credential a request offers, in order: X-Space-Token, ?space_token=, the cookie. */
 static void credentials(struct port_req *pr, struct http_req *r)
 {
@@ -243,8 +302,7 @@ void port_handle(struct http_req *r)
 	}
 	snprintf(pr->host, sizeof(pr->host), "%s", host);
 	if (r->d->cfg.role == DROLE_API) {
-		answer(pr, 501, "not_implemented", "this api process does not relay a sandbox's ports yet: reach the "
-						   "node's data plane");
+		relay_to_node(pr);
 		return;
 	}
 	credentials(pr, r);
