@@ -77,7 +77,7 @@ static int header_done(struct port_rw *rw)
 	}
 	if (strcasecmp(f, "Upgrade") == 0)
 		snprintf(rw->upgrade, sizeof(rw->upgrade), "%s", v);
-	if (!dropped(f) && !(rw->api_key[0] && strstr(v, rw->api_key))) {
+	if (!dropped(f) && !(rw->api_key[0] && (strstr(v, rw->api_key) || strstr(f, rw->api_key)))) {
 		if (strcasecmp(f, "Cookie") == 0) {
 			struct evbuffer *c = evbuffer_new();
 
