@@ -241,6 +241,7 @@ static void test_rw_refusals(void)
 		"POST / HTTP/1.1\r\nHost: " HOST "\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		"CONNECT a:1 HTTP/1.1\r\nHost: " HOST "\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: " HOST "\r\nX: a\rb\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: " HOST "\r\n\r\nGET / HTTP/2.0\r\nHost: " HOST "\r\n\r\n",
 		"BLAH\r\n\r\n",
 	};
 	enum port_rw_status st;

@@ -176,9 +176,11 @@ static int on_headers(http_parser *p)
 		return stop(rw, "a request on this connection for another host");
 	if (p->method == HTTP_CONNECT)
 		return stop(rw, "CONNECT to a sandbox's port");
+	if (p->http_major != 1)
+		return stop(rw, "a request that is not HTTP/1.x");
 	evbuffer_add_printf(out, "%s ", http_method_str((enum http_method)p->method));
 	evbuffer_add_buffer(out, rw->url);
-	evbuffer_add_printf(out, " HTTP/%u.%u\r\n", p->http_major, p->http_minor > 1 ? 1 : p->http_minor);
+	evbuffer_add_printf(out, " HTTP/1.%u\r\n", p->http_minor > 1 ? 1 : p->http_minor);
 	evbuffer_add_buffer(out, rw->hdrs);
 	evbuffer_add_printf(out, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: %s\r\nX-Forwarded-Host: %s\r\n",
 			    rw->peer, rw->proto, rw->host);
