@@ -118,7 +118,7 @@ int ctl_parse_json_only(struct ctl *c, const struct ctl_verb *v, int argc, char 
 
 bool ctl_on_timeout_ok(const char *s)
 {
-	return strcmp(s, "delete") == 0 || strcmp(s, "suspend") == 0;
+	return strcmp(s, "delete") == 0 || strcmp(s, "suspend") == 0 || strcmp(s, "suspend_idle") == 0;
 }
 
 void ctl_fmt_bytes(long long n, char *out, size_t len)

@@ -74,7 +74,7 @@ static int option(struct ctl *c, const struct ctl_verb *v, int opt, struct creat
 		break;
 	case 'o':
 		if (!ctl_on_timeout_ok(optarg))
-			return ctl_usage_error(v, "--on-timeout: want suspend or delete, not '%s'", optarg);
+			return ctl_usage_error(v, "--on-timeout: want suspend, suspend_idle or delete, not '%s'", optarg);
 		key = "on_timeout";
 		val = json_string(optarg);
 		break;
@@ -162,7 +162,8 @@ const struct ctl_verb ctl_verb_create = {
 		"  --env K=V        environment of every command run in it (repeatable)\n"
 		"  --meta K=V       metadata to find it by with `ls --meta` (repeatable)\n"
 		"  --timeout S      expire after S seconds (0: never)\n"
-		"  --on-timeout A   what expiry does: delete (default) or suspend\n"
+		"  --on-timeout A   what expiry does: delete (default) or suspend; suspend_idle: suspend\n"
+		"                   once idle SECONDS (no session running, no port traffic)\n"
 		"  --allow E        egress it may reach: a name, *.suffix or CIDR, optionally :port\n"
 		"                   (repeatable; none: the template's policy, else nothing)\n"
 		"  --deny E         egress it may never reach, over any --allow (repeatable)\n"

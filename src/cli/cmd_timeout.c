@@ -59,7 +59,7 @@ static int run(struct ctl *c, int argc, char **argv)
 			return st;
 	}
 	if (on_timeout && !ctl_on_timeout_ok(on_timeout))
-		return ctl_usage_error(v, "--on-timeout: want suspend or delete, not '%s'", on_timeout);
+		return ctl_usage_error(v, "--on-timeout: want suspend, suspend_idle or delete, not '%s'", on_timeout);
 	if (argc - optind < 2)
 		return ctl_usage_error(v, "want a sandbox id and seconds");
 	if (argc - optind > 2)
@@ -78,14 +78,16 @@ static int run(struct ctl *c, int argc, char **argv)
 
 const struct ctl_verb ctl_verb_timeout = {
 	.name = "timeout",
-	.usage = "[--on-timeout suspend|delete] [--json] ID SECONDS",
+	.usage = "[--on-timeout suspend|suspend_idle|delete] [--json] ID SECONDS",
 	.summary = "set when a sandbox expires, counted from now (0: never)",
 	.help = "Prints when it expires and what happens then.  A suspended sandbox that is\n"
 		"woken gets its timeout counted again from then.\n"
 		"\n"
 		"Options:\n"
 		"  --on-timeout A   delete (the default when created) or suspend it when it\n"
-		"                   expires; without it, what the sandbox had stays\n"
+		"                   expires; suspend_idle: suspend it once it has been idle SECONDS\n"
+		"                   (no session running, no port traffic; a request wakes it);\n"
+		"                   without it, what the sandbox had stays\n"
 		"  --json           print the sandbox's JSON\n",
 	.run = run,
 };

@@ -177,7 +177,7 @@ SANDBOX = {"id": SB_ID, "state": Enum(*SB_STATES), "template": NONEMPTY, "templa
            "vcpus": Int(1, 16), "memory_mib": Int(64, 65536), "env": MapOf(str),
            "metadata": MapOf(str), "timeout_s": Int(0, 604800), "created_at": TIME,
            "updated_at": TIME, "expires_at": Nullable(TIME), "error": Nullable(str),
-           "on_timeout": Enum("delete", "suspend"), "start_kind": Enum(*START_KINDS),
+           "on_timeout": Enum("delete", "suspend", "suspend_idle"), "start_kind": Enum(*START_KINDS),
            "parent_id": Nullable(SB_ID), "snapshot": Nullable(SN_ID),
            "suspended_bytes": Nullable(Int(0)), "network": {}}
 OPERATION = {"id": OP_ID, "kind": Enum(*OP_KINDS), "sandbox_id": Nullable(SB_ID), "state": Enum(*OP_STATES),

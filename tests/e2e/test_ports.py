@@ -486,3 +486,63 @@ def test_cookie_flow_in_chromium(daemon, api, web):
     p = subprocess.run([node, "ports.mjs", "--url", url, "--expect", "/from-the-guest"], cwd=here,
                        env=dict(os.environ, CHROMIUM=chromium), capture_output=True, text=True, timeout=180)
     assert p.returncode == 0 and "ports.mjs: 5 passed, 0 failed" in p.stdout, p.stdout + p.stderr
+
+
+def test_tokens_and_public_marks_survive_a_restart(own_daemon):
+    """Both are rows of the store: after a restart the new process reads them (a token it never
+    issued, a mark it never set) and the guest's server, still running, answers."""
+    api = own_daemon.api
+    rec = api.new_sandbox("base", timeout_s=600)
+    sb_id = rec["id"]
+    try:
+        start_servers(api, sb_id)
+        t = token(api, sb_id)
+        assert api.raw("PUT", f"/v1/sandboxes/{sb_id}/ports/{ECHO}", {"public": True}).status == 200
+        own_daemon.restart()
+        p = Port(own_daemon, sb_id)
+        r, data = p.request("GET", "/echo", headers={"X-Space-Token": t["token"]})
+        assert r.status == 200, data
+        assert p.request("GET", "/echo")[0].status == 401
+        ws = tunnel(own_daemon, sb_id, ECHO)  # public: no token
+        assert ws.status == 101, ws.head
+        ws.send_binary(b"after-restart")
+        got = b""
+        while len(got) < len(b"after-restart"):
+            op, data = ws.recv()
+            assert op == 2, (op, data)
+            got += data
+        assert got == b"after-restart"
+        ws.close()
+        listed = {e["port"]: e for e in api.raw("GET", f"/v1/sandboxes/{sb_id}/ports").json["ports"]}
+        assert listed[ECHO]["public"] is True and listed[PORT]["tokens"] >= 1, listed
+    finally:
+        api.remove_sandbox(sb_id)
+
+
+def test_suspend_idle_traffic_keeps_it_and_wakes_it(daemon, api):
+    """on_timeout suspend_idle: the timeout counts from the last activity (port traffic, a
+    session running); idle that long it is suspended; a request wakes it again."""
+    rec = api.new_sandbox("base", timeout_s=600)
+    sb_id = rec["id"]
+    try:
+        start_servers(api, sb_id)
+        assert api.raw("PUT", f"/v1/sandboxes/{sb_id}/ports/{PORT}", {"public": True}).status == 200
+        sb = api.set_timeout(sb_id, 3, "suspend_idle")
+        assert sb["on_timeout"] == "suspend_idle", sb
+        p = Port(daemon, sb_id)
+        end = time.monotonic() + 6  # twice its idle time, with traffic all along
+        while time.monotonic() < end:
+            assert p.request("GET", "/echo")[0].status == 200
+            time.sleep(0.5)
+        assert api.sandbox(sb_id)["state"] == "running"
+        r = api.run(sb_id, ["sleep", "5"])  # a session running is use too
+        assert r.exit_code == 0, r
+        assert api.sandbox(sb_id)["state"] == "running"
+        t0 = time.monotonic()
+        api.wait_sandbox_state(sb_id, ("suspended",), timeout=60)
+        assert time.monotonic() - t0 >= 1.5  # not before it was idle long enough
+        r, data = p.request("GET", "/echo")
+        assert r.status == 200, data
+        assert api.sandbox(sb_id)["state"] == "running"
+    finally:
+        api.remove_sandbox(sb_id)

@@ -84,7 +84,7 @@ json_t *e2b_sandbox_json(const struct sandbox_rec *sb, int64_t disk_mb)
 			 "envdVersion", E2B_ENVD_VERSION,
 			 "metadata", sb->metadata,
 			 "lifecycle",
-			 "onTimeout", sb->on_timeout == ON_TIMEOUT_SUSPEND ? "pause" : "kill",
+			 "onTimeout", sb->on_timeout == ON_TIMEOUT_DELETE ? "kill" : "pause",
 			 "autoResume", 0);
 }
 

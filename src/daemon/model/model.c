@@ -53,7 +53,7 @@ static const char *const start_kind_names[START__COUNT] = {
 };
 
 static const char *const on_timeout_names[ON_TIMEOUT__COUNT] = {
-	[ON_TIMEOUT_DELETE] = "delete", [ON_TIMEOUT_SUSPEND] = "suspend",
+	[ON_TIMEOUT_DELETE] = "delete", [ON_TIMEOUT_SUSPEND] = "suspend", [ON_TIMEOUT_SUSPEND_IDLE] = "suspend_idle",
 };
 
 static const char *const role_names[ROLE__COUNT] = {

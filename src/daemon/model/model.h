@@ -70,7 +70,9 @@ const char *start_kind_name(enum start_kind k);
 int start_kind_parse(const char *name);
 
 /* What happens when a sandbox's timeout is reached. */
-enum on_timeout { ON_TIMEOUT_DELETE, ON_TIMEOUT_SUSPEND, ON_TIMEOUT__COUNT };
+/* What a timeout does: delete, suspend, or suspend once the sandbox has been idle (no session
+ * running, no port traffic) for timeout_s, counted from its last activity. */
+enum on_timeout { ON_TIMEOUT_DELETE, ON_TIMEOUT_SUSPEND, ON_TIMEOUT_SUSPEND_IDLE, ON_TIMEOUT__COUNT };
 const char *on_timeout_name(enum on_timeout t);
 int on_timeout_parse(const char *name);
 

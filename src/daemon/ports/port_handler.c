@@ -153,7 +153,7 @@ static void connected(struct bufferevent *ubev, int status, const char *why, voi
 		return;
 	}
 	http_hold_end(&pr->hold);
-	if (port_relay_start(pr->d, pr->req, cbev, pr->ubev, pr->host, peer ? peer : "unknown", pr->tls) < 0) {
+	if (port_relay_start(pr->d, pr->req, cbev, pr->ubev, pr->sb_id, pr->host, peer ? peer : "unknown", pr->tls) < 0) {
 		/* the filter is raw now: nothing can be answered on it */
 		log_warn("ports: out of memory relaying to %s", pr->host);
 		evhttp_connection_free(evhttp_request_get_connection(pr->req));

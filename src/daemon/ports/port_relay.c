@@ -15,9 +15,12 @@
 #include "http/proxy.h"
 #include "log.h"
 #include "ports_front.h"
+#include "sandbox/ports.h"
 
 struct port_relay {
 	struct http_hold hold; /* first: relay_gone gets it */
+	struct spaced *d;
+	char sb_id[ID_LEN];    /* whose port: its connection counts as use while it lasts */
 	struct evhttp_connection *evcon;
 	struct bufferevent *cbev, *ubev;
 	struct port_rw rw;
@@ -43,6 +46,7 @@ static void relay_gone(struct http_hold *h)
 	if (p->ubev)
 		bufferevent_free(p->ubev);
 	port_rw_free(&p->rw);
+	port_traffic(p->d, p->sb_id, -1);
 	free(p);
 }
 
@@ -166,7 +170,7 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 }
 
 int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
-		     struct bufferevent *ubev, const char *host, const char *peer, bool tls)
+		     struct bufferevent *ubev, const char *sb_id, const char *host, const char *peer, bool tls)
 {
 	struct port_relay *p = calloc(1, sizeof(*p));
 
@@ -174,6 +178,9 @@ int port_relay_start(struct spaced *d, struct evhttp_request *req, struct buffer
 		free(p);
 		return -1;
 	}
+	p->d = d;
+	snprintf(p->sb_id, sizeof(p->sb_id), "%s", sb_id);
+	port_traffic(d, sb_id, +1);
 	p->evcon = evhttp_request_get_connection(req);
 	p->cbev = cbev;
 	/* bytes go on as they come: a reply split in two is not held back for an ACK */

@@ -192,8 +192,10 @@ static void on_close(struct ws *ws, void *arg)
 
 	(void)ws;
 	port_conn_cancel(t->conn);
-	if (t->ubev)
+	if (t->ubev) {
 		bufferevent_free(t->ubev);
+		port_traffic(t->d, t->sb_id, -1);
+	}
 	free(t);
 }
 
@@ -214,6 +216,7 @@ static void connected(struct bufferevent *ubev, int status, const char *why, voi
 		return;
 	}
 	t->ubev = ubev;
+	port_traffic(t->d, t->sb_id, +1);
 	setsockopt(bufferevent_getfd(ubev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	bufferevent_setcb(ubev, up_read, up_write, up_event, t);
 	bufferevent_setwatermark(ubev, EV_WRITE, TUNNEL_HIGH / 2, 0);

@@ -103,7 +103,7 @@ extern const size_t port_dp_nroutes;
  * end (it holds req: http_hold_begin; the caller holds it no more). -1 (nothing taken) when
  * memory is short. */
 int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
-		     struct bufferevent *ubev, const char *host, const char *peer, bool tls);
+		     struct bufferevent *ubev, const char *sb_id, const char *host, const char *peer, bool tls);
 
 /* ---- port_handler.c ---- */
 /* The data plane's host_handler: a request the filter found addressed to a port. */

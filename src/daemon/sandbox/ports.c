@@ -81,6 +81,18 @@ static struct port_set *set_of(struct sandbox *sb)
 	return sb->ports;
 }
 
+void port_traffic(struct spaced *d, const char *sb_id, int delta)
+{
+	struct sandbox *sb = sandbox_find(d, sb_id);
+
+	if (!sb)
+		return;
+	sb->port_conns += delta;
+	if (sb->port_conns < 0)
+		sb->port_conns = 0;
+	sb->active_ms = now_ms();
+}
+
 void ports_free(struct sandbox *sb)
 {
 	free(sb->ports);

@@ -102,6 +102,10 @@ void port_exposed_read(struct store *conn, void *arg);
  * guest's own, not loopback alone. */
 void port_listening_parse(const char *text, size_t len, json_t *out);
 
+/* A connection to one of its ports opened (+1) or ended (-1): while any is open the sandbox is
+ * in use (suspend_idle does not count); each one is activity. */
+void port_traffic(struct spaced *d, const char *sb_id, int delta);
+
 /* The sandbox is gone from memory: its marks go with it. */
 void ports_free(struct sandbox *sb);
 

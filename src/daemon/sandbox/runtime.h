@@ -75,6 +75,8 @@ struct sandbox {
 	/* A template build's VM (role build, build_vm.c): whom it tells that it runs (or could
 	 * not start) and that a layer was taken. NULL: its build is gone (it is deleted). */
 	struct port_set *ports;    /* its public ports, once read (ports.c) */
+	int port_conns;            /* connections to its ports open now (ports.c) */
+	int64_t active_ms;         /* its last activity seen (suspend_idle; 0: none yet) */
 	build_vm_up_fn build_up;
 	build_vm_layer_fn build_layer;
 	void *build_arg;

@@ -409,14 +409,39 @@ static void expire(struct sandbox *sb)
 {
 	space_err err = { 0 };
 
-	if (sb->rec.on_timeout == ON_TIMEOUT_SUSPEND &&
+	if ((sb->rec.on_timeout == ON_TIMEOUT_SUSPEND || sb->rec.on_timeout == ON_TIMEOUT_SUSPEND_IDLE) &&
 	    (sb->rec.state == SB_RUNNING || sb->rec.state == SB_PAUSED)) {
-		log_info("sandbox %s: timeout reached: suspending", sb->rec.id);
+		if (sb->rec.on_timeout == ON_TIMEOUT_SUSPEND_IDLE)
+			log_info("sandbox %s: idle for %lld s (no session running, no port traffic): suspending",
+				 sb->rec.id, (long long)sb->rec.timeout_s);
+		else
+			log_info("sandbox %s: timeout reached: suspending", sb->rec.id);
 		if (lifecycle_begin(sb, OPK_SUSPEND, NULL, &err) == 0)
 			return;
 		log_warn("sandbox %s: suspend on timeout: %s; deleting instead", sb->rec.id, err.msg);
 	}
 	sandbox_start_delete(sb, "timeout reached");
+}
+
+/* Is it in use: a session running, or a port's connection open (ports.c counts them)? */
+static bool in_use(const struct sandbox *sb)
+{
+	if (sb->port_conns > 0)
+		return true;
+	for (const struct session *s = sb->sessions; s; s = s->next)
+		if (s->rec.state == SESS_RUNNING)
+			return true;
+	return false;
+}
+
+/* suspend_idle: the timeout counts from the last activity seen (a restart or a wake starts a
+ * new count); expires_ms shows when it will act if nothing happens. */
+static bool idle_expired(struct sandbox *sb, int64_t now)
+{
+	if (!sb->active_ms || in_use(sb))
+		sb->active_ms = now;
+	sb->rec.expires_ms = sb->rec.timeout_s ? sb->active_ms + sb->rec.timeout_s * 1000 : 0;
+	return sb->rec.expires_ms && now >= sb->rec.expires_ms;
 }
 
 static void tick_timeouts(struct spaced *d)
@@ -426,12 +451,22 @@ static void tick_timeouts(struct spaced *d)
 	for (struct sandbox *sb = d->sandboxes; sb; sb = sb->next) {
 		enum sb_state st = sb->rec.state;
 
+		if (st != SB_RUNNING && st != SB_PAUSED)
+			sb->active_ms = 0;
+
 		/* Only a sandbox that runs (or is paused) uses the node; the
 		 * others wait for a client, and an action in flight ends first. */
 		if (sb->rec.role != ROLE_USER || (st != SB_RUNNING && st != SB_PAUSED))
 			continue;
 		if (sb->op.id[0] && !op_state_done(sb->op.state))
 			continue;
+		if (sb->rec.on_timeout == ON_TIMEOUT_SUSPEND_IDLE) {
+			if (idle_expired(sb, now)) {
+				sb->active_ms = now; /* again in a while if the suspend fails */
+				expire(sb);
+			}
+			continue;
+		}
 		if (sb->rec.expires_ms && now >= sb->rec.expires_ms) {
 			/* Tried again in a minute if a suspend fails and leaves it
 			 * running; a suspended or restored one gets its own time. */
