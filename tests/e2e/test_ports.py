@@ -175,6 +175,25 @@ def test_expired_and_revoked_tokens(daemon, api, web):
     assert api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens/XYZ").status == 400
 
 
+def test_a_kept_alive_connection_ends_when_its_token_is_revoked_or_expires(daemon, api, web):
+    """The credential that let a connection in is asked again before each later request on it:
+    revoked (or expired), the connection ends instead of passing the request; a new one gets 401."""
+    p = Port(daemon, web)
+    for how in ("revoke", "expire"):
+        t = token(api, web, ttl_s=2 if how == "expire" else 600)
+        c = p.conn()
+        r, _ = p.request("GET", "/echo", headers={"X-Space-Token": t["token"]}, conn=c)
+        assert r.status == 200
+        if how == "revoke":
+            assert api.raw("DELETE", f"/v1/sandboxes/{web}/ports/{PORT}/tokens/{t['id']}").status == 200
+        else:
+            time.sleep(2.5)
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+            p.request("GET", "/echo", headers={"X-Space-Token": t["token"]}, conn=c)
+        c.close()
+        assert p.request("GET", "/echo", headers={"X-Space-Token": t["token"]})[0].status == 401, how
+
+
 def test_public_port(daemon, api, web):
     p = Port(daemon, web)
     r = api.raw("PUT", f"/v1/sandboxes/{web}/ports/{PORT}", {"public": True})

@@ -257,6 +257,34 @@ static void test_rw_refusals(void)
 	}
 }
 
+static bool deny(void *arg)
+{
+	(*(int *)arg)++;
+	return false;
+}
+
+/* The credential is asked again before each later request, never before the first. */
+static void test_rw_asks_again(void)
+{
+	static const char in[] = "GET /1 HTTP/1.1\r\nHost: " HOST "\r\n\r\nGET /2 HTTP/1.1\r\nHost: " HOST "\r\n\r\n";
+	struct evbuffer *out = evbuffer_new();
+	struct port_rw rw;
+	int asked = 0;
+
+	port_rw_init(&rw, HOST, "192.0.2.7", "http", "");
+	rw.allow = deny;
+	rw.allow_arg = &asked;
+	port_rw_feed(&rw, in, strlen(in), out);
+	EXPECT_EQ(rw.status, PORT_RW_STOP);
+	EXPECT_EQ(asked, 1);
+	EXPECT_EQ(rw.requests, 1);
+	evbuffer_add(out, "", 1);
+	EXPECT(strstr((const char *)evbuffer_pullup(out, -1), "GET /1 ") && !strstr((const char *)evbuffer_pullup(out, -1), "GET /2 "));
+	EXPECT(strstr(rw.why, "no longer opens"));
+	evbuffer_free(out);
+	port_rw_free(&rw);
+}
+
 static void test_rw_head_limit(void)
 {
 	size_t n = HTTP_MAX_HEADERS + 64;
@@ -325,6 +353,7 @@ int main(void)
 	RUN(test_rw_bodies);
 	RUN(test_rw_upgrade);
 	RUN(test_rw_refusals);
+	RUN(test_rw_asks_again);
 	RUN(test_rw_head_limit);
 	RUN(test_listening);
 	return DONE();

@@ -138,6 +138,7 @@ static void connected(struct bufferevent *ubev, int status, const char *why, voi
 {
 	struct port_req *pr = arg;
 	struct bufferevent *cbev;
+	struct port_cred cred = { .token = pr->token[0] ? pr->token : NULL, .traffic = pr->traffic[0] ? pr->traffic : NULL };
 	char *peer = NULL;
 	ev_uint16_t pport = 0;
 
@@ -153,7 +154,7 @@ static void connected(struct bufferevent *ubev, int status, const char *why, voi
 		return;
 	}
 	http_hold_end(&pr->hold);
-	if (port_relay_start(pr->d, pr->req, cbev, pr->ubev, pr->sb_id, pr->host, peer ? peer : "unknown", pr->tls) < 0) {
+	if (port_relay_start(pr->d, pr->req, cbev, pr->ubev, pr->sb_id, pr->port, &cred, pr->host, peer ? peer : "unknown", pr->tls) < 0) {
 		/* the filter is raw now: nothing can be answered on it */
 		log_warn("ports: out of memory relaying to %s", pr->host);
 		evhttp_connection_free(evhttp_request_get_connection(pr->req));

@@ -21,6 +21,8 @@ struct port_relay {
 	struct http_hold hold; /* first: relay_gone gets it */
 	struct spaced *d;
 	char sb_id[ID_LEN];    /* whose port: its connection counts as use while it lasts */
+	uint16_t port;
+	char token[80], traffic[80]; /* the credential that let it in ("": none) */
 	struct evhttp_connection *evcon;
 	struct bufferevent *cbev, *ubev;
 	struct port_rw rw;
@@ -47,6 +49,8 @@ static void relay_gone(struct http_hold *h)
 		bufferevent_free(p->ubev);
 	port_rw_free(&p->rw);
 	port_traffic(p->d, p->sb_id, -1);
+	explicit_bzero(p->token, sizeof(p->token));
+	explicit_bzero(p->traffic, sizeof(p->traffic));
 	free(p);
 }
 
@@ -169,8 +173,18 @@ static void client_event(struct bufferevent *bev, short what, void *arg)
 		finish(arg);
 }
 
+/* Before each later request: does what let the connection in still open the port? */
+static bool still_open(void *arg)
+{
+	struct port_relay *p = arg;
+	struct port_cred cred = { .token = p->token[0] ? p->token : NULL, .traffic = p->traffic[0] ? p->traffic : NULL };
+
+	return port_still_open(p->d, p->sb_id, p->port, &cred);
+}
+
 int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
-		     struct bufferevent *ubev, const char *sb_id, const char *host, const char *peer, bool tls)
+		     struct bufferevent *ubev, const char *sb_id, uint16_t port, const struct port_cred *cred,
+		     const char *host, const char *peer, bool tls)
 {
 	struct port_relay *p = calloc(1, sizeof(*p));
 
@@ -180,6 +194,11 @@ int port_relay_start(struct spaced *d, struct evhttp_request *req, struct buffer
 	}
 	p->d = d;
 	snprintf(p->sb_id, sizeof(p->sb_id), "%s", sb_id);
+	p->port = port;
+	snprintf(p->token, sizeof(p->token), "%s", cred && cred->token ? cred->token : "");
+	snprintf(p->traffic, sizeof(p->traffic), "%s", cred && cred->traffic ? cred->traffic : "");
+	p->rw.allow = still_open;
+	p->rw.allow_arg = p;
 	port_traffic(d, sb_id, +1);
 	p->evcon = evhttp_request_get_connection(req);
 	p->cbev = cbev;

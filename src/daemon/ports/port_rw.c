@@ -178,6 +178,8 @@ static int on_headers(http_parser *p)
 		return stop(rw, "CONNECT to a sandbox's port");
 	if (p->http_major != 1)
 		return stop(rw, "a request that is not HTTP/1.x");
+	if (rw->requests && rw->allow && !rw->allow(rw->allow_arg))
+		return stop(rw, "the credential that opened this connection no longer opens the port");
 	evbuffer_add_printf(out, "%s ", http_method_str((enum http_method)p->method));
 	evbuffer_add_buffer(out, rw->url);
 	evbuffer_add_printf(out, " HTTP/1.%u\r\n", p->http_minor > 1 ? 1 : p->http_minor);

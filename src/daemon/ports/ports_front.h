@@ -69,6 +69,10 @@ struct port_rw {
 	char upgrade[64];
 	size_t head_bytes;
 	uint64_t requests;             /* heads written so far */
+	/* Asked before each request after the first is passed on (NULL: none): false stops the
+	 * connection (its credential no longer opens the port). */
+	bool (*allow)(void *arg);
+	void *allow_arg;
 };
 int port_rw_init(struct port_rw *rw, const char *host, const char *peer, const char *proto, const char *api_key);
 void port_rw_free(struct port_rw *rw);
@@ -100,10 +104,13 @@ extern const size_t port_dp_nroutes;
 /* Relays, from now on, the client's connection (cbev: what http_take_over gave for req, its
  * input holding the client's bytes from its first request's head on) and ubev (connected to
  * the guest's port): both are the relay's, which frees them and the client's connection at the
- * end (it holds req: http_hold_begin; the caller holds it no more). -1 (nothing taken) when
- * memory is short. */
+ * end (it holds req: http_hold_begin; the caller holds it no more). cred (copied): what let the
+ * connection in, asked again before each later request on it (port_still_open). -1 (nothing
+ * taken) when memory is short. */
+struct port_cred;
 int port_relay_start(struct spaced *d, struct evhttp_request *req, struct bufferevent *cbev,
-		     struct bufferevent *ubev, const char *sb_id, const char *host, const char *peer, bool tls);
+		     struct bufferevent *ubev, const char *sb_id, uint16_t port, const struct port_cred *cred,
+		     const char *host, const char *peer, bool tls);
 
 /* ---- port_handler.c ---- */
 /* The data plane's host_handler: a request the filter found addressed to a port. */

@@ -276,6 +276,27 @@ int port_ready(struct spaced *d, const char *sb_id, space_err *err)
 	}
 }
 
+bool port_still_open(struct spaced *d, const char *sb_id, uint16_t port, const struct port_cred *cred)
+{
+	space_err err = { 0 };
+	struct sandbox *sb = visible(d, sb_id, &err);
+	const char *token = cred->token ? cred->token : cred->traffic;
+	struct token_row row;
+	char scope[16];
+
+	if (!sb)
+		return false;
+	if (sb->ports && sb->ports->loaded && set_has(sb->ports, port))
+		return true;
+	if (!token)
+		return false;
+	if (cred->token)
+		scope_port(scope, port);
+	else
+		snprintf(scope, sizeof(scope), "%s", TOKEN_SCOPE_ENVD);
+	return token_check(d, sb->rec.id, scope, token, &row, &err) == 0;
+}
+
 /* ---- changes ---- */
 
 int port_token_issue(struct spaced *d, const char *sb_id, uint16_t port, int ttl_s, char token[65],

@@ -58,6 +58,11 @@ int port_check_begin(struct spaced *d, const char *sb_id, uint16_t port, const s
 void port_check_read(struct store *conn, void *arg);
 int port_check_verdict(struct spaced *d, struct port_check *pc, space_err *err);
 
+/* Does the credential that let a connection in still open the port? Asked at each request a
+ * kept-alive connection carries after its first, from memory alone: a token this process
+ * checked stays there until it expires or is revoked, a public mark until it is taken back. */
+bool port_still_open(struct spaced *d, const char *sb_id, uint16_t port, const struct port_cred *cred);
+
 /* May a connection to its guest be opened now? 0 yes (it runs); 1 not yet: it is on its way
  * (a paused or suspended one is woken by this call, as traffic wakes it); -1: ENOENT, or
  * EAGAIN naming the state it stays in (stopped, failed...). */
