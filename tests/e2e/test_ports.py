@@ -565,3 +565,40 @@ def test_suspend_idle_traffic_keeps_it_and_wakes_it(daemon, api):
         assert api.sandbox(sb_id)["state"] == "running"
     finally:
         api.remove_sandbox(sb_id)
+
+
+def test_ssh_through_port_forward_stdio(daemon, api, web, tmp_path):
+    """ssh -o ProxyCommand='spacectl port-forward --stdio SB 2222' to an sshd in the guest:
+    dropbear (Debian's dropbear-bin, scripts/packages.txt) and the libraries it needs, copied
+    from the host into the guest (the same Debian release), with a key of this test's own."""
+    dropbear = "/usr/sbin/dropbear"
+    assert os.access(dropbear, os.X_OK) and shutil.which("ssh"), "make deps installs dropbear-bin, openssh-client"
+    libs = [line.split("=>")[1].split()[0] for line in subprocess.run(["ldd", dropbear], capture_output=True,
+                                                                       text=True).stdout.splitlines()
+            if "=>" in line and any(n in line for n in ("libtomcrypt", "libtommath", "libgmp"))]
+    assert len(libs) == 3, libs
+    subprocess.run(["dropbearkey", "-t", "ed25519", "-f", str(tmp_path / "hostkey")], check=True,
+                   capture_output=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "key")], check=True)
+    put = {"/opt/db/dropbear": dropbear, "/opt/db/hostkey": str(tmp_path / "hostkey"),
+           "/root/.ssh/authorized_keys": str(tmp_path / "key.pub")}
+    put.update({f"/opt/db/{os.path.basename(p)}": p for p in libs})
+    for dest, src in put.items():
+        with open(src, "rb") as f:
+            r = api.run(web, ["sh", "-c", f"mkdir -p {os.path.dirname(dest)} && cat > {dest}"], stdin=f.read(),
+                        user="root")
+        assert r.exit_code == 0, (dest, r)
+    r = api.run(web, ["sh", "-c", "chmod 755 /opt/db/dropbear && chmod 700 /root/.ssh && "
+                      "chmod 600 /root/.ssh/authorized_keys && LD_LIBRARY_PATH=/opt/db /opt/db/dropbear "
+                      "-r /opt/db/hostkey -p 2222 -s -E 2>/tmp/dropbear.log; "
+                      "for i in $(seq 100); do grep -qi ':08AE 00000000:0000 0A' /proc/net/tcp && exit 0; "
+                      "sleep 0.1; done; cat /tmp/dropbear.log; exit 1"], user="root")
+    assert r.exit_code == 0, r
+    env = dict(os.environ, SPACE_URL=daemon.url, SPACE_API_KEY=daemon.api_key)
+    p = subprocess.run(["ssh", "-F", "/dev/null", "-i", str(tmp_path / "key"), "-o", "BatchMode=yes",
+                        "-o", "StrictHostKeyChecking=no", "-o", f"UserKnownHostsFile={tmp_path / 'known'}",
+                        "-o", f"ProxyCommand={space.SPACECTL} port-forward --stdio {web} 2222",
+                        "root@sandbox", "echo ssh-$((6*7)) from $(hostname)"],
+                       env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p
+    assert p.stdout.startswith("ssh-42 from "), p.stdout
