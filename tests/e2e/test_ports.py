@@ -114,7 +114,7 @@ def test_what_the_guest_is_sent(daemon, api, web):
     p = Port(daemon, web)
     r, data = p.request("GET", "/echo", headers={
         "X-Space-Token": t["token"], "Cookie": f"theme=dark; space_port_token={t['token']}",
-        "X-Forwarded-For": "6.6.6.6", "Authorization": f"Bearer {daemon.api_key}",
+        "X-Forwarded-For": "spoofed-by-the-client", "Authorization": f"Bearer {daemon.api_key}",
         "X-Api-Key": daemon.api_key, "X-Space-Cluster-Key": "k", "User-Agent": "ports-test"})
     assert r.status == 200, data
     headers = {}
@@ -602,3 +602,24 @@ def test_ssh_through_port_forward_stdio(daemon, api, web, tmp_path):
                        env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert p.returncode == 0, p
     assert p.stdout.startswith("ssh-42 from "), p.stdout
+
+
+def test_a_connection_to_a_deleted_sandbox_ends(daemon, api):
+    """A client that keeps a connection open after its sandbox is deleted holds nothing for
+    long: the guest's side stops answering, keepalive ends it (its socket kept the netns)."""
+    rec = api.new_sandbox("base", timeout_s=600)
+    sb_id = rec["id"]
+    try:
+        start_servers(api, sb_id)
+        t = token(api, sb_id)
+        p = Port(daemon, sb_id)
+        c = p.conn(timeout=120)
+        r, _ = p.request("GET", "/echo", headers={"X-Space-Token": t["token"]}, conn=c)
+        assert r.status == 200
+    finally:
+        api.remove_sandbox(sb_id)
+    started = time.monotonic()
+    c.sock.settimeout(120)
+    assert c.sock.recv(1) == b""  # closed by the daemon, not left open
+    assert time.monotonic() - started < 90
+    c.close()

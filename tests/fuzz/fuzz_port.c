@@ -68,7 +68,7 @@ static void rewrite(const uint8_t *d, size_t n, size_t step)
 	struct evbuffer *out = evbuffer_new();
 	size_t at = 0;
 
-	if (!out || port_rw_init(&rw, HOST, "192.0.2.1", "http", KEY) < 0) {
+	if (!out || port_rw_init(&rw, HOST, "peer-of-the-fuzzer", "http", KEY) < 0) {
 		if (out)
 			evbuffer_free(out);
 		return;

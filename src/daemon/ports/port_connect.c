@@ -3,10 +3,12 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -83,11 +85,28 @@ static void fail(struct port_conn *c, int status, const char *fmt, ...)
 		log_error("ports: out of memory telling a failure (%s)", c->why); /* c stays until cancelled */
 }
 
+/* A guest that is gone (its sandbox deleted, its VM killed) never answers again: keepalive
+ * probes and a user timeout end the connection within about PORT_DEAD_S, and with it what it
+ * holds (the socket keeps the sandbox's netns alive), however long the client stays quiet. */
+static void watch_guest(int fd)
+{
+	int on = 1, idle = PORT_KEEPIDLE_S, intvl = PORT_KEEPINTVL_S, cnt = PORT_KEEPCNT;
+	unsigned timeout_ms = PORT_DEAD_S * 1000;
+
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &timeout_ms, sizeof(timeout_ms));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+}
+
 static void connected(struct bufferevent *bev, short what, void *arg)
 {
 	struct port_conn *c = arg;
 
 	if (what & BEV_EVENT_CONNECTED) {
+		watch_guest(bufferevent_getfd(bev));
 		bufferevent_setcb(bev, NULL, NULL, NULL, NULL);
 		bufferevent_set_timeouts(bev, NULL, NULL);
 		c->status = 0;

@@ -202,9 +202,10 @@ int port_relay_start(struct spaced *d, struct evhttp_request *req, struct buffer
 	port_traffic(d, sb_id, +1);
 	p->evcon = evhttp_request_get_connection(req);
 	p->cbev = cbev;
-	/* bytes go on as they come: a reply split in two is not held back for an ACK */
+	/* bytes go on as they come: a reply split in two is not held back for an ACK (the guest's
+	 * side is set so by port_connect.c) */
 	setsockopt(bufferevent_getfd(cbev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
-	setsockopt(bufferevent_getfd(ubev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+
 	p->ubev = ubev;
 	http_hold_begin(&p->hold, req, relay_gone, d->conns);
 	bufferevent_setcb(cbev, client_read, client_write, client_event, p);

@@ -217,7 +217,6 @@ static void connected(struct bufferevent *ubev, int status, const char *why, voi
 	}
 	t->ubev = ubev;
 	port_traffic(t->d, t->sb_id, +1);
-	setsockopt(bufferevent_getfd(ubev), IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 	bufferevent_setcb(ubev, up_read, up_write, up_event, t);
 	bufferevent_setwatermark(ubev, EV_WRITE, TUNNEL_HIGH / 2, 0);
 	bufferevent_enable(ubev, EV_READ | EV_WRITE);

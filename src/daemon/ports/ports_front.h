@@ -27,6 +27,11 @@ struct spaced;
 /* How long a request waits for a sandbox it woke (paused, suspended) before a 503. */
 #define PORT_WAKE_WAIT_S 30
 #define PORT_WAKE_POLL_MS 50
+/* A connection to a guest that stopped answering ends within about PORT_DEAD_S (port_connect.c). */
+#define PORT_KEEPIDLE_S 20
+#define PORT_KEEPINTVL_S 5
+#define PORT_KEEPCNT 3
+#define PORT_DEAD_S 35
 
 /* ---- port_host.c (pure; unit-tested) ---- */
 /* Is host ("8000-sb-0123456789abcdef.localhost:7071", n bytes) one of domain's port names: a
