@@ -18,6 +18,11 @@ static void usage(FILE *f)
 		"  --listen ADDR:PORT        control plane (SPACE_LISTEN, default 127.0.0.1:7070)\n"
 		"  --data-listen ADDR:PORT   data plane (SPACE_DATA_LISTEN, default 127.0.0.1:7071)\n"
 		"  --data-url URL            data-plane URL handed to clients (default http://<data-listen>)\n"
+		"  --events-retention S      lifecycle events and webhook deliveries are kept S seconds (default 604800)\n"
+		"  --timeout-warning S       a sandbox's timeout_warning event comes S seconds before it times out\n"
+		"                            (default 60)\n"
+		"  --webhooks-allow-loopback webhook URLs may name loopback (tests, single-machine use); link-local\n"
+		"                            and private ranges stay refused\n"
 		"  --ports-domain DOMAIN     a sandbox's TCP port is {port}-{id}.DOMAIN on the data plane (default\n"
 		"                            localhost: every *.localhost name is loopback, no DNS needed)\n"
 		"  --state-dir DIR           state directory (SPACE_STATE_DIR, default /var/lib/space)\n"
@@ -339,6 +344,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		{ "net-spares", required_argument, NULL, 1019 },
 		{ "backstop-ms", required_argument, NULL, 1020 },
 		{ "ports-domain", required_argument, NULL, 1023 },
+		{ "events-retention", required_argument, NULL, 1030 },
+		{ "timeout-warning", required_argument, NULL, 1031 },
+		{ "webhooks-allow-loopback", no_argument, NULL, 1032 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -380,6 +388,8 @@ void config_load(struct config *cfg, int argc, char **argv)
 	cfg->backstop_ms = 1000;
 	cfg->egress_max_conns = 256;
 	cfg->egress_max_buffer_mib = 32;
+	cfg->events_retention_s = 7 * 86400;
+	cfg->timeout_warning_s = 60;
 	from_env(cfg);
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -448,6 +458,9 @@ void config_load(struct config *cfg, int argc, char **argv)
 		case 1020: cfg->backstop_ms = parse_int(optarg, "--backstop-ms", 100, 600000); break;
 		case 1021: cfg->context_max_mib = parse_int(optarg, "--context-max", 1, 1 << 20); break;
 		case 1023: set_ports_domain(cfg, optarg); break;
+		case 1030: cfg->events_retention_s = parse_int(optarg, "--events-retention", 60, 365 * 86400); break;
+		case 1031: cfg->timeout_warning_s = parse_int(optarg, "--timeout-warning", 0, 86400); break;
+		case 1032: cfg->webhooks_allow_loopback = true; break;
 		case 1022: cfg->build_cache_max_mib = parse_int(optarg, "--build-cache-max", 0, 1 << 30); break;
 		case 'J': cfg->jail = false; break;
 		case 'U': cfg->jail_uid_base = (uint32_t)parse_int(optarg, "--jail-uid-base", 1000, 2100000000); break;

@@ -92,6 +92,10 @@ struct config {
 	 * whose certificates must name --cluster-tls-name (default: the node's id). */
 	char tls_cert[PATH_MAX], tls_key[PATH_MAX], cluster_ca[PATH_MAX];
 	char cluster_tls_name[256];
+	/* Lifecycle events and webhooks (docs/design/events.md). */
+	int events_retention_s;    /* --events-retention: events and deliveries kept (default 7 days) */
+	int timeout_warning_s;     /* --timeout-warning: a sandbox's timeout_warning this long before (default 60) */
+	bool webhooks_allow_loopback; /* --webhooks-allow-loopback: webhook URLs may name loopback */
 };
 
 /* Event priorities (libevent): client I/O and everything else at the
@@ -108,6 +112,8 @@ struct pool;
 struct http_conns;
 struct sse;
 struct envd_watcher;
+struct events;
+struct webhooks;
 
 struct spaced {
 	struct event_base *base;
@@ -154,6 +160,8 @@ struct spaced {
 	/* TLS (http/tls.h): the listeners' server context (--tls-cert), and an api process's
 	 * client context for https:// nodes (--cluster-ca); NULL when not configured. */
 	struct ssl_ctx_st *tls_server, *tls_client;
+	struct events *events;     /* lifecycle events (events/events.h) */
+	struct webhooks *webhooks; /* ... and where they are POSTed (events/webhook.h) */
 };
 
 /* config.c: defaults, then environment (SPACE_*), then flags. Exits on bad flags. */

@@ -22,6 +22,9 @@
 #include "http/tls.h"
 #include "keyfile.h"
 #include "net/net.h"
+#include "e2b/e2b.h"
+#include "events/events.h"
+#include "events/webhook.h"
 #include "log.h"
 #include "sandbox/sandbox.h"
 #include "store/store.h"
@@ -277,6 +280,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	if (d->cfg.role != DROLE_API)
 		sandbox_tick(d);
 	cluster_tick(d);
+	events_tick(d);
 	/* Bodies of unauthenticated clients came and went (preauth.c): what the allocator keeps of
 	 * them goes back to the system, so that a burst leaves no lasting footprint. */
 	if (http_conns_unauth_released(d->conns) >= (8u << 20))
@@ -368,7 +372,9 @@ static int run(struct spaced *d)
 	if (config_read_key_file(&d->cfg, &err) < 0 || config_read_cluster_key(&d->cfg, &err) < 0 ||
 	    prepare_state_dir(d, &err) < 0)
 		goto fail;
-	if (open_store(d, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0)
+	/* Each front end's webhook format, before the stored webhooks are read. */
+	webhook_format_add(&e2b_webhook_format);
+	if (open_store(d, &err) < 0 || ensure_api_key(d, &key_origin, &err) < 0 || events_init(d, &err) < 0)
 		goto fail;
 	limits_init(&d->cfg);
 	lim = (struct http_limits){ .max_conns = (unsigned)d->cfg.max_conns,
@@ -423,6 +429,7 @@ static int run(struct spaced *d)
 	cluster_stop(d);
 	free(d->secrets_sig);
 	sandbox_shutdown(d);
+	events_free(d);
 	gw_reapers_finish();
 	memimg_forget_all();
 	if (d->store_ev)
@@ -438,6 +445,7 @@ fail:
 	 * LeakSanitizer sees none once d goes with main's frame. */
 	if (d->store) {
 		sandbox_shutdown(d);
+		events_free(d);
 		if (d->store_ev)
 			event_free(d->store_ev);
 		d->store_ev = NULL;

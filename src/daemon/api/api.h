@@ -23,6 +23,14 @@ void api_healthz(struct http_req *r);
 void api_readyz(struct http_req *r);
 /* True for GET /v1/healthz and GET /v1/readyz, which need no API key. */
 bool api_health_public(const struct http_req *r);
+/* api_events.c, api_webhooks.c: lifecycle events and where they are POSTed */
+void api_events_list(struct http_req *r);
+void api_webhooks_create(struct http_req *r);
+void api_webhooks_list(struct http_req *r);
+void api_webhooks_get(struct http_req *r);
+void api_webhooks_update(struct http_req *r);
+void api_webhooks_delete(struct http_req *r);
+void api_webhooks_deliveries(struct http_req *r);
 /* api_metrics.c: GET /metrics, Prometheus text format */
 void api_metrics_get(struct http_req *r);
 /* api_builds.c */

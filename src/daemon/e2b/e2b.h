@@ -37,6 +37,17 @@ void e2b_fork(struct http_req *r);          /* POST /sandboxes/{id}/fork */
 void e2b_snapshot(struct http_req *r);      /* POST /sandboxes/{id}/snapshots */
 void e2b_snapshots_list(struct http_req *r); /* GET /snapshots */
 void e2b_templates_list(struct http_req *r); /* GET /templates */
+/* e2b_events.c: lifecycle events and webhooks (events/), in E2B's shapes */
+void e2b_events_list(struct http_req *r);    /* GET /events/sandboxes */
+void e2b_events_sandbox(struct http_req *r); /* GET /events/sandboxes/{id} */
+void e2b_webhooks_create(struct http_req *r); /* POST /events/webhooks */
+void e2b_webhooks_list(struct http_req *r);  /* GET /events/webhooks */
+void e2b_webhooks_get(struct http_req *r);   /* GET /events/webhooks/{id} */
+void e2b_webhooks_update(struct http_req *r); /* PATCH /events/webhooks/{id} */
+void e2b_webhooks_delete(struct http_req *r); /* DELETE /events/webhooks/{id} */
+/* Its webhooks' deliveries (main.c adds it to events/webhook_formats.c's table). */
+struct webhook_format;
+extern const struct webhook_format e2b_webhook_format;
 
 /* The control-plane routes (e2b_routes.c), which the control plane's table lists beside /v1's
  * (listeners.c), and the prefixes under which a path no route matches is E2B's (its errors in

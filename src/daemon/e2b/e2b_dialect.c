@@ -79,6 +79,7 @@ const struct http_prefix e2b_api_prefixes[] = {
 	{ "v2", &e2b_dialect },
 	{ "snapshots", &e2b_dialect },
 	{ "templates", &e2b_dialect },
+	{ "events", &e2b_dialect },
 };
 const size_t e2b_api_nprefixes = sizeof(e2b_api_prefixes) / sizeof(e2b_api_prefixes[0]);
 

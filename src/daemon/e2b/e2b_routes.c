@@ -24,6 +24,13 @@ const struct http_route e2b_api_routes[] = {
 	{ EVHTTP_REQ_POST, "/sandboxes/{}/snapshots", e2b_snapshot, &e2b_dialect, HTTP_PLACE_SANDBOX, HTTP_ROUTE_SANDBOX_PRE, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/snapshots", e2b_snapshots_list, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 	{ EVHTTP_REQ_GET, "/templates", e2b_templates_list, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/events/sandboxes", e2b_events_list, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/events/sandboxes/{}", e2b_events_sandbox, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_POST, "/events/webhooks", e2b_webhooks_create, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/events/webhooks", e2b_webhooks_list, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_GET, "/events/webhooks/{}", e2b_webhooks_get, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_PATCH, "/events/webhooks/{}", e2b_webhooks_update, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
+	{ EVHTTP_REQ_DELETE, "/events/webhooks/{}", e2b_webhooks_delete, &e2b_dialect, HTTP_PLACE_LOCAL, 0, NULL, NULL },
 };
 const size_t e2b_api_nroutes = sizeof(e2b_api_routes) / sizeof(e2b_api_routes[0]);
 

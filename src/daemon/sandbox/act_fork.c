@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events/events.h"
 #include "log.h"
 #include "runtime.h"
 #include "store/store.h"
@@ -36,6 +37,8 @@ static void check_done(struct spaced *d, const char *parent_id)
 	/* Every child maps the fork snapshot's memory now: its files may go
 	 * (the frozen disk layer stays while a chain reaches it). */
 	snapshot_drop(d, json_string_value(json_object_get(parent->op.result, "snapshot_id")));
+	if (!failed)
+		events_emit(parent, EVT_FORKED, NULL, json_pack("{s:O}", "children", ids));
 	lifecycle_done(parent, failed ? (errors[0] ? errors : "a child failed") : NULL);
 }
 
@@ -150,6 +153,7 @@ static struct sandbox *new_child(struct sandbox *parent, space_err *err)
 		sandbox_start_delete(c, "its fork could not be recorded");
 		return NULL;
 	}
+	events_emit(c, EVT_CREATED, "forked", json_pack("{s:s,s:s}", "start_kind", "fork", "parent_id", parent->rec.id));
 	return c;
 }
 

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events/events.h"
 #include "log.h"
 #include "runtime.h"
 #include "store/store.h"
@@ -11,6 +12,9 @@ static void on_captured(struct sandbox *sb, struct snapshot_rec *snap, const cha
 	if (snap) {
 		json_decref(sb->op.result);
 		sb->op.result = json_pack("{s:s,s:s}", "snapshot_id", snap->id, "name", snap->name);
+		if (!error)
+			events_emit(sb, EVT_SNAPSHOTTED, NULL,
+				    json_pack("{s:s,s:s}", "snapshot_id", snap->id, "name", snap->name));
 	}
 	lifecycle_done(sb, error);
 }

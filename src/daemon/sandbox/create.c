@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events/events.h"
 #include "log.h"
 #include "ports.h"
 #include "runtime.h"
@@ -277,7 +278,9 @@ static void claim(struct sandbox *pooled, struct sandbox *want, const json_t *po
 	if (op_begin(pooled->d, OPK_CREATE, r->id, NULL, &pooled->op, &err) < 0)
 		log_error("sandbox %s: %s", r->id, err.msg);
 	sandbox_persist(pooled);
+	events_emit(pooled, EVT_CREATED, "claimed from the warm pool", json_pack("{s:s}", "start_kind", "pool"));
 	op_finish(pooled->d, &pooled->op, NULL);
+	events_emit(pooled, EVT_RUNNING, NULL, json_pack("{s:s}", "start_kind", "pool"));
 	/* It may have idled in the pool: its clock must be right from now. */
 	sandbox_send_clock(pooled);
 	log_info("sandbox %s: claimed from the %s pool", r->id, pooled->tmpl.name);
@@ -298,6 +301,9 @@ static int launch_new(struct sandbox *sb, const struct snapshot_rec *snap, const
 	sb->rec.start_kind = snap ? START_CLONE : START_BOOT;
 	if (snap)
 		snprintf(sb->rec.source_snapshot, sizeof(sb->rec.source_snapshot), "%s", snap->id);
+	events_emit(sb, EVT_CREATED, NULL,
+		    json_pack("{s:s,s:s?}", "start_kind", start_kind_name(sb->rec.start_kind), "from_snapshot",
+			      sb->rec.source_snapshot[0] ? sb->rec.source_snapshot : NULL));
 	log_info("sandbox %s: creating from %s (%s), %d vcpu, %d MiB, by %s%s%s", sb->rec.id,
 		 sb->rec.template_ref, sb->tmpl.digest, sb->rec.vcpus, sb->rec.memory_mib,
 		 start_kind_name(sb->rec.start_kind), snap ? " of " : "", snap ? snap->id : "");

@@ -11,6 +11,7 @@
  * machine in model.c by tests/unit/test_lifecycle.c. */
 #include <string.h>
 
+#include "events/events.h"
 #include "log.h"
 #include "runtime.h"
 
@@ -258,6 +259,15 @@ int sandbox_set_timeout(struct spaced *d, const char *id, const struct timeout_r
 	if (req->on_timeout_set)
 		sb->rec.on_timeout = req->on_timeout;
 	sandbox_persist(sb);
+	{
+		char at[32] = "";
+
+		if (sb->rec.expires_ms)
+			fmt_time(at, sb->rec.expires_ms);
+		events_emit(sb, EVT_TIMEOUT_SET, NULL,
+			    json_pack("{s:I,s:s?,s:s}", "timeout_s", (json_int_t)sb->rec.timeout_s, "expires_at",
+				      at[0] ? at : NULL, "on_timeout", on_timeout_name(sb->rec.on_timeout)));
+	}
 	sandbox_copy_out(sb, out, NULL);
 	return 0;
 }

@@ -31,6 +31,8 @@ typedef void (*bringup_cb)(struct sandbox *sb, const char *error);
 struct start_run;
 struct sandbox {
 	struct spaced *d;
+	char event_reason[160];    /* why its next lifecycle event happens ("" = no reason given) */
+	int64_t warned_expiry;     /* the expires_ms its timeout_warning was for */
 	struct sandbox_rec rec;
 	struct template_rec tmpl;
 	struct vm *vm;

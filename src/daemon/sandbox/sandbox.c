@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "events/events.h"
 #include "log.h"
 #include "net/net.h"
 #include "ports.h"
@@ -54,8 +55,10 @@ void sandbox_set_state(struct sandbox *sb, enum sb_state to)
 		log_error("sandbox %s: transition %s -> %s is not in the state machine", sb->rec.id,
 			  sb_state_name(sb->rec.state), sb_state_name(to));
 	log_info("sandbox %s: %s -> %s", sb->rec.id, sb_state_name(sb->rec.state), sb_state_name(to));
+	enum sb_state from = sb->rec.state;
 	sb->rec.state = to;
 	sandbox_persist(sb);
+	events_transition(sb, from, to);
 }
 
 struct sandbox *sandbox_find(struct spaced *d, const char *id)
@@ -384,6 +387,7 @@ void sandbox_start_delete(struct sandbox *sb, const char *why)
 		log_error("sandbox %s: %s", sb->rec.id, err.msg);
 	op_running(sb->d, &sb->op);
 	log_info("sandbox %s: deleting (%s)", sb->rec.id, why);
+	snprintf(sb->event_reason, sizeof(sb->event_reason), "%s", why ? why : "");
 	stop_timer(sb);
 	sandbox_set_state(sb, SB_DELETING);
 	/* A bring-up in progress learns it is over (a fork's parent counts its
@@ -416,6 +420,8 @@ static void expire(struct sandbox *sb)
 				 sb->rec.id, (long long)sb->rec.timeout_s);
 		else
 			log_info("sandbox %s: timeout reached: suspending", sb->rec.id);
+		snprintf(sb->event_reason, sizeof(sb->event_reason), "%s",
+			 sb->rec.on_timeout == ON_TIMEOUT_SUSPEND_IDLE ? "idle timeout reached" : "timeout reached");
 		if (lifecycle_begin(sb, OPK_SUSPEND, NULL, &err) == 0)
 			return;
 		log_warn("sandbox %s: suspend on timeout: %s; deleting instead", sb->rec.id, err.msg);
@@ -444,6 +450,23 @@ static bool idle_expired(struct sandbox *sb, int64_t now)
 	return sb->rec.expires_ms && now >= sb->rec.expires_ms;
 }
 
+/* Once per deadline: a client may extend the sandbox's time before it acts. */
+static void timeout_warn(struct sandbox *sb, int64_t now)
+{
+	int64_t warn_ms = (int64_t)sb->d->cfg.timeout_warning_s * 1000;
+	char at[32];
+
+	if (!sb->rec.expires_ms || sb->warned_expiry == sb->rec.expires_ms || now < sb->rec.expires_ms - warn_ms ||
+	    now >= sb->rec.expires_ms)
+		return;
+	sb->warned_expiry = sb->rec.expires_ms;
+	fmt_time(at, sb->rec.expires_ms);
+	events_emit(sb, EVT_TIMEOUT_WARNING, "the sandbox's timeout is near",
+		    json_pack("{s:s,s:I,s:s}", "expires_at", at, "seconds_left",
+			      (json_int_t)((sb->rec.expires_ms - now + 999) / 1000), "on_timeout",
+			      on_timeout_name(sb->rec.on_timeout)));
+}
+
 static void tick_timeouts(struct spaced *d)
 {
 	int64_t now = now_ms();
@@ -467,6 +490,7 @@ static void tick_timeouts(struct spaced *d)
 			}
 			continue;
 		}
+		timeout_warn(sb, now);
 		if (sb->rec.expires_ms && now >= sb->rec.expires_ms) {
 			/* Tried again in a minute if a suspend fails and leaves it
 			 * running; a suspended or restored one gets its own time. */

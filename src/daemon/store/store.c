@@ -535,3 +535,58 @@ int store_kv_set(struct store *st, const char *key, const char *value, space_err
 {
 	return st->ops->kv_set(st, key, value, err);
 }
+
+/* ---- lifecycle events and webhooks ---- */
+
+int store_event_put(struct store *st, const struct event_row *e, space_err *err)
+{
+	return st->ops->event_put(st, e, err);
+}
+
+int store_events_each(struct store *st, int64_t after, const char *sandbox_id, int limit, store_event_fn fn,
+		      void *arg, space_err *err)
+{
+	return st->ops->events_each(st, after, sandbox_id, limit, fn, arg, err);
+}
+
+int store_events_max(struct store *st, int64_t *seq, space_err *err)
+{
+	return st->ops->events_max(st, seq, err);
+}
+
+int store_events_prune(struct store *st, int64_t before_ms, space_err *err)
+{
+	return st->ops->events_prune(st, before_ms, err);
+}
+
+int store_webhook_put(struct store *st, const char *id, int64_t cursor, const char *body, space_err *err)
+{
+	return st->ops->webhook_put(st, id, cursor, body, err);
+}
+
+int store_webhook_cursor(struct store *st, const char *id, int64_t cursor, space_err *err)
+{
+	return st->ops->webhook_cursor(st, id, cursor, err);
+}
+
+int store_webhook_delete(struct store *st, const char *id, space_err *err)
+{
+	return st->ops->webhook_delete(st, id, err);
+}
+
+int store_webhooks_each(struct store *st, store_webhook_fn fn, void *arg, space_err *err)
+{
+	return st->ops->webhooks_each(st, fn, arg, err);
+}
+
+int store_delivery_put(struct store *st, const char *webhook_id, int64_t time_ms, const char *body,
+		       space_err *err)
+{
+	return st->ops->delivery_put(st, webhook_id, time_ms, body, err);
+}
+
+int store_deliveries_each(struct store *st, const char *webhook_id, int limit, store_delivery_fn fn, void *arg,
+			  space_err *err)
+{
+	return st->ops->deliveries_each(st, webhook_id, limit, fn, arg, err);
+}

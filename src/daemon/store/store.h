@@ -171,6 +171,35 @@ typedef int (*store_token_fn)(const char *hash, const char *scope, int64_t expir
 int store_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err);
 int store_token_delete(struct store *st, const char *hash, space_err *err);
 
+/* Lifecycle events (schema v10; docs/design/events.md). seq is the event's cursor, given by
+ * events.c (one past the largest stored at start); body is the event as JSON text, whole.
+ * each: rows with seq > after, ascending, of one sandbox (NULL: all), at most limit (0: no
+ * bound); fn returns 0 to go on. prune: rows older than before_ms, and deliveries too. */
+struct event_row {
+	int64_t seq, time_ms;
+	char sandbox_id[ID_LEN];
+	const char *body;
+};
+typedef int (*store_event_fn)(const struct event_row *e, void *arg);
+int store_event_put(struct store *st, const struct event_row *e, space_err *err);
+int store_events_each(struct store *st, int64_t after, const char *sandbox_id, int limit, store_event_fn fn,
+		      void *arg, space_err *err);
+int store_events_max(struct store *st, int64_t *seq, space_err *err);
+int store_events_prune(struct store *st, int64_t before_ms, space_err *err);
+/* Webhooks: id, the cursor of the last event it is done with, and its record (JSON text: url,
+ * events, format, secret, created). put inserts or replaces; delete takes its deliveries too
+ * (ENOENT: none). Deliveries: one row per attempt, newest first, at most limit. */
+typedef int (*store_webhook_fn)(const char *id, int64_t cursor, const char *body, void *arg);
+int store_webhook_put(struct store *st, const char *id, int64_t cursor, const char *body, space_err *err);
+int store_webhook_cursor(struct store *st, const char *id, int64_t cursor, space_err *err);
+int store_webhook_delete(struct store *st, const char *id, space_err *err);
+int store_webhooks_each(struct store *st, store_webhook_fn fn, void *arg, space_err *err);
+typedef int (*store_delivery_fn)(int64_t time_ms, const char *body, void *arg);
+int store_delivery_put(struct store *st, const char *webhook_id, int64_t time_ms, const char *body,
+		       space_err *err);
+int store_deliveries_each(struct store *st, const char *webhook_id, int limit, store_delivery_fn fn, void *arg,
+			  space_err *err);
+
 /* Egress secrets (schema v4; hosts v8): values the gateways inject, never shown, and the hosts
  * each may be sent to (a JSON array of names and *.suffix patterns, as text; "[]" for one
  * stored before bindings: it is sent nowhere). put: insert or replace the value and hosts

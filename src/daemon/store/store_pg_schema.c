@@ -181,6 +181,26 @@ static const char schema_v3[] =
 /* 4: a template's defaults beyond env and user (SQLite's version 9). */
 static const char schema_v4[] =
 	"ALTER TABLE templates ADD COLUMN config TEXT;";
+/* 5: lifecycle events, webhooks and their deliveries (SQLite's version 10). */
+static const char schema_v5[] =
+	"CREATE TABLE events ("
+	" seq BIGINT PRIMARY KEY,"
+	" time_ms BIGINT NOT NULL,"
+	" sandbox_id TEXT NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE INDEX events_sandbox ON events(sandbox_id, seq);"
+	"CREATE INDEX events_time ON events(time_ms);"
+	"CREATE TABLE webhooks ("
+	" id TEXT PRIMARY KEY,"
+	" cursor BIGINT NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE TABLE webhook_deliveries ("
+	" n BIGSERIAL PRIMARY KEY,"
+	" webhook_id TEXT NOT NULL,"
+	" time_ms BIGINT NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE INDEX webhook_deliveries_hook ON webhook_deliveries(webhook_id, n);"
+	"CREATE INDEX webhook_deliveries_time ON webhook_deliveries(time_ms);";
 /* clang-format on */
 
 static const char *const migrations[] = {
@@ -188,6 +208,7 @@ static const char *const migrations[] = {
 	schema_v2,
 	schema_v3,
 	schema_v4,
+	schema_v5,
 };
 
 #define PG_SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))

@@ -133,6 +133,19 @@ int sq_tokens_prune(struct store *st, const char *sandbox_id, int64_t now, space
 int sq_tokens_each(struct store *st, const char *sandbox_id, store_token_fn fn, void *arg, space_err *err);
 int sq_token_delete(struct store *st, const char *hash, space_err *err);
 
+int sq_event_put(struct store *st, const struct event_row *e, space_err *err);
+int sq_events_each(struct store *st, int64_t after, const char *sandbox_id, int limit, store_event_fn fn,
+		   void *arg, space_err *err);
+int sq_events_max(struct store *st, int64_t *seq, space_err *err);
+int sq_events_prune(struct store *st, int64_t before_ms, space_err *err);
+int sq_webhook_put(struct store *st, const char *id, int64_t cursor, const char *body, space_err *err);
+int sq_webhook_cursor(struct store *st, const char *id, int64_t cursor, space_err *err);
+int sq_webhook_delete(struct store *st, const char *id, space_err *err);
+int sq_webhooks_each(struct store *st, store_webhook_fn fn, void *arg, space_err *err);
+int sq_delivery_put(struct store *st, const char *webhook_id, int64_t time_ms, const char *body, space_err *err);
+int sq_deliveries_each(struct store *st, const char *webhook_id, int limit, store_delivery_fn fn, void *arg,
+		       space_err *err);
+
 int sq_secret_put(struct store *st, const char *name, const char *value, const char *hosts,
 		  struct secret_rec *out, bool *created, space_err *err);
 int sq_secret_get(struct store *st, const char *name, struct secret_rec *out, char **value,

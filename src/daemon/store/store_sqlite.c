@@ -377,6 +377,27 @@ static const char schema_v8[] =
  * ports, labels: template.json's), as one JSON object; NULL for the ones make builds. */
 static const char schema_v9[] =
 	"ALTER TABLE templates ADD COLUMN config TEXT;";
+/* 10: lifecycle events (their cursor is seq), webhooks (the cursor of the last event each is
+ * done with) and a log of their delivery attempts (docs/design/events.md). */
+static const char schema_v10[] =
+	"CREATE TABLE events ("
+	" seq INTEGER PRIMARY KEY,"
+	" time_ms INTEGER NOT NULL,"
+	" sandbox_id TEXT NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE INDEX events_sandbox ON events(sandbox_id, seq);"
+	"CREATE INDEX events_time ON events(time_ms);"
+	"CREATE TABLE webhooks ("
+	" id TEXT PRIMARY KEY,"
+	" cursor INTEGER NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE TABLE webhook_deliveries ("
+	" n INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" webhook_id TEXT NOT NULL,"
+	" time_ms INTEGER NOT NULL,"
+	" body TEXT NOT NULL);"
+	"CREATE INDEX webhook_deliveries_hook ON webhook_deliveries(webhook_id, n);"
+	"CREATE INDEX webhook_deliveries_time ON webhook_deliveries(time_ms);";
 /* clang-format on */
 
 static const struct migration migrations[] = {
@@ -389,6 +410,7 @@ static const struct migration migrations[] = {
 	{ .sql = schema_v7 },
 	{ .sql = schema_v8 },
 	{ .sql = schema_v9 },
+	{ .sql = schema_v10 },
 };
 
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -559,6 +581,16 @@ static const struct store_ops sqlite_ops = {
 	.tokens_prune = sq_tokens_prune,
 	.tokens_each = sq_tokens_each,
 	.token_delete = sq_token_delete,
+	.event_put = sq_event_put,
+	.events_each = sq_events_each,
+	.events_max = sq_events_max,
+	.events_prune = sq_events_prune,
+	.webhook_put = sq_webhook_put,
+	.webhook_cursor = sq_webhook_cursor,
+	.webhook_delete = sq_webhook_delete,
+	.webhooks_each = sq_webhooks_each,
+	.delivery_put = sq_delivery_put,
+	.deliveries_each = sq_deliveries_each,
 	.secret_put = sq_secret_put,
 	.secret_get = sq_secret_get,
 	.secret_delete = sq_secret_delete,
