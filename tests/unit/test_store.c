@@ -619,7 +619,7 @@ static void test_reopen(void)
 	CHECK(pragma_is(st, "PRAGMA journal_mode", "wal"), "journal mode is WAL");
 	CHECK(pragma_int(st, "PRAGMA foreign_keys") == 1, "foreign keys are on");
 	CHECK(pragma_int(st, "PRAGMA synchronous") == 1, "synchronous is NORMAL");
-	CHECK(pragma_int(st, "PRAGMA user_version") == 9, "schema version 9");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 10, "schema version 10");
 	CHECK(resolves_to(st, "base", 'b') && resolves_to(st, "base:v1", 'a') &&
 		      resolves_to(st, "old", 'd'),
 	      "templates and tags survive");
@@ -775,7 +775,7 @@ static void test_migrate_v1(void)
 	CHECK(store_open(&st, path, &err) == 0, "opens and migrates %s", err.msg);
 	if (!st)
 		return;
-	CHECK(pragma_int(st, "PRAGMA user_version") == 9, "now at version 9");
+	CHECK(pragma_int(st, "PRAGMA user_version") == 10, "now at version 10");
 	CHECK(pragma_int(st, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN"
 			     " ('sandboxes_node', 'sandboxes_intent', 'operations_node', 'snapshots_node',"
 			     " 'nodes_lease')") == 5 &&
@@ -1445,6 +1445,88 @@ static void test_template_tags(struct store *st)
 	store_template_untag(st, "histx", &n, &err);
 }
 
+/* Lifecycle events, webhooks and their deliveries (schema v10 / PostgreSQL's v5). */
+static int count_event(const struct event_row *e, void *arg)
+{
+	char *out = arg;
+	size_t n = strlen(out);
+
+	snprintf(out + n, 256 - n, "%lld:%s;", (long long)e->seq, e->sandbox_id);
+	return 0;
+}
+
+static int count_hook(const char *id, int64_t cursor, const char *body, void *arg)
+{
+	char *out = arg;
+	size_t n = strlen(out);
+
+	snprintf(out + n, 256 - n, "%s@%lld=%s;", id, (long long)cursor, body);
+	return 0;
+}
+
+static int count_delivery(int64_t time_ms, const char *body, void *arg)
+{
+	char *out = arg;
+	size_t n = strlen(out);
+
+	snprintf(out + n, 256 - n, "%lld:%s;", (long long)time_ms, body);
+	return 0;
+}
+
+static void test_events_rows(struct store *st)
+{
+	char out[256] = "";
+	int64_t max = -1;
+	space_err err = { 0 };
+
+	CHECK(store_events_max(st, &max, &err) == 0 && max == 0, "no events: the last cursor is 0 %s", err.msg);
+	for (int i = 1; i <= 4; i++) {
+		struct event_row e = { .seq = i, .time_ms = 1000 * i, .body = "{}" };
+
+		snprintf(e.sandbox_id, sizeof(e.sandbox_id), "sb-000000000000000%d", i % 2 + 1);
+		CHECK(store_event_put(st, &e, &err) == 0, "event %d stored %s", i, err.msg);
+	}
+	CHECK(store_events_max(st, &max, &err) == 0 && max == 4, "the last cursor is 4");
+	CHECK(store_events_each(st, 1, NULL, 2, count_event, out, &err) == 0 &&
+		      !strcmp(out, "2:sb-0000000000000001;3:sb-0000000000000002;"),
+	      "after 1, two of them, in order: %s", out);
+	out[0] = '\0';
+	CHECK(store_events_each(st, 0, "sb-0000000000000002", 0, count_event, out, &err) == 0 &&
+		      !strcmp(out, "1:sb-0000000000000002;3:sb-0000000000000002;"),
+	      "one sandbox's: %s", out);
+	CHECK(store_events_prune(st, 2500, &err) == 0, "prune %s", err.msg);
+	out[0] = '\0';
+	CHECK(store_events_each(st, 0, NULL, 0, count_event, out, &err) == 0 &&
+		      !strcmp(out, "3:sb-0000000000000002;4:sb-0000000000000001;"),
+	      "older ones pruned: %s", out);
+
+	CHECK(store_webhook_put(st, "wh-1", 4, "{\"a\":1}", &err) == 0 &&
+		      store_webhook_put(st, "wh-2", 0, "{}", &err) == 0 && store_webhook_cursor(st, "wh-2", 3, &err) == 0 &&
+		      store_webhook_cursor(st, "wh-1", 2, &err) == 0,
+	      "webhooks stored %s", err.msg);
+	out[0] = '\0';
+	CHECK(store_webhooks_each(st, count_hook, out, &err) == 0 && !strcmp(out, "wh-1@4={\"a\":1};wh-2@3={};"),
+	      "webhooks read back, a cursor never moves back: %s", out);
+	CHECK(store_delivery_put(st, "wh-1", 3000, "{\"n\":1}", &err) == 0 &&
+		      store_delivery_put(st, "wh-1", 3001, "{\"n\":2}", &err) == 0 &&
+		      store_delivery_put(st, "wh-2", 3002, "{}", &err) == 0,
+	      "deliveries stored %s", err.msg);
+	out[0] = '\0';
+	CHECK(store_deliveries_each(st, "wh-1", 0, count_delivery, out, &err) == 0 &&
+		      !strcmp(out, "3001:{\"n\":2};3000:{\"n\":1};"),
+	      "a webhook's deliveries, newest first: %s", out);
+	CHECK(store_webhook_delete(st, "wh-1", &err) == 0, "delete %s", err.msg);
+	CHECK(store_webhook_delete(st, "wh-1", &err) < 0 && err.code == ENOENT, "deleted twice: ENOENT");
+	err_clear(&err);
+	out[0] = '\0';
+	CHECK(store_deliveries_each(st, "wh-1", 0, count_delivery, out, &err) == 0 && !out[0],
+	      "its deliveries went with it: %s", out);
+	CHECK(store_events_prune(st, 5000, &err) == 0, "prune %s", err.msg);
+	out[0] = '\0';
+	CHECK(store_deliveries_each(st, "wh-2", 0, count_delivery, out, &err) == 0 && !out[0],
+	      "old deliveries pruned with old events: %s", out);
+}
+
 /* The records case: the round trips of every kind of row, on one store. */
 static void case_records(struct store *st)
 {
@@ -1458,6 +1540,7 @@ static void case_records(struct store *st)
 	test_secrets(st);
 	test_snapshots(st);
 	test_tokens_and_kinds(st);
+	test_events_rows(st);
 }
 
 struct store_case {
