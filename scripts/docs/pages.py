@@ -8,6 +8,7 @@ becomes its path as text: there is nothing to link to. A link to a file that doe
 is kept, so that the link check finds it.
 """
 
+import html
 import os
 import posixpath
 import re
@@ -133,11 +134,11 @@ class Page:
         return self
 
 
-def _first_paragraph(html):
-    m = re.search(r"<p>(.*?)</p>", html, re.S)
+def _first_paragraph(body):
+    m = re.search(r"<p>(.*?)</p>", body, re.S)
     if not m:
         return ""
-    text = re.sub(r"<[^>]+>", "", m.group(1)).strip()
+    text = html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip()
     return text if len(text) <= 240 else text[:237].rsplit(" ", 1)[0] + " ..."
 
 
