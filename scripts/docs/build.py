@@ -19,6 +19,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True      # no __pycache__ left in scripts/docs
 sys.path.insert(0, HERE)
 
 import layout  # noqa: E402
