@@ -11,6 +11,7 @@
 #               bench/ports.py (BENCH=egress runs one)
 #   make k8s-tools  Debian's kubectl into build/tools (kubectl kustomize renders deploy/kubernetes)
 #   make fuzz   build the libFuzzer targets (clang) and run each FUZZ_SECONDS (default 60)
+#   make docs   the docs site into build/docs (python3 -m http.server --directory build/docs)
 SHELL := /bin/bash
 CC ?= gcc
 BUILD := build
@@ -180,6 +181,13 @@ $(BUILD)/stamps/ui-copied: $(UI_PAGE) $(UI_NPM_STAMP)
 	@mkdir -p $(BUILD)/ui $(@D)
 	install -m 0644 $(UI_PAGE) $(UI_VENDOR) $(BUILD)/ui/
 	@touch $@
+
+# The docs site (docs/design/docs-site.md): docs/**/*.md, README.md, docs/api/openapi.yaml and
+# each SDK's reference (sdk/<lang>/docs.sh, where it exists) as static HTML in build/docs, with
+# Debian's python3-markdown and python3-yaml; every internal link is checked afterwards.
+.PHONY: docs
+docs: deps
+	@/usr/bin/python3 scripts/docs/build.py --out $(BUILD)/docs --check
 
 # The browser test (tests/e2e/test_ui.py) drives Debian's chromium (scripts/packages.txt)
 # with playwright-core from tests/e2e/browser/package-lock.json.
