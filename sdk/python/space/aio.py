@@ -287,7 +287,8 @@ class AsyncCommands:
         except Timeout:
             try:
                 await c.kill()
-            except (Conflict, Unavailable):
+                await c._follow(time.monotonic() + 10)
+            except (Conflict, Unavailable, Timeout, ConnectionFailed):
                 pass
             raise CommandTimeout(f"command {c.id} ran past {timeout}s; killed", c.result) from None
         return c._finish(check)

@@ -324,7 +324,8 @@ class Commands:
         except Timeout:
             try:
                 c.kill()
-            except (Conflict, Unavailable):
+                c._follow(time.monotonic() + 10)  # its end, so that the result shows the kill
+            except (Conflict, Unavailable, Timeout, ConnectionFailed):
                 pass
             raise CommandTimeout(f"command {c.id} ran past {timeout}s; killed", c.result) from None
         return c._finish(check)
@@ -490,10 +491,12 @@ class Command:
                 continue
             with self._lock:
                 self._stream = st
-            progressed = self._read(st, deadline)
-            with self._lock:
-                self._stream = None
-            st.close()
+            try:
+                progressed = self._read(st, deadline)
+            finally:
+                with self._lock:
+                    self._stream = None
+                st.close()
             if self._state.done or self._detached:
                 break
             failures = 0 if progressed else failures + 1
