@@ -50,6 +50,17 @@ def public_classes(mod):
     return out
 
 
+def public_functions(mod):
+    names = getattr(mod, "__all__", None) or [n for n in vars(mod) if not n.startswith("_")]
+    return [getattr(mod, n) for n in names
+            if inspect.isfunction(getattr(mod, n, None)) and getattr(mod, n).__module__ == mod.__name__]
+
+
+def render_function(fn, table):
+    return (f'<h2 id="{fn.__name__}"><span class="sig">{signature(fn.__name__, fn)}</span></h2>'
+            f"{render_doc(fn.__doc__, table)}")
+
+
 def symbol_table():
     """name -> href, for classes (``Client``) and their members (``Client.info``)."""
     table = {}
@@ -60,6 +71,8 @@ def symbol_table():
             table[cls.__name__] = href
             for name, _member in members(cls):
                 table[f"{cls.__name__}.{name}"] = f"{page_of(mod)}#{cls.__name__}.{name}"
+        for fn in public_functions(mod):
+            table[fn.__name__] = f"{page_of(mod)}#{fn.__name__}"
     return table
 
 
@@ -225,7 +238,8 @@ def main(outdir):
         f.write(index(table))
     for mod, title in MODULES:
         content = render_doc(mod.__doc__, table) + "\n" + "\n".join(
-            render_class(c, table) for c in public_classes(mod))
+            render_class(c, table) for c in public_classes(mod)) + "\n".join(
+            render_function(fn, table) for fn in public_functions(mod))
         with open(os.path.join(outdir, page_of(mod)), "w", encoding="utf-8") as f:
             f.write(page(f"{title} ({mod.__name__})", content))
     return 0

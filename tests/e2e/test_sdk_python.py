@@ -428,3 +428,25 @@ def test_asyncio_client(daemon, bsb):
                 await sb.resume()
             assert (await c.info())["version"]
     asyncio.run(main())
+
+
+def test_reference_docs_are_generated_with_links_that_resolve(tmp_path):
+    import html
+    import re
+    out = tmp_path / "ref"
+    p = subprocess.run([os.path.join(SDK_DIR, "docs.sh"), str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    pages = {f.name: f.read_text() for f in out.iterdir()}
+    assert {"index.html", "space.client.html", "space.aio.html", "space.errors.html",
+            "space.records.html"} <= set(pages)
+    ids = {name: set(re.findall(r'id="([^"]+)"', text)) for name, text in pages.items()}
+    for name, text in pages.items():
+        for href in re.findall(r'href="([^"]+)"', text):
+            page, _, frag = href.partition("#")
+            page = page or name
+            assert page in pages and (not frag or html.unescape(frag) in ids[page]), (name, href)
+    # Every public name of the package is documented somewhere.
+    for n in sdk.__all__:
+        assert any(f'id="{n}"' in t for t in pages.values()), n
+    assert 'id="Commands.run"' in pages["space.client.html"] and "on_stdout" in pages["space.client.html"]
