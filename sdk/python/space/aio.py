@@ -600,48 +600,63 @@ class AsyncFiles:
 
 class AsyncWatch:
     """A live watch: ``async for ev in w``; ``await w.next(timeout)``; ``await w.close()``
-    (or ``async with w``)."""
+    (or ``async with w``). A task reads the stream, so a timeout in :meth:`next` loses
+    nothing."""
 
     def __init__(self, stream, path):
         self._st = stream
         self.path = path
-        self._parser = Parser()
-        self._pending = []
+        self._q = asyncio.Queue()
+        self._ready = asyncio.Event()
+        self._ready_seen = False
+        self._error = None
         self.ended = False
+        self._closed = False
+        self._task = asyncio.get_running_loop().create_task(self._reader())
 
-    async def _more(self):
-        chunk = await self._st.read()
-        if not chunk:
-            self.ended = True
-            return
-        self._pending += self._parser.feed(chunk)
+    async def _reader(self):
+        parser = Parser()
+        try:
+            while True:
+                chunk = await self._st.read()
+                if not chunk:
+                    break
+                for ev in parser.feed(chunk):
+                    if ev.type == "ready":
+                        self._ready_seen = True
+                        self._ready.set()
+                    elif ev.type == "fs":
+                        self._q.put_nowait(FsEvent(_json.loads(ev.data)))
+                    elif ev.type == "end":
+                        return
+        except (ConnectionFailed, ValueError, OSError) as e:
+            if not self._closed:
+                self._error = ConnectionFailed(f"watch {self.path}: {e}")
+                self._q.put_nowait(self._error)
+        finally:
+            self._q.put_nowait(None)
+            self._ready.set()
 
     async def _wait_ready(self):
-        while not self.ended:
-            while self._pending:
-                if self._pending.pop(0).type == "ready":
-                    return
-            await self._more()
-        raise ConnectionFailed(f"watch {self.path} ended before it was ready")
+        await self._ready.wait()
+        if not self._ready_seen:
+            raise self._error or ConnectionFailed(f"watch {self.path} ended before it was ready")
 
     async def next(self, timeout=None):
         """The next :class:`~space.FsEvent` (:class:`~space.Timeout` after ``timeout``);
         ``None`` once the watch ended."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            while self._pending:
-                ev = self._pending.pop(0)
-                if ev.type == "fs":
-                    return FsEvent(_json.loads(ev.data))
-                if ev.type == "end":
-                    self.ended = True
-            if self.ended:
-                return None
-            left = None if deadline is None else max(0.01, deadline - time.monotonic())
-            try:
-                await asyncio.wait_for(self._more(), left)
-            except asyncio.TimeoutError:
-                raise Timeout(f"watch {self.path}: no event in {timeout}s") from None
+        if self.ended:
+            return None
+        try:
+            ev = await asyncio.wait_for(self._q.get(), timeout)
+        except asyncio.TimeoutError:
+            raise Timeout(f"watch {self.path}: no event in {timeout}s") from None
+        if isinstance(ev, Exception):
+            self.ended = True
+            raise ev
+        if ev is None:
+            self.ended = True
+        return ev
 
     def __aiter__(self):
         return self
@@ -653,7 +668,14 @@ class AsyncWatch:
         return ev
 
     async def close(self):
+        self._closed = True
         self.ended = True
+        self._st.abort()
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
         await self._st.close()
 
     async def __aenter__(self):

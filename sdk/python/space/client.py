@@ -753,51 +753,69 @@ class Files:
 
 class Watch:
     """A live watch. Iterate for :class:`~space.FsEvent`; :meth:`next` waits with a
-    timeout; :meth:`close` (or leaving a ``with`` block) ends it."""
+    timeout; :meth:`close` (or leaving a ``with`` block) ends it. A thread reads the
+    stream, so a timeout in :meth:`next` loses nothing."""
 
     def __init__(self, stream, path):
+        import queue
         self._st = stream
         self.path = path
-        self._parser = Parser()
-        self._pending = []
+        self._q = queue.Queue()
+        self._ready = threading.Event()
+        self._ready_seen = False
+        self._error = None
         self.ended = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._reader, name=f"space-watch-{path}", daemon=True)
+        self._thread.start()
 
-    def _events(self, timeout):
-        self._st.settimeout(timeout)
+    def _reader(self):
+        import json
+        parser = Parser()
         try:
-            chunk = self._st.read()
-        except socket.timeout:
-            raise Timeout(f"watch {self.path}: no event in {timeout}s") from None
-        if not chunk:
-            self.ended = True
-            return
-        self._pending += self._parser.feed(chunk)
+            self._st.settimeout(None)
+            while True:
+                chunk = self._st.read()
+                if not chunk:
+                    break
+                for ev in parser.feed(chunk):
+                    if ev.type == "ready":
+                        self._ready_seen = True
+                        self._ready.set()
+                    elif ev.type == "fs":
+                        self._q.put(FsEvent(json.loads(ev.data)))
+                    elif ev.type == "end":
+                        return
+        except Exception as e:  # noqa: BLE001 -- any failure ends the watch, reported in next()
+            if not self._closed:
+                self._error = ConnectionFailed(f"watch {self.path}: {e}")
+                self._q.put(self._error)
+        finally:
+            self._q.put(None)
+            self._ready.set()
 
     def _wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        while not self.ended:
-            while self._pending:
-                ev = self._pending.pop(0)
-                if ev.type == "ready":
-                    return
-            self._events(max(0.01, deadline - time.monotonic()))
-        raise ConnectionFailed(f"watch {self.path} ended before it was ready")
+        if not self._ready.wait(timeout):
+            raise Timeout(f"watch {self.path} not ready after {timeout}s")
+        if not self._ready_seen:
+            raise self._error or ConnectionFailed(f"watch {self.path} ended before it was ready")
 
     def next(self, timeout=None):
         """The next change, waiting at most ``timeout`` seconds (:class:`~space.Timeout`);
         ``None`` once the watch has ended."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            while self._pending:
-                ev = self._pending.pop(0)
-                if ev.type == "fs":
-                    import json
-                    return FsEvent(json.loads(ev.data))
-                if ev.type == "end":
-                    self.ended = True
-            if self.ended:
-                return None
-            self._events(None if deadline is None else max(0.01, deadline - time.monotonic()))
+        import queue
+        if self.ended:
+            return None
+        try:
+            ev = self._q.get(timeout=timeout)
+        except queue.Empty:
+            raise Timeout(f"watch {self.path}: no event in {timeout}s") from None
+        if isinstance(ev, Exception):
+            self.ended = True
+            raise ev
+        if ev is None:
+            self.ended = True
+        return ev
 
     def __iter__(self):
         while True:
@@ -808,8 +826,12 @@ class Watch:
 
     def close(self):
         """Ends the watch (closing the connection ends it in the guest)."""
+        self._closed = True
         self.ended = True
-        self._st.close()
+        self._st.abort()  # the reader sees the end; only then is the connection freed
+        self._thread.join(10)
+        if not self._thread.is_alive():
+            self._st.close()
 
     def __enter__(self):
         return self
