@@ -311,6 +311,14 @@ def test_api_errors_are_typed_with_code_status_message(daemon, client, bsb):
     assert "vcpus" in e.value.message and e.value.code == "bad_request"
     with pytest.raises(sdk.NotFound):
         client.sandboxes.create(template="no-such-template")
+    # A body over the control plane's 1 MiB: the HTTP layer's own (HTML) 413, still typed.
+    with pytest.raises(sdk.PayloadTooLarge) as e:
+        client.sandboxes.create(template="minimal", env={"A": "x" * (2 << 20)})
+    assert e.value.status == 413 and "Too Large" in e.value.message
+    # A command that cannot start is an error, not an exit status.
+    with pytest.raises(sdk.CommandError) as e:
+        bsb.run(["/no/such/binary"])
+    assert "No such file" in e.value.result.error and e.value.result.exit_code is None
     with pytest.raises(sdk.Conflict) as e:
         bsb.resume()  # it runs: nothing to resume
     assert "running" in e.value.message and e.value.status == 409
@@ -384,7 +392,7 @@ def test_lifecycle_snapshot_network_secrets_ports(daemon, client):
     assert op.state == "succeeded" and client.sandboxes.get(sb.id).state == "deleted"
 
 
-def test_asyncio_client(daemon, bsb):
+def test_asyncio_client(daemon, bsb, tmp_path):
     async def main():
         async with sdk.AsyncClient(url=daemon.url, api_key=daemon.api_key) as c:
             sb = await c.sandboxes.get(bsb.id)
@@ -416,6 +424,12 @@ def test_asyncio_client(daemon, bsb):
             # Files, watch, tar.
             await sb.files.write("/home/user/aio.txt", "async")
             assert await sb.files.read("/home/user/aio.txt") == b"async"
+            blob = os.urandom(300_000)
+            src, dst = tmp_path / "blob", tmp_path / "back"
+            src.write_bytes(blob)
+            assert (await sb.files.upload(str(src), "/home/user/blob"))["size"] == len(blob)
+            assert await sb.files.download("/home/user/blob", str(dst)) == len(blob)
+            assert dst.read_bytes() == blob
             await sb.files.mkdir("/home/user/aw")
             async with await sb.files.watch("/home/user/aw") as w:
                 with pytest.raises(sdk.Timeout):

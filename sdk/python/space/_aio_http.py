@@ -103,9 +103,9 @@ class AsyncStream:
         self._done = True
         self._w.close()
         try:
-            await self._w.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+            await asyncio.wait_for(self._w.wait_closed(), 5)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            self._w.transport.abort()
 
     async def __aenter__(self):
         return self

@@ -21,6 +21,7 @@ callbacks may be plain functions or coroutine functions::
 import asyncio
 import inspect
 import json as _json
+import os
 import time
 
 from . import _api
@@ -537,6 +538,34 @@ class AsyncFiles:
 
     async def read_text(self, path, encoding="utf-8", user=None):
         return (await self.read(path, user=user)).decode(encoding)
+
+    async def download(self, path, dest, *, user=None):
+        """Streams the file into ``dest`` (a binary file object, or a local path); returns the
+        bytes written."""
+        own = isinstance(dest, (str, os.PathLike))
+        f = open(dest, "wb") if own else dest
+        n = 0
+        try:
+            st = await self._t().stream("GET", self._p(), query=self._query(path, user), timeout=600)
+            async with st:
+                while True:
+                    chunk = await st.read(1 << 20)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+                    n += len(chunk)
+                length = st.headers.get("content-length")
+                if length is not None and int(length) != n:
+                    raise ConnectionFailed(f"{path}: {n} of {length} bytes arrived")
+        finally:
+            if own:
+                f.close()
+        return n
+
+    async def upload(self, local_path, path, **kw):
+        """Streams a local file to ``path`` (options as for :meth:`write`)."""
+        with open(local_path, "rb") as f:
+            return await self.write(path, f, **kw)
 
     async def write(self, path, data, *, mode=None, parents=False, user=None):
         """``data``: bytes, str, a binary file object or an async iterable of bytes."""

@@ -17,6 +17,7 @@ the request.
 """
 
 import json
+import re
 
 __all__ = [
     "SpaceError", "ConfigError", "ConnectionFailed", "BadRequest", "Unauthorized", "PermissionDenied",
@@ -242,7 +243,10 @@ def error_for(status, body, method=None, path=None):
         err = json.loads(body.decode("utf-8"))["error"]
         code, message = str(err["code"]), str(err["message"])
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-        text = body[:300].decode("utf-8", "replace").strip() if body else ""
-        message = text or f"HTTP {status}"
+        text = body[:2000].decode("utf-8", "replace").strip() if body else ""
+        title = re.search(r"<title>(.*?)</title>", text, re.I | re.S)
+        if title:
+            text = title.group(1).strip()  # an HTML page (libevent's 413, a proxy's error)
+        message = text[:300] or f"HTTP {status}"
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or SpaceError
     return cls(message, code=code or cls.default_code, status=status, method=method, path=path)
