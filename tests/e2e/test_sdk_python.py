@@ -200,6 +200,21 @@ def test_a_dropped_stream_resumes_where_it_was(bsb):
     assert any(s.id == c.id and s.state == "exited" for s in bsb.commands.list())
 
 
+def test_an_expired_data_plane_token_is_renewed(bsb):
+    import time
+    got = []
+    first, cb = wait_for_text(got, "a\n")
+    c = bsb.commands.start(["/bin/sh", "-c", "echo a; read x; echo b"], stdin=True, token_ttl_s=1,
+                           on_stdout=cb)
+    assert first.wait(60), got
+    old = c._dp["token"]
+    time.sleep(2)  # the token has expired: stdin, and the stream's reconnect, must renew it
+    c.send_stdin("\n")
+    c.reconnect()
+    r = c.wait(timeout=60)
+    assert r.stdout == "a\nb\n" and r.exit_code == 0 and c._dp["token"] != old
+
+
 def test_files_read_write_list_stat_mkdir_rename_remove(bsb):
     f = bsb.files
     assert f.write("/home/user/d/x.txt", "héllo", parents=True) == {"path": "/home/user/d/x.txt", "size": 6}
