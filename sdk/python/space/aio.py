@@ -332,6 +332,7 @@ class AsyncCommand:
         self.result.offset = offset
         self._state = OutputState(self.result, on_stdout, on_stderr, offset)
         self._dp = dp
+        self._token_lock = asyncio.Lock()
         self._stream = None
         self._detached = False
         self._task = None
@@ -365,6 +366,11 @@ class AsyncCommand:
             except Unauthorized:
                 if attempt:
                     raise
+                await self._renew(dp)
+
+    async def _renew(self, used):
+        async with self._token_lock:
+            if self._dp is used:
                 await self.refresh_token()
 
     async def send_stdin(self, data, close=False):
@@ -417,13 +423,14 @@ class AsyncCommand:
     async def _follow(self, deadline=None):
         failures = 0
         while not self._state.done and not self._detached:
+            used = self._dp
             try:
                 st = await self._attach()
             except Unauthorized:
                 failures += 1
                 if failures > 2:
                     raise
-                await self.refresh_token()
+                await self._renew(used)
                 continue
             except (ConnectionFailed, Unavailable, Timeout):
                 failures += 1

@@ -375,6 +375,7 @@ class Command:
         self._state = OutputState(self.result, on_stdout, on_stderr, offset)
         self._dp = dp
         self._lock = threading.Lock()
+        self._token_lock = threading.Lock()
         self._stream = None
         self._detached = False
         self._thread = None
@@ -410,7 +411,13 @@ class Command:
             except Unauthorized:
                 if attempt:
                     raise
-                self.refresh_token()  # expired (e.g. across a long suspend): once more
+                self._renew(dp)  # expired (e.g. across a long suspend): once more
+
+    def _renew(self, used):
+        """A new token unless another thread already replaced the one that failed."""
+        with self._token_lock:
+            if self._dp is used:
+                self.refresh_token()
 
     def send_stdin(self, data, close=False):
         """Writes bytes (or str, as UTF-8) to its stdin; ``close`` closes stdin after them.
@@ -475,13 +482,14 @@ class Command:
         the last offset after a dropped connection."""
         failures = 0
         while not self._state.done and not self._detached:
+            used = self._dp
             try:
                 st = self._attach()
             except Unauthorized:
                 failures += 1
                 if failures > 2:
                     raise
-                self.refresh_token()
+                self._renew(used)
                 continue
             except (ConnectionFailed, Unavailable, Timeout):
                 failures += 1
