@@ -461,6 +461,19 @@ def test_asyncio_client(daemon, bsb, tmp_path):
             with pytest.raises(sdk.Conflict):
                 await sb.resume()
             assert (await c.info())["version"]
+            # Create (awaited), lifecycle verbs and fork through asyncio.
+            async with await c.sandboxes.create(template="minimal", timeout_s=300) as m:
+                daemon.sandbox_ids.add(m.id)
+                assert m.state == "running"
+                await m.pause()
+                assert m.state == "paused"
+                await m.resume()
+                kids = await m.fork(count=1)
+                daemon.sandbox_ids.update(k.id for k in kids)
+                assert [k.info.parent_id for k in kids] == [m.id] and kids[0].state == "running"
+                assert (await kids[0].run(["echo", "kid"])).stdout == "kid\n"
+                assert (await kids[0].delete()).state == "succeeded"
+            assert (await c.sandboxes.get(m.id)).state == "deleted"
     asyncio.run(main())
 
 
