@@ -140,7 +140,7 @@ def test_e2b_routes_are_documented():
     with open(os.path.join(space.REPO, "docs", "design", "e2b.md")) as f:
         doc = f.read()
     documented = {(plane, method, _norm(path)) for plane, method, path in
-                  re.findall(r"^\| (control|data) \| `(GET|POST|PUT|DELETE) ([^`]+)`", doc, re.M)}
+                  re.findall(r"^\| (control|data) \| `(GET|POST|PUT|PATCH|DELETE) ([^`]+)`", doc, re.M)}
     served = e2b_routes()
     assert len(served) >= 30, served
     assert served == documented, (sorted(served - documented), sorted(documented - served))
