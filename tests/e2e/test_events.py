@@ -75,12 +75,16 @@ class Receiver:
 
 
 def delivered(posts, path, sb_id):
-    """The events a path got for one sandbox, each once (2xx answers only), in arrival order."""
-    out = []
+    """The events a path got for one sandbox (2xx answers only), in arrival order, each once: a
+    delivery the daemon's restart cut after the receiver answered comes again (at least once),
+    with the same id, and a receiver drops it as this does."""
+    out, seen = [], set()
     for p in posts:
         if p["path"] == path and p["status"] == 200:
             ev = json.loads(p["body"])
-            if ev.get("sandbox_id", ev.get("sandboxId")) == sb_id:
+            key = ev.get("id")
+            if ev.get("sandbox_id", ev.get("sandboxId")) == sb_id and key not in seen:
+                seen.add(key)
                 out.append(ev)
     return out
 
