@@ -11,9 +11,10 @@ import base64
 import hashlib
 import hmac
 import http.server
+import importlib.util
 import json
 import os
-import socket
+import sys
 import threading
 import time
 
@@ -116,6 +117,18 @@ def in_order(types, want):
 
 
 S = {}  # the scenario's state, across the tests of this file
+
+
+def load_sdk():
+    """The Python SDK (sdk/python, package `space`) under another name: `space` here is the
+    test framework."""
+    sdk_dir = os.path.join(space.REPO, "sdk", "python", "space")
+    spec = importlib.util.spec_from_file_location("space_sdk", os.path.join(sdk_dir, "__init__.py"),
+                                                  submodule_search_locations=[sdk_dir])
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["space_sdk"] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.fixture(scope="module")
@@ -357,3 +370,44 @@ def test_webhook_update_and_delete(ev_daemon):
                            {"X-API-KEY": ev_daemon.api_key})
     assert r.status == 200, r
     assert api.call("GET", "/v1/webhooks", None).json["webhooks"] == []
+
+
+def test_python_sdk_events_and_webhooks(ev_daemon, receiver):
+    """The Python SDK (sdk/python) reads the same events, waits for the next, streams, manages
+    webhooks, and verifies a delivery's signature."""
+    sdk = sys.modules.get("space_sdk") or load_sdk()
+    Client, NotFound, verify_signature = sdk.Client, sdk.NotFound, sdk.verify_signature
+
+    c = Client(ev_daemon.url, ev_daemon.api_key)
+    page = c.events.list(sandbox=S["sb"], limit=1000)
+    assert [e.type for e in page.events] == [e["type"] for e in events(ev_daemon.api, sandbox=S["sb"])["events"]]
+    assert page.events[0].sandbox_id == S["sb"]
+    w = c.webhooks.create(receiver.url("/sdk"), SECRET, events=["timeout_set"], name="sdk")
+    assert w.events == ["sandbox.timeout_set"] and [x.id for x in c.webhooks.list()] == [w.id]
+    sb = ev_daemon.api.new_sandbox("minimal", timeout_s=600)
+    try:
+        got = {}
+        t = threading.Thread(target=lambda: got.update(ev=c.events.wait_for("timeout_set", sandbox=sb["id"])))
+        t.start()
+        time.sleep(0.5)
+        ev_daemon.api.set_timeout(sb["id"], 900)
+        t.join(60)
+        assert got["ev"].type == "sandbox.timeout_set" and got["ev"].data["timeout_s"] == 900, got
+        stream = c.events.stream(after=page.cursor, sandbox=sb["id"])
+        first = next(stream)
+        assert first.type == "sandbox.created" and first.sandbox_id == sb["id"], first
+        stream.close()
+    finally:
+        ev_daemon.api.remove_sandbox(sb["id"])
+    receiver.wait_for(lambda posts: any(p["path"] == "/sdk" for p in posts), "a delivery on /sdk")
+    post = next(p for p in receiver.posts if p["path"] == "/sdk")
+    assert verify_signature(post["headers"], post["body"], SECRET)
+    assert not verify_signature(post["headers"], post["body"] + b" ", SECRET)
+    assert not verify_signature(post["headers"], post["body"], SECRET + "x")
+    assert c.webhooks.deliveries(w.id)[0].ok is True
+    c.webhooks.delete(w.id)
+    try:
+        c.webhooks.get(w.id)
+        raise AssertionError("a deleted webhook was found")
+    except NotFound as e:
+        assert e.code == "not_found"

@@ -19,12 +19,12 @@ Errors are :class:`SpaceError` subclasses carrying SPACE's error code (:mod:`spa
 
 from .aio import (AsyncClient, AsyncCommand, AsyncCommands, AsyncFiles, AsyncPorts,
                   AsyncSandbox, AsyncSandboxes, AsyncWatch)
-from .client import (Client, Command, Commands, Files, Operations, Ports, Sandbox, Sandboxes,
-                     Secrets, Snapshots, Templates, Watch)
+from .client import (Client, Command, Commands, Events, Files, Operations, Ports, Sandbox, Sandboxes,
+                     Secrets, Snapshots, Templates, Watch, Webhooks, verify_signature)
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
-from .records import (CommandResult, Entry, FsEvent, Operation, PortToken, Record, SandboxInfo,
-                      Secret, SessionInfo, Snapshot, Template)
+from .records import (CommandResult, Delivery, Entry, EventPage, FsEvent, LifecycleEvent, Operation,
+                      PortToken, Record, SandboxInfo, Secret, SessionInfo, Snapshot, Template, Webhook)
 
 __version__ = "0.1.0"
 
@@ -32,4 +32,5 @@ __all__ = ["Client", "AsyncClient", "Sandboxes", "Sandbox", "Operations", "Comma
            "Files", "Watch", "Ports", "Snapshots", "Secrets", "Templates", "AsyncSandboxes",
            "AsyncSandbox", "AsyncCommands", "AsyncCommand", "AsyncFiles", "AsyncWatch",
            "AsyncPorts", "CommandResult", "Entry", "FsEvent", "Operation", "PortToken", "Record",
-           "SandboxInfo", "Secret", "SessionInfo", "Snapshot", "Template"] + list(_errors_all)
+           "SandboxInfo", "Secret", "SessionInfo", "Snapshot", "Template", "Events", "Webhooks",
+           "verify_signature", "LifecycleEvent", "EventPage", "Webhook", "Delivery"] + list(_errors_all)

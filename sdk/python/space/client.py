@@ -5,6 +5,7 @@ connection each). A command started with :meth:`Commands.start` is followed by a
 thread, which calls its callbacks; :meth:`Commands.run` follows it in the calling thread.
 """
 
+import json
 import os
 import socket
 import tarfile
@@ -18,11 +19,11 @@ from ._sse import Parser
 from ._stream import OutputState
 from .errors import (CommandError, CommandTimeout, Conflict, ConnectionFailed, NotFound, OperationFailed,
                      Timeout, Unauthorized, Unavailable)
-from .records import (CommandResult, Entry, FsEvent, Operation, PortToken, SandboxInfo, Secret,
-                      SessionInfo, Snapshot, Template)
+from .records import (CommandResult, Delivery, Entry, EventPage, FsEvent, LifecycleEvent, Operation,
+                      PortToken, SandboxInfo, Secret, SessionInfo, Snapshot, Template, Webhook)
 
 __all__ = ["Client", "Sandboxes", "Sandbox", "Operations", "Commands", "Command", "Files", "Watch",
-           "Ports", "Snapshots", "Secrets", "Templates"]
+           "Ports", "Snapshots", "Secrets", "Templates", "Events", "Webhooks"]
 
 OPERATION_TIMEOUT = 300.0
 MAX_RECONNECTS = 8
@@ -53,6 +54,8 @@ class Client:
         self.snapshots = Snapshots(self)
         self.secrets = Secrets(self)
         self.templates = Templates(self)
+        self.events = Events(self)
+        self.webhooks = Webhooks(self)
 
     def info(self):
         """``GET /v1/info``: version, accelerator, data-plane URL, capacity."""
@@ -940,3 +943,138 @@ class Templates:
         """Keeps ``size`` VMs of the template booted for creates (0 ends the pool)."""
         return Template(self._c.transport.json("PUT", f"/v1/templates/{q(ref)}/pool",
                                                json={"size": int(size)}))
+
+
+def _types(types):
+    if types is None:
+        return None
+    return types if isinstance(types, str) else ",".join(types)
+
+
+class Events:
+    """Lifecycle events of every sandbox, in order (``client.events``; docs/guides/webhooks.md)."""
+
+    def __init__(self, client):
+        self._c = client
+
+    def list(self, after=None, *, sandbox=None, types=None, limit=None, wait=None):
+        """One page of the events after the cursor ``after`` (``None``: the oldest kept) of
+        ``sandbox`` (an id or a :class:`Sandbox`), of ``types`` (names, with or without
+        ``sandbox.``). With ``wait`` (seconds, at most 60), an empty page is held until the
+        first event comes. Returns an :class:`~space.EventPage`; its ``cursor`` is the next
+        ``after``."""
+        query = {"after": after, "sandbox": getattr(sandbox, "id", sandbox), "types": _types(types),
+                 "limit": limit, "wait": wait}
+        query = {k: v for k, v in query.items() if v is not None}
+        timeout = (wait or 0) + self._c.transport.timeout
+        page = self._c.transport.json("GET", "/v1/events", query=query, timeout=timeout)
+        page["events"] = [LifecycleEvent(e) for e in page["events"]]
+        return EventPage(page)
+
+    def wait_for(self, type_, *, sandbox=None, after=None, timeout=60.0):
+        """Long-polls until an event of ``type_`` (of ``sandbox``) comes after ``after``;
+        returns it. Raises :class:`~space.Timeout` when none came in ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        cursor = after if after is not None else self._newest()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"no {type_} event in {timeout:g} s", method="GET", path="/v1/events")
+            page = self.list(cursor, sandbox=sandbox, types=type_, wait=max(1, min(60, int(left))))
+            if page.events:
+                return page.events[0]
+            cursor = page.cursor
+
+    def _newest(self):
+        page = self.list(limit=1000)
+        while page.has_more:
+            page = self.list(page.cursor, limit=1000)
+        return page.cursor
+
+    def stream(self, after=None, *, sandbox=None, types=None):
+        """Events as they happen, from ``after`` on: an iterator of
+        :class:`~space.LifecycleEvent`. A dropped connection is opened again from the last
+        event seen (nothing lost, nothing twice). Stop by breaking out of the loop."""
+        cursor = after
+        reconnects = 0
+        while True:
+            query = {"sandbox": getattr(sandbox, "id", sandbox), "types": _types(types)}
+            query = {k: v for k, v in query.items() if v is not None}
+            headers = {"Accept": "text/event-stream"}
+            if cursor is not None:
+                headers["Last-Event-ID"] = str(cursor)
+            try:
+                with self._c.transport.stream("GET", "/v1/events", query=query, headers=headers,
+                                              timeout=60) as st:
+                    parser = Parser()
+                    while True:
+                        chunk = st.read()
+                        if not chunk:
+                            break
+                        for ev in parser.feed(chunk):
+                            if ev.type.startswith("sandbox."):
+                                rec = LifecycleEvent(json.loads(ev.data))
+                                cursor = rec.seq
+                                reconnects = 0
+                                yield rec
+            except (ConnectionFailed, socket.timeout):
+                pass
+            reconnects += 1
+            if reconnects > MAX_RECONNECTS:
+                raise ConnectionFailed("the events stream dropped too often", method="GET", path="/v1/events")
+            time.sleep(min(2.0, 0.1 * reconnects))
+
+
+class Webhooks:
+    """Where events are POSTed, signed (``client.webhooks``). See :func:`verify_signature`
+    for the receiver's side."""
+
+    def __init__(self, client):
+        self._c = client
+
+    def create(self, url, secret, *, events=None, name=None, enabled=True):
+        """Events from now on go to ``url`` (public addresses only, unless the daemon allows
+        loopback), signed with ``secret`` (16 or more characters). Returns the
+        :class:`~space.Webhook`."""
+        body = {"url": url, "secret": secret, "enabled": enabled}
+        if events is not None:
+            body["events"] = list(events)
+        if name is not None:
+            body["name"] = name
+        return Webhook(self._c.transport.json("POST", "/v1/webhooks", json=body)["webhook"])
+
+    def list(self):
+        return [Webhook(w) for w in self._c.transport.json("GET", "/v1/webhooks")["webhooks"]]
+
+    def get(self, webhook_id):
+        return Webhook(self._c.transport.json("GET", f"/v1/webhooks/{q(webhook_id)}")["webhook"])
+
+    def update(self, webhook_id, **fields):
+        """Changes ``url``, ``secret``, ``events``, ``name`` or ``enabled``."""
+        return Webhook(self._c.transport.json("PATCH", f"/v1/webhooks/{q(webhook_id)}", json=fields)["webhook"])
+
+    def delete(self, webhook_id):
+        self._c.transport.request("DELETE", f"/v1/webhooks/{q(webhook_id)}")
+
+    def deliveries(self, webhook_id, limit=100):
+        """Its delivery attempts, newest first (:class:`~space.Delivery`)."""
+        d = self._c.transport.json("GET", f"/v1/webhooks/{q(webhook_id)}/deliveries", query={"limit": limit})
+        return [Delivery(x) for x in d["deliveries"]]
+
+
+def verify_signature(headers, body, secret, tolerance=300):
+    """True when a delivery's ``X-Space-Signature`` is ``secret``'s over its timestamp and
+    ``body`` (bytes), and the timestamp is within ``tolerance`` seconds of now."""
+    import hashlib
+    import hmac
+
+    h = {k.lower(): v for k, v in dict(headers).items()}
+    try:
+        parts = dict(p.split("=", 1) for p in h["x-space-signature"].split(","))
+        ts = int(parts["t"])
+    except (KeyError, ValueError):
+        return False
+    if abs(time.time() - ts) > tolerance:
+        return False
+    want = hmac.new(secret.encode(), str(ts).encode() + b"." + bytes(body), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(want, parts.get("v1", ""))

@@ -6,7 +6,8 @@ docs/api/reference.md.
 """
 
 __all__ = ["Record", "SandboxInfo", "Operation", "SessionInfo", "Entry", "FsEvent", "Snapshot",
-           "Template", "Secret", "PortToken", "CommandResult"]
+           "Template", "Secret", "PortToken", "CommandResult", "LifecycleEvent", "EventPage", "Webhook",
+           "Delivery"]
 
 
 class Record(dict):
@@ -83,6 +84,30 @@ class Template(Record):
 class Secret(Record):
     """A secret's public part: ``name``, ``hosts``, ``created_at``, ``updated_at`` (the
     value is never returned)."""
+
+
+class LifecycleEvent(Record):
+    """A lifecycle event: ``id`` and ``seq`` (its cursor), ``type`` (``sandbox.created``,
+    ``running``, ``paused``, ``resumed``, ``suspended``, ``restored``, ``forked``, ``stopped``,
+    ``deleted``, ``failed``, ``timeout_warning``, ``timeout_set``, ``snapshotted``), ``time``,
+    ``sandbox_id``, ``template``, ``state`` (the sandbox's, after it), ``operation_id``,
+    ``reason``, ``data``."""
+
+
+class EventPage(Record):
+    """A page of events: ``events`` (:class:`LifecycleEvent`), ``cursor`` (the next page's
+    ``after``), ``has_more``."""
+
+
+class Webhook(Record):
+    """A webhook: ``id``, ``url``, ``name``, ``events``, ``format`` (space, e2b), ``enabled``,
+    ``created_at``, ``cursor`` (the last event it is done with), ``pending`` (the event being
+    tried again: ``attempts``, ``last_error``; or ``None``). Its secret is never returned."""
+
+
+class Delivery(Record):
+    """One delivery attempt: ``event_id``, ``seq``, ``type``, ``sandbox_id``, ``attempt``,
+    ``ok``, ``status`` (the receiver's, or ``None``), ``error``, ``time``, ``duration_ms``."""
 
 
 class PortToken(Record):
