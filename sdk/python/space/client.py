@@ -23,7 +23,7 @@ from .records import (CommandResult, Delivery, Entry, EventPage, FsEvent, Lifecy
                       PortToken, SandboxInfo, Secret, SessionInfo, Snapshot, Template, Webhook)
 
 __all__ = ["Client", "Sandboxes", "Sandbox", "Operations", "Commands", "Command", "Files", "Watch",
-           "Ports", "Snapshots", "Secrets", "Templates", "Events", "Webhooks"]
+           "Ports", "Snapshots", "Secrets", "Templates", "Events", "Webhooks", "verify_signature"]
 
 OPERATION_TIMEOUT = 300.0
 MAX_RECONNECTS = 8
