@@ -411,3 +411,28 @@ def test_python_sdk_events_and_webhooks(ev_daemon, receiver):
         raise AssertionError("a deleted webhook was found")
     except NotFound as e:
         assert e.code == "not_found"
+
+
+def test_cli_events_and_webhook(ev_daemon, receiver):
+    p = space.spacectl(ev_daemon, "events", "--sandbox", S["sb"], "--types", "created,deleted")
+    assert p.returncode == 0, p.stderr
+    lines = [ln.split("\t") for ln in p.stdout.splitlines()]
+    assert [ln[3] for ln in lines] == ["sandbox.created", "sandbox.deleted"] and lines[0][2] == S["sb"], p.stdout
+    p = space.spacectl(ev_daemon, "events", "--json", "--sandbox", S["sb"], "--after", lines[0][0])
+    assert p.returncode == 0, p.stderr
+    evs = [json.loads(ln) for ln in p.stdout.splitlines()]
+    assert evs and evs[-1]["type"] == "sandbox.deleted" and all(e["seq"] > int(lines[0][0]) for e in evs)
+    assert space.spacectl(ev_daemon, "events", "--after", "x").returncode == 2
+    assert space.spacectl(ev_daemon, "events", "--types", "nope").returncode == 1
+    p = space.spacectl(ev_daemon, "webhook", "add", receiver.url("/cli"), "--events", "created", input=SECRET + "\n")
+    assert p.returncode == 0, p.stderr
+    hook = p.stdout.strip()
+    assert hook.startswith("wh-"), p.stdout
+    p = space.spacectl(ev_daemon, "webhook", "add", receiver.url("/cli"), input="short\n")
+    assert p.returncode == 1 and "secret" in p.stderr, p.stderr
+    p = space.spacectl(ev_daemon, "webhook", "ls")
+    assert p.returncode == 0 and hook in p.stdout and receiver.url("/cli") in p.stdout, p.stdout
+    assert space.spacectl(ev_daemon, "webhook", "log", hook).returncode == 0
+    assert space.spacectl(ev_daemon, "webhook", "rm", hook).returncode == 0
+    p = space.spacectl(ev_daemon, "webhook", "rm", hook)
+    assert p.returncode == 1 and "no webhook" in p.stderr, p.stderr
