@@ -101,3 +101,31 @@ def test_suite_exits_cleanly(suite, own_daemon):
     assert not left, f"sandboxes left behind by the SDK tests: {[(sb['id'], sb['state']) for sb in left]}"
     named = [s for s in own_daemon.api.snapshots() if s["kind"] == "named"]
     assert not named, f"named snapshots left behind: {[s['name'] for s in named]}"
+
+
+def test_reference_docs(tmp_path):
+    """sdk/typescript/docs.sh writes the reference from src/*.ts with python3 alone: an index and
+    a page per module, every declaration index.ts exports and its members anchored, every link
+    relative and resolving inside the output (the docs site links it as sdk/typescript/)."""
+    out = tmp_path / "ref"
+    p = subprocess.run([os.path.join(space.REPO, "sdk", "typescript", "docs.sh"), str(out)],
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    pages = {f.name: f.read_text(encoding="utf-8") for f in out.iterdir()}
+    assert "index.html" in pages and "sandbox.html" in pages and "errors.html" in pages, sorted(pages)
+    ids = {name: set(re.findall(r'\bid="([^"]+)"', text)) for name, text in pages.items()}
+    for name, text in pages.items():
+        for href in re.findall(r'\bhref="([^"]*)"', text):
+            assert not re.match(r"^[a-z]+:|^/|\.\./", href), f"{name}: link {href!r} leaves the reference"
+            target, _, anchor = href.partition("#")
+            target = target or name
+            assert target in pages, f"{name}: link {href!r} to a missing page"
+            assert not anchor or anchor in ids[target], f"{name}: link {href!r} to a missing anchor"
+    documented = set().union(*ids.values())
+    for want in ("Client", "Sandboxes.create", "Sandbox.fork", "Sandbox.pause", "Sandbox.snapshot",
+                 "Commands.run", "Command.sendStdin", "Command.sendSignal", "Command.resize", "Files.watch",
+                 "Files.readTar", "Files.writeTar", "Secrets.put", "SpaceError.code", "NotFoundError",
+                 "ConflictError", "OperationFailedError", "CommandResult.exitCode", "SandboxInfo"):
+        assert want in documented, f"{want} is not in the reference"
+    assert "Forks it into" in pages["sandbox.html"], "Sandbox.fork's JSDoc is missing"
+    assert "follow()" not in pages["commands.html"], "an @internal member was documented"
