@@ -301,7 +301,9 @@ nav{padding:.8em 0;border-bottom:1px solid #d0d7de;margin-bottom:1em}nav a{margi
 code,pre{font:13px/1.45 ui-monospace,monospace}pre{background:#f6f8fa;padding:.7em;overflow:auto;border-radius:4px}
 pre.sig{background:#eef3f8;border-left:3px solid #0a58ca}h2{border-top:1px solid #d0d7de;padding-top:.8em;margin-top:2em}
 h3{font-size:1em;margin:1.4em 0 .3em}.kind{color:#57606a;font-weight:normal;font-size:.85em}
-.member{margin-left:1.2em}table{border-collapse:collapse}td{padding:.15em .8em .15em 0;vertical-align:top}"""
+.member{margin-left:1.2em}table{border-collapse:collapse}td{padding:.15em .8em .15em 0;vertical-align:top}
+table.fields{width:100%}table.fields td{border-top:1px solid #eaeef2;padding:.35em .8em .35em 0}table.fields td p{margin:0}
+table.fields td:first-child{width:40%}"""
 
 
 class Site:
@@ -392,6 +394,11 @@ def head(title, modules, here):
 def render_decl(site, d):
     out = [f'<h2 id="{d.name}">{html.escape(d.name)} <span class=kind>{d.kind}</span></h2>',
            f"<pre class=sig>{site.code_links(d.sig)}</pre>", site.doc_html(d.doc)]
+    if d.kind == "interface" and d.members:  # fields: one compact table
+        rows = "".join(f'<tr id="{d.name}.{html.escape(name)}"><td><code>{site.code_links(sig)}</code></td>'
+                       f"<td>{site.doc_html(doc)}</td></tr>" for name, sig, doc in d.members)
+        out.append(f"<table class=fields>{rows}</table>")
+        return "\n".join(x for x in out if x)
     for name, sig, doc in d.members:
         out.append(f'<div class=member><h3 id="{d.name}.{html.escape(name)}"><a href="#{d.name}.{html.escape(name)}">'
                    f"{html.escape(d.name)}.{html.escape(name)}</a></h3>"
