@@ -240,10 +240,12 @@ test('commands: a PTY, resized', T, async () => {
 function cuttingProxy(target, cuts, after) {
   const { hostname, port } = new URL(target)
   const seen = []
+  const open = new Set()
   let n = 0
   const server = net.createServer((c) => {
     const cut = n++ < cuts
     const up = net.connect(Number(port), hostname)
+    open.add(c).add(up)
     let back = 0
     const req = { head: '' } // what the client sent on this connection (its requests' heads)
     seen.push(req)
@@ -265,7 +267,18 @@ function cuttingProxy(target, cuts, after) {
     up.on('error', () => undefined)
   })
   return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${server.address().port}`, seen, close: () => new Promise((r) => server.close(r)) })),
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        seen,
+        // Kept-alive connections too (else close waits for the client's idle timeout).
+        close: () =>
+          new Promise((r) => {
+            server.close(r)
+            for (const s of open) s.destroy()
+          }),
+      }),
+    ),
   )
 }
 
@@ -277,8 +290,8 @@ test('commands: the stream resumes after a dropped connection, and from another 
     const viaProxy = new Client({ dataPlaneUrl: proxy.url })
     const sb2 = await viaProxy.sandboxes.get(sb.id)
     let streamed = ''
-    const want = Array.from({ length: 60 }, (_, i) => `line ${i}\n`).join('')
-    const c = await sb2.commands.start(['sh', '-c', 'i=0; while [ $i -lt 60 ]; do echo "line $i"; i=$((i+1)); usleep 20000; done'], {
+    const want = Array.from({ length: 40 }, (_, i) => `line ${i}\n`).join('')
+    const c = await sb2.commands.start(['sh', '-c', 'i=0; while [ $i -lt 40 ]; do echo "line $i"; i=$((i+1)); usleep 10000; done'], {
       onStdout: (s) => (streamed += s),
     })
     const r = await c.wait()
@@ -290,7 +303,7 @@ test('commands: the stream resumes after a dropped connection, and from another 
     const resumed = proxy.seen.filter((c) => /^last-event-id: [1-9]\d*\r$/im.test(c.head))
     assert.ok(proxy.seen.length >= 3 && resumed.length >= 2, `connections: ${JSON.stringify(proxy.seen.map((c) => c.head.slice(0, 300)))}`)
     // Another client follows the same session from an offset: exactly the bytes after it.
-    const from = want.indexOf('line 50')
+    const from = want.indexOf('line 30')
     const again = await client.sandboxes.get(sb.id).then((s) => s.commands.connect(c.id, { offset: from }))
     const tail = await again.wait()
     assert.equal(tail.stdout, want.slice(from))

@@ -279,6 +279,7 @@ export class Command {
     let renewed = false;
     for (;;) {
       let lastError: unknown;
+      const before = this.offset;
       try {
         const r = await this.attachOnce();
         if (r) return r;
@@ -292,6 +293,7 @@ export class Command {
         if (!retryable(e)) throw e;
         lastError = e;
       }
+      if (this.offset > before) failures = 0; // it got somewhere: the count is of drops in a row
       if (++failures > max) throw lastError;
       this.reconnectCount++;
       renewed = false;
