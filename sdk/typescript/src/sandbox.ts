@@ -4,6 +4,7 @@ import { type CommandResult, Commands, type RunOptions } from "./commands.js";
 import { Files } from "./files.js";
 import { Transport, seg } from "./http.js";
 import { Operations, type WaitOptions } from "./operations.js";
+import { Ports } from "./ports.js";
 import type { EgressRecord, NetworkPolicy, OnTimeout, Operation, SandboxInfo, SnapshotInfo } from "./types.js";
 
 /** Options of every lifecycle verb. */
@@ -40,6 +41,8 @@ export class Sandbox {
   readonly commands: Commands;
   /** Its files. */
   readonly files: Files;
+  /** Its TCP ports on the data plane: public marks and tokens. */
+  readonly ports: Ports;
   private readonly ops: Operations;
 
   /** @internal */
@@ -51,6 +54,7 @@ export class Sandbox {
     this.info = info;
     this.commands = new Commands(t, info.id);
     this.files = new Files(t, info.id);
+    this.ports = new Ports(t, info.id);
     this.ops = new Operations(t);
   }
 
