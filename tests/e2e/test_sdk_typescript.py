@@ -92,8 +92,8 @@ def test_sdk(suite, name):
 
 
 def test_suite_exits_cleanly(suite, own_daemon):
-    """The node run as a whole passed (a failed after() cleanup fails it) and every sandbox and
-    named snapshot the SDK made is gone."""
+    """The node run as a whole passed (a failed after() cleanup fails it) and every sandbox,
+    named snapshot and secret the SDK made is gone."""
     assert suite["rc"] == 0, f"node --test exited {suite['rc']}:\n{suite['output'][-6000:]}"
     unknown = set(suite["results"]) - {n for _, n in NAMES}
     assert not unknown, f"tests reported but not collected here (fix the name regex): {unknown}"
@@ -101,6 +101,8 @@ def test_suite_exits_cleanly(suite, own_daemon):
     assert not left, f"sandboxes left behind by the SDK tests: {[(sb['id'], sb['state']) for sb in left]}"
     named = [s for s in own_daemon.api.snapshots() if s["kind"] == "named"]
     assert not named, f"named snapshots left behind: {[s['name'] for s in named]}"
+    secrets = own_daemon.api.raw("GET", "/v1/secrets").json["secrets"]
+    assert not secrets, f"secrets left behind: {[s['name'] for s in secrets]}"
 
 
 def test_reference_docs(tmp_path):
