@@ -26,6 +26,7 @@ import {
   StreamError,
   UnauthorizedError,
 } from '../../sdk/typescript/dist/index.js'
+import { readSse } from '../../sdk/typescript/dist/sse.js'
 
 for (const v of ['SPACE_URL', 'SPACE_API_KEY'])
   assert.ok(process.env[v], `${v} is not set (run through tests/e2e/test_sdk_typescript.py)`)
@@ -207,6 +208,18 @@ test('commands: stdin, sent whole or piece by piece', T, async () => {
   await assert.rejects(cat.sendStdin('late'), typed(ConflictError, 'conflict', 409))
 })
 
+test('commands: an expired data-plane token is renewed by itself', T, async () => {
+  const sb = await mini()
+  let seen = ''
+  const cat = await sb.commands.start(['cat'], { stdin: true, tokenTtlS: 1, onStdout: (s) => (seen += s) })
+  await cat.sendStdin('a\n')
+  await waitFor('cat to echo a', () => seen.includes('a\n'))
+  await new Promise((r) => setTimeout(r, 2100)) // past the token's 1 s
+  await cat.sendStdin('b\n', { close: true }) // 401, a new token, the same request again
+  const r = await cat.wait()
+  assert.equal(r.stdout, 'a\nb\n')
+})
+
 test('commands: a signal ends a command', T, async () => {
   const sb = await mini()
   let seen = ''
@@ -233,6 +246,24 @@ test('commands: a PTY, resized', T, async () => {
   const r = await pty.wait()
   assert.equal(r.exitCode, 7)
   assert.equal(r.stderr, '', 'a PTY has no stderr')
+})
+
+test('sse: events split anywhere, CRLF, comments, multi-line data, a cut last event', T, async () => {
+  const text = ': keepalive\r\nevent: stdout\r\nid: 3\r\ndata: YWJj\r\n\r\ndata: one\ndata: two\n\nid: 9\revent: exit\rdata: {}\r\r' +
+    'event: stdout\ndata: cut'
+  const bytes = new TextEncoder().encode(text)
+  for (const size of [1, 2, 3, 7, bytes.length]) {
+    const chunks = []
+    for (let i = 0; i < bytes.length; i += size) chunks.push(bytes.subarray(i, i + size))
+    const body = new ReadableStream({ pull: (c) => (chunks.length ? c.enqueue(chunks.shift()) : c.close()) })
+    const got = []
+    for await (const ev of readSse(body)) got.push(ev)
+    assert.deepEqual(got, [
+      { event: 'stdout', id: '3', data: 'YWJj' },
+      { event: 'message', id: '3', data: 'one\ntwo' },
+      { event: 'exit', id: '9', data: '{}' },
+    ], `chunks of ${size}`)
+  }
 })
 
 // A TCP relay on loopback between the SDK and the data plane that cuts each of its first `cuts`
