@@ -176,6 +176,11 @@ test('commands: run with streaming callbacks, exit codes, check', T, async () =>
   // Offsets count both streams together; the last chunk's is the final offset.
   assert.equal(r.offset, r.stdoutBytes.length + r.stderrBytes.length)
   assert.equal(chunks.at(-1).offset, r.offset)
+  // keepOutput: false: the callbacks see it all, the result keeps none of it.
+  let streamed = ''
+  const lean = await sb.run(['sh', '-c', 'echo lean; echo side >&2'], { keepOutput: false, onStdout: (s) => (streamed += s) })
+  assert.equal(streamed, 'lean\n')
+  assert.deepEqual([lean.stdout, lean.stderr, lean.exitCode, lean.offset], ['', '', 0, 10])
   const env = await sb.run(['sh', '-c', 'echo "$X" $(pwd)'], { env: { X: 'from-sdk' }, cwd: '/var/tmp' })
   assert.equal(env.stdout, 'from-sdk /var/tmp\n')
   await assert.rejects(sb.run(['sh', '-c', 'echo bad >&2; exit 4'], { check: true }), (e) => {

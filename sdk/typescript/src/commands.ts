@@ -60,6 +60,11 @@ export interface CommandOptions {
   reconnects?: number;
   /** Start following at this output offset instead of 0 (a resume from another process). */
   offset?: number;
+  /**
+   * Keep the output for the result (default `true`). `false` for a long or endless stream read
+   * through the callbacks alone: memory stays flat and the result's output is empty.
+   */
+  keepOutput?: boolean;
 }
 
 /** Options of {@link Commands.run}. */
@@ -240,7 +245,7 @@ export class Command {
   }
 
   private deliver(stream: StreamName, data: Uint8Array, offset: number): void {
-    (stream === "stdout" ? this.out : this.err).push(data);
+    if (this.opts.keepOutput !== false) (stream === "stdout" ? this.out : this.err).push(data);
     this.offset = offset;
     this.opts.onOutput?.({ stream, data, offset });
     const cb = stream === "stdout" ? this.opts.onStdout : this.opts.onStderr;
