@@ -67,6 +67,7 @@ export class Sandboxes {
     if (opts.network) json.network = opts.network;
     const r = await this.t.json<{ sandbox: SandboxInfo; operation: Operation }>({ method: "POST", path: "/v1/sandboxes", json });
     const sb = new Sandbox(this.t, r.sandbox);
+    sb.operation = r.operation;
     if (opts.wait === false) return sb;
     await this.ops.wait(r.operation, opts);
     await sb.refresh();

@@ -43,6 +43,11 @@ export class Sandbox {
   readonly files: Files;
   /** Its TCP ports on the data plane: public marks and tokens. */
   readonly ports: Ports;
+  /**
+   * The create's operation, when `client.sandboxes.create({wait: false})` made this object
+   * (await it with `client.operations.wait`); else undefined.
+   */
+  operation?: Operation;
   private readonly ops: Operations;
 
   /** @internal */
