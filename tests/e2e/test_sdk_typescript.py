@@ -126,7 +126,7 @@ def test_reference_docs(tmp_path):
     documented = set().union(*ids.values())
     for want in ("Client", "Sandboxes.create", "Sandbox.fork", "Sandbox.pause", "Sandbox.snapshot",
                  "Commands.run", "Command.sendStdin", "Command.sendSignal", "Command.resize", "Files.watch",
-                 "Files.readTar", "Files.writeTar", "Ports.token", "Secrets.put", "SpaceError.code", "NotFoundError",
+                 "Files.readTar", "Files.writeTar", "Ports.token", "Builds.run", "Secrets.put", "SpaceError.code", "NotFoundError",
                  "ConflictError", "OperationFailedError", "CommandResult.exitCode", "SandboxInfo"):
         assert want in documented, f"{want} is not in the reference"
     assert "Forks it into" in pages["sandbox.html"], "Sandbox.fork's JSDoc is missing"

@@ -596,6 +596,31 @@ test('snapshots: take a named one, create from it, delete it', T, async () => {
   await assert.rejects(sb.snapshot('.bad'), typed(BadRequestError, 'bad_request', 400))
 })
 
+test('builds: a template from minimal, its log, a sandbox of it; a failing step', T, async () => {
+  const name = `sdk-built-${process.pid}`
+  const logs = []
+  const steps = []
+  const b = await client.builds.run(
+    { name, from: 'minimal', steps: [{ run: 'echo building; echo made > /etc/sdk-made' }, { env: { SDK_BUILT: 'yes' } }] },
+    { onLog: (step, text) => logs.push([step, text]), onStep: (st) => steps.push(st.state) },
+  )
+  assert.equal(b.state, 'succeeded')
+  assert.match(b.digest, /^sha256:[0-9a-f]{64}$/)
+  assert.ok(logs.some(([step, text]) => step === 0 && text.includes('building')), JSON.stringify(logs))
+  assert.ok(steps.includes('done'), JSON.stringify(steps))
+  assert.equal((await client.templates.get(name)).digest, b.digest)
+  const sb = track(await client.sandboxes.create({ template: name, metadata: { suite: RUN } }))
+  const r = await sb.run(['sh', '-c', 'cat /etc/sdk-made; echo $SDK_BUILT'])
+  assert.equal(r.stdout, 'made\nyes\n')
+  await remove(sb)
+  await assert.rejects(
+    client.builds.run({ name: `${name}-broken`, from: 'minimal', steps: [{ run: 'exit 3' }] }),
+    (e) => e instanceof OperationFailedError && e.operation.kind === 'build' && /step/.test(e.message),
+  )
+  await client.templates.delete(name)
+  await assert.rejects(client.templates.get(name), typed(NotFoundError, 'not_found', 404))
+})
+
 test('operations: a create cut short by a delete rejects with OperationFailedError', T, async () => {
   // Not the template's size: a cold boot, long enough for the delete to come first.
   const sb = track(await client.sandboxes.create({ template: 'minimal', memoryMib: 160, wait: false }))

@@ -1,5 +1,6 @@
 /* client.ts -- the entry point: a Client and its collections (sandboxes, snapshots, templates, secrets) */
 
+import { Builds } from "./builds.js";
 import { type ClientOptions, resolveConfig } from "./config.js";
 import { Transport, seg } from "./http.js";
 import { Operations, type WaitOptions } from "./operations.js";
@@ -133,6 +134,14 @@ export class Templates {
     return this.t.json<TemplateInfo>({ method: "GET", path: `/v1/templates/${seg(ref)}` });
   }
 
+  /**
+   * Drops a tag (`name:tag`) or every tag of a name; the digests stay (sandboxes made from them
+   * run on). NotFoundError when no tag matched.
+   */
+  async delete(ref: string): Promise<void> {
+    await this.t.json({ method: "DELETE", path: `/v1/templates/${seg(ref)}` });
+  }
+
   /** Keeps `size` VMs of the template booted for creates to claim (0 ends the pool). */
   setPool(ref: string, size: number): Promise<TemplateInfo> {
     return this.t.json<TemplateInfo>({ method: "PUT", path: `/v1/templates/${seg(ref)}/pool`, json: { size } });
@@ -191,6 +200,8 @@ export class Client {
   readonly templates: Templates;
   /** Secrets for network policies' inject rules. */
   readonly secrets: Secrets;
+  /** Template builds and build contexts. */
+  readonly builds: Builds;
   private readonly t: Transport;
 
   /** Throws UnauthorizedError when no API key is given or set in the environment. */
@@ -201,6 +212,7 @@ export class Client {
     this.snapshots = new Snapshots(this.t);
     this.templates = new Templates(this.t);
     this.secrets = new Secrets(this.t);
+    this.builds = new Builds(this.t);
   }
 
   /** The control plane's base URL. */

@@ -17,6 +17,15 @@ export {
 } from "./commands.js";
 export { Files, type FileOptions, type ReadOptions, type WriteOptions, type WatchOptions, type Watch, type TarResult } from "./files.js";
 export { Operations, type WaitOptions } from "./operations.js";
+export {
+  Builds,
+  type BuildSpec,
+  type BuildStep,
+  type BuildStepInfo,
+  type BuildInfo,
+  type BuildEnd,
+  type BuildLogOptions,
+} from "./builds.js";
 export { Ports, type PortInfo, type PortsInfo, type PortToken } from "./ports.js";
 export * from "./errors.js";
 export type * from "./types.js";

@@ -426,7 +426,7 @@ def main(argv):
         summaries[mod] = file_summary(src)
     site = Site(decls)
     os.makedirs(out_dir, exist_ok=True)
-    order = ["client.ts", "sandbox.ts", "commands.ts", "files.ts", "ports.ts", "operations.ts", "errors.ts", "config.ts", "types.ts"]
+    order = ["client.ts", "sandbox.ts", "commands.ts", "files.ts", "ports.ts", "builds.ts", "operations.ts", "errors.ts", "config.ts", "types.ts"]
     modules.sort(key=lambda m: (order.index(m) if m in order else len(order), m))
     for mod in modules:
         body = [head(f"{mod[:-3]} — SPACE TypeScript SDK", modules, page(mod)),
