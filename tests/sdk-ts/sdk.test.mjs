@@ -596,12 +596,23 @@ test('snapshots: take a named one, create from it, delete it', T, async () => {
   await assert.rejects(sb.snapshot('.bad'), typed(BadRequestError, 'bad_request', 400))
 })
 
-test('builds: a template from minimal, its log, a sandbox of it; a failing step', T, async () => {
+test('builds: a context, a template from minimal, its log, a sandbox of it; a failing step', T, async () => {
   const name = `sdk-built-${process.pid}`
   const logs = []
   const steps = []
+  // A context of one file, hello.txt, for the copy step.
+  const tar = new Uint8Array(512 * 4)
+  tar.set(tarHeader('hello.txt', 4), 0)
+  tar.set(new TextEncoder().encode('ctx\n'), 512)
+  const ctx = await client.builds.uploadContext(tar)
+  assert.match(ctx.context, /^sha256:[0-9a-f]{64}$/)
   const b = await client.builds.run(
-    { name, from: 'minimal', steps: [{ run: 'echo building; echo made > /etc/sdk-made' }, { env: { SDK_BUILT: 'yes' } }] },
+    {
+      name,
+      from: 'minimal',
+      context: ctx.context,
+      steps: [{ run: 'echo building; echo made > /etc/sdk-made' }, { copy: { src: 'hello.txt', dest: '/opt/' } }, { env: { SDK_BUILT: 'yes' } }],
+    },
     { onLog: (step, text) => logs.push([step, text]), onStep: (st) => steps.push(st.state) },
   )
   assert.equal(b.state, 'succeeded')
@@ -610,8 +621,8 @@ test('builds: a template from minimal, its log, a sandbox of it; a failing step'
   assert.ok(steps.includes('done'), JSON.stringify(steps))
   assert.equal((await client.templates.get(name)).digest, b.digest)
   const sb = track(await client.sandboxes.create({ template: name, metadata: { suite: RUN } }))
-  const r = await sb.run(['sh', '-c', 'cat /etc/sdk-made; echo $SDK_BUILT'])
-  assert.equal(r.stdout, 'made\nyes\n')
+  const r = await sb.run(['sh', '-c', 'cat /etc/sdk-made /opt/hello.txt; echo $SDK_BUILT'])
+  assert.equal(r.stdout, 'made\nctx\nyes\n')
   await remove(sb)
   await assert.rejects(
     client.builds.run({ name: `${name}-broken`, from: 'minimal', steps: [{ run: 'exit 3' }] }),
