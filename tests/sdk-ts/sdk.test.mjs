@@ -630,6 +630,16 @@ test('builds: a context, a template from minimal, its log, a sandbox of it; a fa
   )
   await client.templates.delete(name)
   await assert.rejects(client.templates.get(name), typed(NotFoundError, 'not_found', 404))
+  // A running sandbox's disk made a template.
+  const shared = await mini()
+  await shared.files.write('/var/tmp/promoted.txt', 'from the sandbox')
+  const promo = await client.builds.fromSandbox(shared.id, { name: `${name}-promoted`, tags: ['v1'] })
+  const op = await client.operations.wait(promo.operation)
+  assert.equal(op.kind, 'build')
+  const t = await client.templates.get(`${name}-promoted:v1`)
+  assert.equal(t.digest, op.result.digest)
+  assert.equal((await shared.refresh()).state, 'running')
+  await client.templates.delete(`${name}-promoted`)
 })
 
 test('operations: a create cut short by a delete rejects with OperationFailedError', T, async () => {
