@@ -1,4 +1,4 @@
-/* client.ts -- the entry point: a Client and its collections (sandboxes, snapshots, templates, secrets) */
+/* client.ts -- the entry point: a Client and its collections (sandboxes, snapshots, templates, builds, secrets) */
 
 import { Builds } from "./builds.js";
 import { type ClientOptions, resolveConfig } from "./config.js";

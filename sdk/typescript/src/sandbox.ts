@@ -1,4 +1,4 @@
-/* sandbox.ts -- one sandbox: its lifecycle verbs, fork and snapshots, network policy, commands, files */
+/* sandbox.ts -- one sandbox: its lifecycle verbs, fork and snapshots, network policy, commands, files, ports */
 
 import { type CommandResult, Commands, type RunOptions } from "./commands.js";
 import { Files } from "./files.js";
