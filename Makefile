@@ -214,6 +214,30 @@ $(E2B_NPM_STAMP): tests/e2b/package.json tests/e2b/package-lock.json
 	cd tests/e2b && npm ci --no-audit --no-fund
 	@mkdir -p $(@D) && touch $@
 
+# SPACE's TypeScript SDK (sdk/typescript, docs/guides/sdk-typescript.md): src/*.ts compiled by the
+# TypeScript compiler from sdk/typescript/package-lock.json into sdk/typescript/dist (ESM + .d.ts),
+# then examples/*.ts type-checked against dist's declarations. tests/e2e/test_sdk_typescript.py
+# runs its suite (tests/sdk-ts) on tests/e2b's Node.js.
+.PHONY: sdk-ts
+SDK_TS_NPM_STAMP := $(BUILD)/stamps/sdk-ts-npm
+SDK_TS_STAMP := $(BUILD)/stamps/sdk-ts
+sdk-ts: deps
+	@[[ -f sdk/typescript/node_modules/typescript/bin/tsc ]] || rm -f $(SDK_TS_NPM_STAMP)
+	@[[ -f sdk/typescript/dist/index.js ]] || rm -f $(SDK_TS_STAMP)
+	@$(MAKE) --no-print-directory $(SDK_TS_STAMP)
+
+$(SDK_TS_NPM_STAMP): sdk/typescript/package.json sdk/typescript/package-lock.json
+	@$(NEED_NPM)
+	cd sdk/typescript && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
+$(SDK_TS_STAMP): $(SDK_TS_NPM_STAMP) $(wildcard sdk/typescript/src/*.ts sdk/typescript/examples/*.ts) \
+                 sdk/typescript/tsconfig.json sdk/typescript/tsconfig.examples.json
+	rm -rf sdk/typescript/dist
+	cd sdk/typescript && node node_modules/typescript/bin/tsc -p tsconfig.json && \
+	  node node_modules/typescript/bin/tsc -p tsconfig.examples.json
+	@mkdir -p $(@D) && touch $@
+
 # The Kubernetes manifests' test (tests/e2e/test_kubernetes.py, docs/guides/kubernetes.md):
 # kubectl from Debian's kubernetes-client (1.20; `kubectl kustomize` is kustomize v2), extracted
 # into build/tools, never installed (its /usr/bin/kubectl would collide with another package's),
@@ -287,7 +311,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps
+test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps sdk-ts
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 
