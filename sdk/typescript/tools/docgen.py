@@ -399,8 +399,13 @@ def render_decl(site, d):
                        f"<td>{site.doc_html(doc)}</td></tr>" for name, sig, doc in d.members)
         out.append(f"<table class=fields>{rows}</table>")
         return "\n".join(x for x in out if x)
+    seen = {}
     for name, sig, doc in d.members:
-        out.append(f'<div class=member><h3 id="{d.name}.{html.escape(name)}"><a href="#{d.name}.{html.escape(name)}">'
+        # An overloaded method has one heading per signature: the first keeps the plain id
+        # (what links name), the others get -2, -3 ...
+        n = seen[name] = seen.get(name, 0) + 1
+        anchor = f"{d.name}.{html.escape(name)}" + (f"-{n}" if n > 1 else "")
+        out.append(f'<div class=member><h3 id="{anchor}"><a href="#{anchor}">'
                    f"{html.escape(d.name)}.{html.escape(name)}</a></h3>"
                    f"<pre class=sig>{site.code_links(sig)}</pre>{site.doc_html(doc)}</div>")
     return "\n".join(x for x in out if x)
