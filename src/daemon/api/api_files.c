@@ -420,14 +420,53 @@ void api_files_tar_get(struct http_req *r)
 
 /* ---- watch: events as server-sent events ---- */
 
+/* A comment every WATCH_KEEPALIVE_S, so that clients and proxies that end silent bodies keep a
+ * quiet directory's watch (as a command's attach stream does). */
+#define WATCH_KEEPALIVE_S 15
+
+struct watch_ctx {
+	struct fop *f;
+	struct event *alive;
+};
+
+static void watch_alive(evutil_socket_t fd, short what, void *arg)
+{
+	struct watch_ctx *w = arg;
+	struct evbuffer *b = evbuffer_new();
+
+	(void)fd;
+	(void)what;
+	if (!b)
+		return;
+	evbuffer_add(b, ":\n\n", 3);
+	evhttp_send_reply_chunk(fop_req(w->f), b);
+	evbuffer_free(b);
+}
+
+static void watch_free(void *ctx)
+{
+	struct watch_ctx *w = ctx;
+
+	if (w && w->alive)
+		event_free(w->alive);
+	free(w);
+}
+
 static int watch_header(struct fop *f)
 {
 	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(fop_req(f));
+	struct watch_ctx *w = fop_ctx(f);
+	struct timeval every = { WATCH_KEEPALIVE_S, 0 };
+	struct event_base *base = evhttp_connection_get_base(evhttp_request_get_connection(fop_req(f)));
 
 	evhttp_add_header(hdrs, "Content-Type", "text/event-stream");
 	evhttp_add_header(hdrs, "Cache-Control", "no-store");
 	evhttp_add_header(hdrs, "X-Accel-Buffering", "no");
 	fop_reply_start(f, 200, "OK");
+	if (w && base && (w->alive = event_new(base, -1, EV_PERSIST, watch_alive, w))) {
+		w->f = f;
+		evtimer_add(w->alive, &every);
+	}
 	return fop_open_doc(f, "event: ready\ndata: ", fop_header(f), "\n\n");
 }
 
@@ -448,6 +487,7 @@ static int watch_end(struct fop *f, struct evbuffer *out)
 
 static const struct fop_kind k_watch = {
 	.kind = SESS_KIND_WATCH, .on_header = watch_header, .on_line = watch_line, .on_end = watch_end,
+	.free_ctx = watch_free,
 };
 
 void api_files_watch(struct http_req *r)
@@ -457,7 +497,8 @@ void api_files_watch(struct http_req *r)
 
 	if (common(r, &path, &user) < 0)
 		return;
-	fop_run(r, r->param[0], &k_watch, (const char *[]){ "watch", path, rec ? "-r" : NULL, NULL }, user, NULL);
+	fop_run(r, r->param[0], &k_watch, (const char *[]){ "watch", path, rec ? "-r" : NULL, NULL }, user,
+		calloc(1, sizeof(struct watch_ctx)));
 }
 
 /* ---- tokens ---- */
