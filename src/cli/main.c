@@ -20,6 +20,7 @@ static const struct ctl_verb *const verbs[] = {
 	&ctl_verb_fork,     &ctl_verb_snapshot,  &ctl_verb_snapshots, &ctl_verb_snapshot_rm,
 	&ctl_verb_network,  &ctl_verb_secret,    &ctl_verb_egress,
 	&ctl_verb_ports,    &ctl_verb_expose,    &ctl_verb_port_forward,
+	&ctl_verb_mcp,
 };
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
 
