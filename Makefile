@@ -206,6 +206,19 @@ $(E2B_NPM_STAMP): tests/e2b/package.json tests/e2b/package-lock.json
 	cd tests/e2b && npm ci --no-audit --no-fund
 	@mkdir -p $(@D) && touch $@
 
+# The MCP tests (tests/e2e/test_mcp.py): the official MCP client, @modelcontextprotocol/sdk, from
+# tests/mcp/package-lock.json, run by the Node.js tests/e2b pins (e2b-test-deps).
+.PHONY: mcp-test-deps
+MCP_NPM_STAMP := $(BUILD)/stamps/mcp-npm
+mcp-test-deps: deps e2b-test-deps
+	@[[ -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]] || rm -f $(MCP_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(MCP_NPM_STAMP)
+
+$(MCP_NPM_STAMP): tests/mcp/package.json tests/mcp/package-lock.json
+	@$(NEED_NPM)
+	cd tests/mcp && npm ci --no-audit --no-fund
+	@mkdir -p $(@D) && touch $@
+
 # The Kubernetes manifests' test (tests/e2e/test_kubernetes.py, docs/guides/kubernetes.md):
 # kubectl from Debian's kubernetes-client (1.20; `kubectl kustomize` is kustomize v2), extracted
 # into build/tools, never installed (its /usr/bin/kubectl would collide with another package's),
@@ -279,7 +292,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps
+test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps mcp-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 

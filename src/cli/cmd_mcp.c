@@ -3,10 +3,15 @@
  * batch), POSTed as it is; what comes back goes to stdout one message per line: a JSON reply
  * as one line, an event stream's messages (progress notifications, then the response) each as a
  * line as they arrive. The session id initialize answers is sent with every later message;
- * at the end of stdin the session is ended (DELETE /mcp). Messages are relayed one at a time,
- * in order. Nothing but protocol messages goes to stdout; diagnostics go to stderr. */
+ * at the end of stdin the session is ended (DELETE /mcp) once every reply is out. Each message
+ * is relayed on a thread of its own, so that a ping or a second tool call is answered while a
+ * long command runs (replies may come in any order, as JSON-RPC allows); initialize is relayed
+ * alone, before anything else is read, since the session id comes with its reply. Lines on
+ * stdout are written whole under a lock. Nothing but protocol messages goes to stdout;
+ * diagnostics go to stderr. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +26,27 @@
 /* A JSON reply's body at most. */
 #define MCP_REPLY_MAX (64u << 20)
 
-struct relay {
+/* Relayed messages in flight at once at most (a further line waits for one to end). */
+#define MCP_INFLIGHT_MAX 16
+
+/* What the relays share: the session, the count of threads in flight, stdout. */
+struct shared {
 	const struct ctl *c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int inflight;
 	char sid[128];          /* Mcp-Session-Id, "" before initialize */
 	char version[32];       /* the negotiated protocol version, "" before */
+};
+
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* One message relayed (and its thread's own state). */
+struct relay {
+	struct shared *sh;
+	char *line;             /* the message, owned */
+	size_t n;
+	char sid[128];          /* the session as it was sent, and as the reply names it */
 	bool sse;               /* this reply is text/event-stream */
 	long status;
 	char *body;             /* a JSON reply, gathered */
@@ -40,9 +62,11 @@ static void emit(const json_t *m)
 	char *s = json_dumps(m, JSON_COMPACT);
 
 	if (s) {
+		pthread_mutex_lock(&out_mu);
 		fputs(s, stdout);
 		fputc('\n', stdout);
 		fflush(stdout);
+		pthread_mutex_unlock(&out_mu);
 	}
 	free(s);
 }
@@ -145,17 +169,24 @@ static int send_one(struct relay *r, const char *method, const char *body, size_
 	CURL *curl = curl_easy_init();
 	CURLcode rc;
 
-	if (!curl || asprintf(&url, "%s/mcp", r->c->url) < 0) {
+	const struct ctl *c = r->sh->c;
+	char version[32];
+
+	pthread_mutex_lock(&r->sh->mu);
+	snprintf(r->sid, sizeof(r->sid), "%s", r->sh->sid);
+	snprintf(version, sizeof(version), "%s", r->sh->version);
+	pthread_mutex_unlock(&r->sh->mu);
+	if (!curl || asprintf(&url, "%s/mcp", c->url) < 0) {
 		if (curl)
 			curl_easy_cleanup(curl);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (r->c->api_key && asprintf(&auth, "Authorization: Bearer %s", r->c->api_key) >= 0)
+	if (c->api_key && asprintf(&auth, "Authorization: Bearer %s", c->api_key) >= 0)
 		h = curl_slist_append(h, auth);
 	if (r->sid[0] && asprintf(&sidh, "Mcp-Session-Id: %s", r->sid) >= 0)
 		h = curl_slist_append(h, sidh);
-	if (r->version[0] && asprintf(&verh, "MCP-Protocol-Version: %s", r->version) >= 0)
+	if (version[0] && asprintf(&verh, "MCP-Protocol-Version: %s", version) >= 0)
 		h = curl_slist_append(h, verh);
 	h = curl_slist_append(h, "Content-Type: application/json");
 	h = curl_slist_append(h, "Accept: application/json, text/event-stream");
@@ -180,6 +211,12 @@ static int send_one(struct relay *r, const char *method, const char *body, size_
 	rc = curl_easy_perform(curl);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &r->status);
 	sse_parser_free(&r->parser);
+	if (r->sid[0]) {
+		/* initialize's answer names the session (later ones repeat it) */
+		pthread_mutex_lock(&r->sh->mu);
+		snprintf(r->sh->sid, sizeof(r->sh->sid), "%s", r->sid);
+		pthread_mutex_unlock(&r->sh->mu);
+	}
 	curl_slist_free_all(h);
 	curl_easy_cleanup(curl);
 	if (rc != CURLE_OK) {
@@ -194,8 +231,11 @@ static void note_version(struct relay *r, const json_t *reply)
 {
 	const char *v = json_string_value(json_object_get(json_object_get(reply, "result"), "protocolVersion"));
 
-	if (v && strlen(v) < sizeof(r->version))
-		snprintf(r->version, sizeof(r->version), "%s", v);
+	if (v && strlen(v) < sizeof(r->sh->version)) {
+		pthread_mutex_lock(&r->sh->mu);
+		snprintf(r->sh->version, sizeof(r->sh->version), "%s", v);
+		pthread_mutex_unlock(&r->sh->mu);
+	}
 }
 
 static void relay_line(struct relay *r, const char *line, size_t n)
@@ -231,10 +271,73 @@ static void relay_line(struct relay *r, const char *line, size_t n)
 	json_decref(reply);
 }
 
+static void relay_free(struct relay *r)
+{
+	free(r->body);
+	free(r->line);
+	free(r);
+}
+
+static void *relay_thread(void *arg)
+{
+	struct relay *r = arg;
+	struct shared *sh = r->sh;
+
+	relay_line(r, r->line, r->n);
+	relay_free(r);
+	pthread_mutex_lock(&sh->mu);
+	sh->inflight--;
+	pthread_cond_broadcast(&sh->cv);
+	pthread_mutex_unlock(&sh->mu);
+	return NULL;
+}
+
+static bool is_initialize(const char *line, size_t n)
+{
+	json_t *m = json_loadb(line, n, 0, NULL);
+	const char *method = json_string_value(json_object_get(m, "method"));
+	bool yes = method && strcmp(method, "initialize") == 0;
+
+	json_decref(m);
+	return yes;
+}
+
+/* Relays line (taken) on a thread of its own; initialize (or when no thread can start) here. */
+static void relay_start(struct shared *sh, char *line, size_t n)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+	pthread_attr_t attr;
+	pthread_t t;
+	bool inline_ = is_initialize(line, n);
+
+	if (!r) {
+		emit_error(line, n, -32603, "spacectl mcp: out of memory");
+		free(line);
+		return;
+	}
+	r->sh = sh;
+	r->line = line;
+	r->n = n;
+	pthread_mutex_lock(&sh->mu);
+	while (sh->inflight >= MCP_INFLIGHT_MAX)
+		pthread_cond_wait(&sh->cv, &sh->mu);
+	sh->inflight++;
+	pthread_mutex_unlock(&sh->mu);
+	if (!inline_ && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&t, &attr, relay_thread, r);
+
+		pthread_attr_destroy(&attr);
+		if (rc == 0)
+			return;
+	}
+	relay_thread(r);
+}
+
 static int run(struct ctl *c, int argc, char **argv)
 {
-	struct relay r = { .c = c };
-	_cleanup_free_ char *line = NULL;
+	struct shared sh = { .c = c };
+	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	int rc = ctl_parse_json_only(c, &ctl_verb_mcp, argc, argv);
@@ -243,6 +346,8 @@ static int run(struct ctl *c, int argc, char **argv)
 		return rc;
 	if (!c->api_key)
 		fprintf(stderr, "spacectl mcp: no API key (SPACE_API_KEY, SPACE_API_KEY_FILE or --api-key): /mcp will refuse\n");
+	pthread_mutex_init(&sh.mu, NULL);
+	pthread_cond_init(&sh.cv, NULL);
 	while ((n = getline(&line, &cap, stdin)) >= 0) {
 		while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
 			line[--n] = '\0';
@@ -252,15 +357,25 @@ static int run(struct ctl *c, int argc, char **argv)
 			emit_error("", 0, -32600, "message longer than 16 MiB");
 			continue;
 		}
-		relay_line(&r, line, (size_t)n);
+		relay_start(&sh, line, (size_t)n);
+		line = NULL; /* the relay owns it */
+		cap = 0;
 	}
-	if (r.sid[0]) {
+	free(line);
+	pthread_mutex_lock(&sh.mu);
+	while (sh.inflight > 0)
+		pthread_cond_wait(&sh.cv, &sh.mu);
+	pthread_mutex_unlock(&sh.mu);
+	if (sh.sid[0]) {
+		struct relay r = { .sh = &sh };
 		char err[512];
 
 		if (send_one(&r, "DELETE", NULL, 0, err, sizeof(err)) < 0)
 			fprintf(stderr, "spacectl mcp: ending the session: %s\n", err);
+		free(r.body);
 	}
-	free(r.body);
+	pthread_cond_destroy(&sh.cv);
+	pthread_mutex_destroy(&sh.mu);
 	return CTL_EXIT_OK;
 }
 

@@ -75,10 +75,21 @@ async function main() {
     { onprogress: (p) => progress.push(p.message ?? '') });
   report('run', { ...ran, progress });
 
+  // Output arrives as progress while the command runs: it waits for a file that this client
+  // writes (a second, concurrent tool call) only once the progress with line1 came.
   const streamed = [];
-  const counted = await call('run_command', { sandbox_id: id, command: 'for i in 1 2 3; do echo line$i; sleep 0.2; done; echo oops >&2; exit 3' },
-    { onprogress: (p) => streamed.push(p.message ?? '') });
-  report('run2', { ...counted, progress: streamed });
+  let go = null;
+  const counted = await call('run_command', {
+    sandbox_id: id, timeout: 90,
+    command: 'echo line1; while [ ! -e /tmp/mcp-go ]; do sleep 0.1; done; echo line2; echo oops >&2; exit 3',
+  }, {
+    onprogress: (p) => {
+      streamed.push(p.message ?? '');
+      if (!go && streamed.join('').includes('line1\n'))
+        go = call('write_file', { sandbox_id: id, path: '/tmp/mcp-go', content: '' });
+    },
+  });
+  report('run2', { ...counted, progress: streamed, go: go ? await go : null });
 
   report('write', await call('write_file', { sandbox_id: id, path: '/home/user/mcp/hello.txt', content: 'hello from mcp\n' }));
   report('read', await call('read_file', { sandbox_id: id, path: '/home/user/mcp/hello.txt' }));
