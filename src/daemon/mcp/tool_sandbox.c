@@ -244,7 +244,13 @@ static json_t *create_body(struct mcp_call *c, space_err *err)
 		err_set(err, EINVAL, "give internet or network, not both");
 		return NULL;
 	}
-	body = json_pack("{s:s}", "template", t ? t : "base");
+	const char *snap = mcp_arg_str(c, "snapshot");
+
+	if (snap && t) {
+		err_set(err, EINVAL, "give template or snapshot, not both");
+		return NULL;
+	}
+	body = snap ? json_pack("{s:s}", "snapshot", snap) : json_pack("{s:s}", "template", t ? t : "base");
 	if (!body) {
 		err_set(err, ENOMEM, "out of memory");
 		return NULL;

@@ -18,6 +18,7 @@ const struct mcp_tool mcp_tools[] = {
 	  "The network is closed unless internet is true or a network policy is given.",
 	  "{\"type\":\"object\",\"properties\":{"
 	  "\"template\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":127,\"description\":\"template name (default \\\"base\\\")\"},"
+	  "\"snapshot\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":127,\"description\":\"start from this snapshot (a name or sn- id) instead of a template\"},"
 	  "\"internet\":{\"type\":\"boolean\",\"description\":\"outbound access to the public internet (default false)\"},"
 	  "\"network\":{\"type\":\"object\",\"description\":\"an egress policy: {\\\"allow\\\": [CIDRs or host names], \\\"deny\\\": [...]}\"},"
 	  "\"timeout\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":604800,\"description\":\"seconds until it is deleted (0: never; default: the template's)\"},"
@@ -77,7 +78,7 @@ const struct mcp_tool mcp_tools[] = {
 	  mcp_tool_fork, false, false },
 	{ "snapshot",
 	  "Save a sandbox (memory and disk) as a named snapshot that outlives it; create_sandbox can start from it "
-	  "(its name as template).",
+	  "(its snapshot argument).",
 	  "{\"type\":\"object\",\"properties\":{" SB ","
 	  "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100,\"description\":\"letters, digits, . _ -\"}"
 	  "},\"required\":[\"sandbox_id\",\"name\"],\"additionalProperties\":false}",
