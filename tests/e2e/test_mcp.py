@@ -231,3 +231,88 @@ def test_protocol_raw(daemon):
     c.close()
     st, _, b = rpc({"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert st == 404
+
+
+class Rpc:
+    """Tool calls as raw JSON-RPC over /mcp (one session)."""
+
+    def __init__(self, daemon):
+        self.daemon = daemon
+        self.sid, _ = initialize(daemon)
+        self.made = []
+
+    def tool(self, tool_name, **args):
+        st, _, b = post(self.daemon, {"jsonrpc": "2.0", "id": tool_name, "method": "tools/call",
+                                      "params": {"name": tool_name, "arguments": args}}, self.sid)
+        assert st == 200 and "result" in b, b
+        r = b["result"]
+        if tool_name in ("create_sandbox", "fork_sandbox") and not r["isError"]:
+            self.made += [r["structuredContent"].get("sandbox_id")] + r["structuredContent"].get("sandbox_ids", [])
+        return r["isError"], r.get("structuredContent") or r["content"][0]["text"]
+
+    def ok(self, tool_name, **args):
+        err, out = self.tool(tool_name, **args)
+        assert err is False, (tool_name, out)
+        return out
+
+    def cleanup(self):
+        for sb_id in filter(None, self.made):
+            if self.daemon.api.sandbox(sb_id)["state"] != "deleted":
+                self.daemon.api.remove_sandbox(sb_id)
+
+
+@pytest.fixture
+def rpc(daemon):
+    r = Rpc(daemon)
+    yield r
+    r.cleanup()
+
+
+def test_lifecycle_tools(rpc, daemon):
+    """pause (memory and disk), resume, snapshot, expose_port, truncation and timeouts, on one
+    minimal sandbox; a state that refuses an action is a tool error naming the state."""
+    sb = rpc.ok("create_sandbox", template="minimal", timeout=600)["sandbox_id"]
+    assert rpc.ok("pause", sandbox_id=sb)["state"] == "paused"
+    err, text = rpc.tool("run_command", sandbox_id=sb, command="true")
+    assert err and "paused" in text, text
+    assert rpc.ok("resume", sandbox_id=sb)["state"] == "running"
+    assert rpc.ok("pause", sandbox_id=sb, mode="disk")["state"] == "suspended"
+    assert rpc.ok("resume", sandbox_id=sb)["state"] == "running"
+    assert rpc.ok("run_command", sandbox_id=sb, command="echo back")["stdout"] == "back\n"
+    snap = rpc.ok("snapshot", sandbox_id=sb, name="mcp-test-snap")
+    assert snap["snapshot_id"].startswith("sn-") and snap["name"] == "mcp-test-snap"
+    try:
+        assert daemon.api.snapshot("mcp-test-snap")["id"] == snap["snapshot_id"]
+        err, text = rpc.tool("snapshot", sandbox_id=sb, name="mcp-test-snap")
+        assert err and "mcp-test-snap" in text, text  # the name is taken
+    finally:
+        daemon.api.delete_snapshot("mcp-test-snap")
+    priv = rpc.ok("expose_port", sandbox_id=sb, port=8000)
+    assert priv["url"].startswith("http://8000-" + sb + ".") and len(priv["token"]) == 64
+    assert priv["header"] == "X-Space-Token" and priv["public"] is False
+    pub = rpc.ok("expose_port", sandbox_id=sb, port=8001, public=True)
+    assert pub["public"] is True and "token" not in pub
+    big = rpc.ok("run_command", sandbox_id=sb, command="yes | head -c 200000", timeout=60)
+    assert len(big["stdout"]) == 65536 and big["notes"] == ["stdout truncated: 200000 bytes written, the first 65536 kept"]
+    slow = rpc.ok("run_command", sandbox_id=sb, command="sleep 60", timeout=1)
+    assert slow["exit_code"] == -1 and slow["signal"] == 9 and "killed after the timeout of 1 s" in slow["notes"]
+    listed = rpc.ok("list_sandboxes")["sandboxes"]
+    assert [s["state"] for s in listed if s["sandbox_id"] == sb] == ["running"]
+    assert rpc.ok("delete_sandbox", sandbox_id=sb)["deleted"] is True
+    err, text = rpc.tool("resume", sandbox_id=sb)
+    assert err, text
+
+
+def test_run_code(rpc):
+    """Through the code interpreter in code-interpreter-v1 (the last value as a result, an
+    exception as an error); as python3 in base, which has no interpreter."""
+    ci = rpc.ok("create_sandbox", template="code-interpreter-v1", timeout=600)["sandbox_id"]
+    out = rpc.ok("run_code", sandbox_id=ci, code="import sys\nprint('hi')\nprint('e', file=sys.stderr)\n6*7")
+    assert out == {"stdout": "hi\n", "stderr": "e\n", "results": ["42"], "error": None}, out
+    out = rpc.ok("run_code", sandbox_id=ci, code="1/0")
+    assert out["error"]["name"] == "ZeroDivisionError" and "1/0" in out["error"]["traceback"]
+    assert rpc.ok("delete_sandbox", sandbox_id=ci)["deleted"] is True
+    base = rpc.ok("create_sandbox", template="base", timeout=600)["sandbox_id"]
+    out = rpc.ok("run_code", sandbox_id=base, code="print(6*7)")
+    assert out == {"stdout": "42\n", "stderr": "", "exit_code": 0}, out
+    assert rpc.ok("delete_sandbox", sandbox_id=base)["deleted"] is True
