@@ -205,6 +205,9 @@ def test_protocol_raw(daemon):
     assert st == 400 and b["error"]["code"] == -32600
     st, _, b = rpc([{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}])
     assert b[0]["error"]["code"] == -32600  # initialize never in a batch
+    st, _, b = post(daemon, [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+                             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}])
+    assert st == 400  # ... nor does one in a batch open a session for the rest
     st, _, b = rpc({"jsonrpc": "2.0", "id": 1, "method": "ping"}, ctype="text/plain")
     assert st == 415
     st, _, b = rpc({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"MCP-Protocol-Version": "1999-01-01"})

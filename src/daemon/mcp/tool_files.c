@@ -109,7 +109,8 @@ static void read_done(struct fop *f, struct evbuffer *out)
 	size_t n = evbuffer_get_length(out);
 	const char *p = n ? (const char *)evbuffer_pullup(out, -1) : "";
 	bool cut;
-	json_t *text = mcp_text(p ? p : "", p ? n : 0, MCP_READ_MAX, &cut), *res;
+	json_t *text = mcp_text(p ? p : "", p ? n : 0, MCP_READ_MAX, &cut);
+	char *shown = NULL;
 
 	x->answered = true;
 	if (!text) {
@@ -119,32 +120,20 @@ static void read_done(struct fop *f, struct evbuffer *out)
 	cut = cut || (uint64_t)size > n;
 	if (c->uri) {
 		/* resources/read: the contents, not a tool result */
-		res = json_pack("{s:[{s:s,s:s,s:o}]}", "contents", "uri", c->uri, "mimeType", "text/plain", "text", text);
-	} else if (cut) {
-		char note[200];
-
-		snprintf(note, sizeof(note), "\n[truncated: the file has %" PRId64 " bytes; the first %zu are shown]",
-			 (int64_t)size, json_string_length(text));
-		res = mcp_tool_result(json_string_value(text), json_pack("{s:s,s:O,s:I,s:b}", "path", x->path, "content",
-									 text, "size", size, "truncated", 1),
-				      false);
-		if (res) {
-			json_t *t0 = json_object_get(json_array_get(json_object_get(res, "content"), 0), "text");
-			char *both = NULL;
-
-			if (asprintf(&both, "%s%s", json_string_value(t0), note) >= 0) {
-				json_string_set(t0, both);
-				free(both);
-			}
-		}
-		json_decref(text);
-	} else {
-		res = mcp_tool_result(json_string_value(text),
-				      json_pack("{s:s,s:O,s:I,s:b}", "path", x->path, "content", text, "size", size, "truncated", 0),
-				      false);
-		json_decref(text);
+		mcp_call_done(c, json_pack("{s:[{s:s,s:s,s:o}]}", "contents", "uri", c->uri, "mimeType", "text/plain",
+					   "text", text));
+		return;
 	}
-	mcp_call_done(c, res);
+	/* The text an agent reads says when it is not the whole file. */
+	if (cut && asprintf(&shown, "%s\n[truncated: the file has %" PRId64 " bytes; the first %zu are shown]",
+			    json_string_value(text), (int64_t)size, json_string_length(text)) < 0)
+		shown = NULL;
+	mcp_call_done(c, mcp_tool_result(shown ? shown : json_string_value(text),
+					 json_pack("{s:s,s:O,s:I,s:b}", "path", x->path, "content", text, "size", size,
+						   "truncated", cut),
+					 false));
+	json_decref(text);
+	free(shown);
 }
 
 static const struct fop_kind k_read = {

@@ -517,7 +517,10 @@ static void mcp_post(struct http_req *r)
 		http_reply_json(r->req, 400, err);
 		return;
 	}
-	if (!has_initialize(msgs) && check_session(r->req, "Mcp-Session-Id is required (initialize first)") < 0) {
+	/* Only a lone initialize opens a session: in a batch it is refused (do_request), and the
+	 * batch's other messages need a session like any. */
+	if (!(!batch && has_initialize(msgs)) &&
+	    check_session(r->req, "Mcp-Session-Id is required (initialize first)") < 0) {
 		json_decref(msgs);
 		return;
 	}
