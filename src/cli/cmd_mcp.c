@@ -263,10 +263,13 @@ static void relay_line(struct relay *r, const char *line, size_t n)
 		emit(reply);
 	} else {
 		/* an error of the transport's (401, 404 session, 400 no id): answered for the request */
-		const char *m = json_string_value(json_object_get(json_object_get(reply, "error"), "message"));
+		const json_t *e = json_object_get(reply, "error");
+		const char *m = json_string_value(json_object_get(e, "message"));
+		json_t *code = json_object_get(e, "code");
 
 		snprintf(msg, sizeof(msg), "HTTP %ld: %s", r->status, m ? m : "the daemon refused the message");
-		emit_error(line, n, r->status == 401 ? -32001 : -32600, msg);
+		emit_error(line, n, r->status == 401 ? -32001 : json_is_integer(code) ? (int)json_integer_value(code) : -32600,
+			   msg);
 	}
 	json_decref(reply);
 }
