@@ -9,6 +9,8 @@ import http.client
 import json
 import os
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -299,6 +301,25 @@ def test_lifecycle_tools(rpc, daemon):
     assert len(big["stdout"]) == 65536 and big["notes"] == ["stdout truncated: 200000 bytes written, the first 65536 kept"]
     slow = rpc.ok("run_command", sandbox_id=sb, command="sleep 60", timeout=1)
     assert slow["exit_code"] == -1 and slow["signal"] == 9 and "killed after the timeout of 1 s" in slow["notes"]
+    # notifications/cancelled (another POST of the session) ends a command in flight: killed
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=rpc.tool("run_command", sandbox_id=sb, command="sleep 300")))
+    t.start()
+    for _ in range(600):  # until its session runs (it is listed like /v1's)
+        if [x for x in daemon.api.sessions(sb) if x["argv"][-1] == "sleep 300" and x["state"] == "running"]:
+            break
+        time.sleep(0.1)
+    st, _, b = post(daemon, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                             "params": {"requestId": "run_command", "reason": "test"}}, rpc.sid)
+    assert st == 202
+    t.join(120)
+    assert got["r"][0] is True and "cancelled by the client" in got["r"][1], got
+    for _ in range(600):  # the kill lands once the agent reports the exit
+        ended = [x for x in daemon.api.sessions(sb) if x["argv"][-1] == "sleep 300" and x["state"] != "running"]
+        if ended:
+            break
+        time.sleep(0.1)
+    assert ended and ended[0]["signal"] == 9, daemon.api.sessions(sb)
     listed = rpc.ok("list_sandboxes")["sandboxes"]
     assert [s["state"] for s in listed if s["sandbox_id"] == sb] == ["running"]
     assert rpc.ok("delete_sandbox", sandbox_id=sb)["deleted"] is True

@@ -41,10 +41,41 @@ struct mcp_x {
 	void *cancel_arg;
 	struct event *kick;  /* runs the next message, outside the callback that finished one */
 	char sid[MCP_SID_LEN];
+	struct mcp_x *lprev, *lnext; /* in `calls` while a tool runs */
+	bool listed;
 };
+
+/* Exchanges whose tool runs, for notifications/cancelled (which comes on another POST of the
+ * same session). The daemon has one loop: a list in the module is enough. */
+static struct mcp_x *calls;
+
+static void unlist(struct mcp_x *x)
+{
+	if (!x->listed)
+		return;
+	if (x->lprev)
+		x->lprev->lnext = x->lnext;
+	else
+		calls = x->lnext;
+	if (x->lnext)
+		x->lnext->lprev = x->lprev;
+	x->lprev = x->lnext = NULL;
+	x->listed = false;
+}
+
+static void enlist(struct mcp_x *x)
+{
+	x->lnext = calls;
+	x->lprev = NULL;
+	if (calls)
+		calls->lprev = x;
+	calls = x;
+	x->listed = true;
+}
 
 static void x_free(struct mcp_x *x)
 {
+	unlist(x);
 	if (x->kick)
 		event_free(x->kick);
 	json_decref(x->msgs);
@@ -175,6 +206,7 @@ static bool start_call(struct mcp_x *x, const json_t *m, const struct mcp_tool *
 	space_err err = { 0 };
 
 	x->call_id = json_deep_copy(json_object_get(m, "id"));
+	enlist(x);
 	x->call = (struct mcp_call){ .d = x->d, .tool = t, .args = args, .progress = progress_token(params_of(m)),
 				     .uri = uri, .x = x };
 	if (mcp_args_check(t->schema, args, &err) < 0) {
@@ -262,6 +294,23 @@ static bool do_request(struct mcp_x *x, const json_t *m)
 	return false;
 }
 
+/* notifications/cancelled {requestId}: the tool of that request in this session, if it still
+ * waits under the exchange's hold (an operation, a command: the command is killed), ends with a
+ * tool error; one in a step that holds the request itself (a file operation) runs on. */
+static void do_cancelled(struct mcp_x *x, const json_t *m)
+{
+	const json_t *rid = json_object_get(params_of(m), "requestId");
+
+	for (struct mcp_x *o = calls; rid && o; o = o->lnext) {
+		if (o == x || strcmp(o->sid, x->sid) != 0 || !o->call_id || !json_equal(o->call_id, rid) || !o->cancel)
+			continue;
+		o->cancel(o->cancel_arg);
+		o->cancel = NULL;
+		mcp_call_fail(&o->call, "%s: cancelled by the client", o->call.tool->name);
+		return;
+	}
+}
+
 /* Runs messages from x->next on until one waits or all are done (then the reply). */
 static void x_run(struct mcp_x *x)
 {
@@ -277,8 +326,11 @@ static void x_run(struct mcp_x *x)
 					     "invalid request: %s", why));
 			break;
 		}
-		case MCP_NOTIFICATION: /* notifications/initialized, cancelled...: nothing to do */
-		case MCP_RESPONSE:     /* we send no requests: nothing awaits one */
+		case MCP_NOTIFICATION: /* notifications/initialized...: nothing to do */
+			if (strcmp(json_string_value(json_object_get(m, "method")), "notifications/cancelled") == 0)
+				do_cancelled(x, m);
+			break;
+		case MCP_RESPONSE: /* we send no requests: nothing awaits one */
 			break;
 		case MCP_REQUEST:
 			if (do_request(x, m))
@@ -303,6 +355,7 @@ void mcp_call_done(struct mcp_call *c, json_t *result)
 	struct mcp_x *x = c->x;
 
 	x->cancel = NULL;
+	unlist(x);
 	if (c->uri && json_is_true(json_object_get(result, "isError"))) {
 		/* resources/read: a file it cannot read is the protocol's "resource not found" */
 		json_t *t = json_object_get(json_array_get(json_object_get(result, "content"), 0), "text");
@@ -490,6 +543,7 @@ static void mcp_post(struct http_req *r)
 	size_t len = evbuffer_get_length(in);
 	const char *ct = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Content-Type");
 	const char *accept = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Accept");
+	const char *sid = evhttp_find_header(evhttp_request_get_input_headers(r->req), "Mcp-Session-Id");
 	json_t *msgs = NULL, *err = NULL;
 	struct mcp_x *x;
 	bool batch;
@@ -534,6 +588,7 @@ static void mcp_post(struct http_req *r)
 	}
 	x->d = r->d;
 	x->req = r->req;
+	snprintf(x->sid, sizeof(x->sid), "%s", sid ? sid : "");
 	x->msgs = msgs;
 	x->batch = batch;
 	x->accepts_sse = header_has(r->req, "Accept", "text/event-stream");
