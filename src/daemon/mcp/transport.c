@@ -19,37 +19,15 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "exchange.h"
 #include "mcp.h"
 #include "model/model.h"
-
-struct mcp_x {
-	struct http_hold hold; /* first: x_gone gets &hold */
-	struct spaced *d;
-	struct evhttp_request *req;
-	json_t *msgs;        /* the messages, an array */
-	size_t next;         /* the next one to run */
-	bool batch;
-	json_t *out;         /* the responses so far */
-	bool accepts_sse;    /* Accept names text/event-stream */
-	bool sse;            /* the reply began as an event stream */
-	bool held;
-	struct mcp_call call;
-	json_t *call_id;     /* the id of the tools/call in flight (NULL: none) */
-	json_t *call_args;   /* arguments the exchange made (resources/read), else NULL */
-	void (*cancel)(void *arg);
-	void *cancel_arg;
-	struct event *kick;  /* runs the next message, outside the callback that finished one */
-	char sid[MCP_SID_LEN];
-	struct mcp_x *lprev, *lnext; /* in `calls` while a tool runs */
-	bool listed;
-};
 
 /* Exchanges whose tool runs, for notifications/cancelled (which comes on another POST of the
  * same session). The daemon has one loop: a list in the module is enough. */
 static struct mcp_x *calls;
 
-static void unlist(struct mcp_x *x)
+void mcp_x_unlist(struct mcp_x *x)
 {
 	if (!x->listed)
 		return;
@@ -73,9 +51,9 @@ static void enlist(struct mcp_x *x)
 	x->listed = true;
 }
 
-static void x_free(struct mcp_x *x)
+void mcp_x_free(struct mcp_x *x)
 {
-	unlist(x);
+	mcp_x_unlist(x);
 	if (x->kick)
 		event_free(x->kick);
 	json_decref(x->msgs);
@@ -92,10 +70,10 @@ static void x_gone(struct http_hold *h)
 	x->held = false;
 	if (x->cancel)
 		x->cancel(x->cancel_arg);
-	x_free(x);
+	mcp_x_free(x);
 }
 
-static void x_hold(struct mcp_x *x)
+void mcp_x_hold(struct mcp_x *x)
 {
 	if (x->held)
 		return;
@@ -103,7 +81,7 @@ static void x_hold(struct mcp_x *x)
 	x->held = true;
 }
 
-static void x_unhold(struct mcp_x *x)
+void mcp_x_unhold(struct mcp_x *x)
 {
 	if (!x->held)
 		return;
@@ -111,7 +89,7 @@ static void x_unhold(struct mcp_x *x)
 	x->held = false;
 }
 
-static void add_out(struct mcp_x *x, json_t *msg)
+void mcp_x_add(struct mcp_x *x, json_t *msg)
 {
 	if (!msg)
 		msg = mcp_error(NULL, MCP_INTERNAL_ERROR, "out of memory");
@@ -121,7 +99,7 @@ static void add_out(struct mcp_x *x, json_t *msg)
 
 /* ---- the reply ---- */
 
-static int sse_event(struct mcp_x *x, const json_t *msg)
+int mcp_x_sse_event(struct mcp_x *x, const json_t *msg)
 {
 	struct evbuffer *b = evbuffer_new();
 	char *s = json_dumps(msg, JSON_COMPACT);
@@ -138,7 +116,7 @@ static int sse_event(struct mcp_x *x, const json_t *msg)
 	return rc;
 }
 
-static void sse_begin(struct mcp_x *x)
+void mcp_x_sse_begin(struct mcp_x *x)
 {
 	struct evkeyvalq *h = evhttp_request_get_output_headers(x->req);
 
@@ -154,17 +132,17 @@ static void x_finish(struct mcp_x *x)
 
 	if (x->sse) {
 		for (size_t i = 0; i < n; i++)
-			sse_event(x, json_array_get(x->out, i));
-		x_unhold(x);
+			mcp_x_sse_event(x, json_array_get(x->out, i));
+		mcp_x_unhold(x);
 		evhttp_send_reply_end(x->req);
 	} else {
-		x_unhold(x);
+		mcp_x_unhold(x);
 		if (n == 0)
 			http_reply_empty(x->req, 202); /* only notifications and responses */
 		else
 			http_reply_json(x->req, 200, json_incref(x->batch ? x->out : json_array_get(x->out, 0)));
 	}
-	x_free(x);
+	mcp_x_free(x);
 }
 
 /* ---- the methods ---- */
@@ -225,21 +203,21 @@ static bool do_tools_call(struct mcp_x *x, const json_t *m)
 	const struct mcp_tool *t;
 
 	if (!name) {
-		add_out(x, mcp_error(id, MCP_INVALID_PARAMS, "tools/call needs params.name (a tool's name)"));
+		mcp_x_add(x, mcp_error(id, MCP_INVALID_PARAMS, "tools/call needs params.name (a tool's name)"));
 		return false;
 	}
 	if (!(t = mcp_tool_find(name))) {
-		add_out(x, mcp_error(id, MCP_INVALID_PARAMS, "unknown tool '%.64s' (tools/list names them)", name));
+		mcp_x_add(x, mcp_error(id, MCP_INVALID_PARAMS, "unknown tool '%.64s' (tools/list names them)", name));
 		return false;
 	}
 	if (args && !json_is_object(args) && !json_is_null(args)) {
-		add_out(x, mcp_error(id, MCP_INVALID_PARAMS, "params.arguments must be an object"));
+		mcp_x_add(x, mcp_error(id, MCP_INVALID_PARAMS, "params.arguments must be an object"));
 		return false;
 	}
 	if (!args || json_is_null(args)) {
 		args = x->call_args = json_object();
 		if (!args) {
-			add_out(x, mcp_error(id, MCP_INTERNAL_ERROR, "out of memory"));
+			mcp_x_add(x, mcp_error(id, MCP_INTERNAL_ERROR, "out of memory"));
 			return false;
 		}
 	}
@@ -253,13 +231,13 @@ static bool do_resources_read(struct mcp_x *x, const json_t *m)
 	char sb[ID_LEN], path[4096];
 
 	if (!uri || mcp_uri_parse(uri, sb, sizeof(sb), path, sizeof(path)) < 0) {
-		add_out(x, mcp_error(id, MCP_INVALID_PARAMS, "resources/read needs params.uri of the form %s{sandbox_id}/files/{path}",
+		mcp_x_add(x, mcp_error(id, MCP_INVALID_PARAMS, "resources/read needs params.uri of the form %s{sandbox_id}/files/{path}",
 				     MCP_URI_PREFIX));
 		return false;
 	}
 	x->call_args = json_pack("{s:s,s:s}", "sandbox_id", sb, "path", path);
 	if (!x->call_args) {
-		add_out(x, mcp_error(id, MCP_INTERNAL_ERROR, "out of memory"));
+		mcp_x_add(x, mcp_error(id, MCP_INTERNAL_ERROR, "out of memory"));
 		return false;
 	}
 	return start_call(x, m, mcp_tool_find("read_file"), x->call_args, uri);
@@ -273,23 +251,23 @@ static bool do_request(struct mcp_x *x, const json_t *m)
 
 	if (strcmp(method, "initialize") == 0) {
 		if (x->batch)
-			add_out(x, mcp_error(id, MCP_INVALID_REQUEST, "initialize must not be part of a batch"));
+			mcp_x_add(x, mcp_error(id, MCP_INVALID_REQUEST, "initialize must not be part of a batch"));
 		else
-			add_out(x, do_initialize(x, m));
+			mcp_x_add(x, do_initialize(x, m));
 	} else if (strcmp(method, "ping") == 0) {
-		add_out(x, mcp_result(id, json_object()));
+		mcp_x_add(x, mcp_result(id, json_object()));
 	} else if (strcmp(method, "tools/list") == 0) {
-		add_out(x, mcp_result(id, mcp_tools_list()));
+		mcp_x_add(x, mcp_result(id, mcp_tools_list()));
 	} else if (strcmp(method, "tools/call") == 0) {
 		return do_tools_call(x, m);
 	} else if (strcmp(method, "resources/list") == 0) {
-		add_out(x, mcp_result(id, json_pack("{s:[]}", "resources")));
+		mcp_x_add(x, mcp_result(id, json_pack("{s:[]}", "resources")));
 	} else if (strcmp(method, "resources/templates/list") == 0) {
-		add_out(x, mcp_result(id, mcp_resource_templates()));
+		mcp_x_add(x, mcp_result(id, mcp_resource_templates()));
 	} else if (strcmp(method, "resources/read") == 0) {
 		return do_resources_read(x, m);
 	} else {
-		add_out(x, mcp_error(id, MCP_METHOD_NOT_FOUND, "method '%.128s' is not served", method));
+		mcp_x_add(x, mcp_error(id, MCP_METHOD_NOT_FOUND, "method '%.128s' is not served", method));
 	}
 	return false;
 }
@@ -322,7 +300,7 @@ static void x_run(struct mcp_x *x)
 		case MCP_INVALID: {
 			const json_t *id = json_is_object(m) ? json_object_get(m, "id") : NULL;
 
-			add_out(x, mcp_error(json_is_string(id) || json_is_integer(id) ? id : NULL, MCP_INVALID_REQUEST,
+			mcp_x_add(x, mcp_error(json_is_string(id) || json_is_integer(id) ? id : NULL, MCP_INVALID_REQUEST,
 					     "invalid request: %s", why));
 			break;
 		}
@@ -346,135 +324,6 @@ static void x_kick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	x_run(arg);
-}
-
-/* ---- what tools call ---- */
-
-void mcp_call_done(struct mcp_call *c, json_t *result)
-{
-	struct mcp_x *x = c->x;
-
-	x->cancel = NULL;
-	unlist(x);
-	if (c->uri && json_is_true(json_object_get(result, "isError"))) {
-		/* resources/read: a file it cannot read is the protocol's "resource not found" */
-		json_t *t = json_object_get(json_array_get(json_object_get(result, "content"), 0), "text");
-
-		add_out(x, mcp_error(x->call_id, -32002, "%s", json_string_value(t) ? json_string_value(t) : "not found"));
-		json_decref(result);
-	} else {
-		add_out(x, mcp_result(x->call_id, result));
-	}
-	json_decref(x->call_id);
-	x->call_id = NULL;
-	json_decref(x->call_args);
-	x->call_args = NULL;
-	x_hold(x);
-	event_active(x->kick, 0, 0);
-}
-
-void mcp_call_fail(struct mcp_call *c, const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	mcp_call_done(c, mcp_tool_result(msg, NULL, true));
-}
-
-void mcp_call_err(struct mcp_call *c, const char *what, const space_err *e)
-{
-	mcp_call_fail(c, "%s: %s", what, e->msg[0] ? e->msg : "failed");
-}
-
-void mcp_call_gone(struct mcp_call *c)
-{
-	struct mcp_x *x = c->x;
-
-	x->cancel = NULL;
-	if (x->held) {
-		http_hold_end(&x->hold);
-		x->held = false;
-	}
-	x_free(x);
-}
-
-void mcp_call_wait(struct mcp_call *c, void (*cancel)(void *arg), void *arg)
-{
-	c->x->cancel = cancel;
-	c->x->cancel_arg = arg;
-	x_hold(c->x);
-}
-
-void mcp_call_unhold(struct mcp_call *c)
-{
-	c->x->cancel = NULL;
-	x_unhold(c->x);
-}
-
-struct evhttp_request *mcp_call_req(struct mcp_call *c)
-{
-	return c->x->req;
-}
-
-bool mcp_call_streams(const struct mcp_call *c)
-{
-	return c->progress && !c->x->batch && c->x->accepts_sse;
-}
-
-int mcp_call_progress(struct mcp_call *c, double progress, const char *message, size_t len)
-{
-	struct mcp_x *x = c->x;
-	bool cut;
-	json_t *text, *n;
-	int rc;
-
-	if (!mcp_call_streams(c))
-		return -1;
-	text = mcp_text(message, len, len, &cut);
-	n = text ? mcp_notification("notifications/progress",
-				    json_pack("{s:O,s:f,s:o}", "progressToken", c->progress, "progress", progress, "message",
-					      text))
-		 : NULL;
-	if (!n)
-		return -1;
-	if (!x->sse)
-		sse_begin(x);
-	rc = sse_event(x, n);
-	json_decref(n);
-	return rc;
-}
-
-const char *mcp_arg_str(const struct mcp_call *c, const char *key)
-{
-	return json_string_value(json_object_get(c->args, key));
-}
-
-int64_t mcp_arg_int(const struct mcp_call *c, const char *key, int64_t dflt)
-{
-	json_t *v = json_object_get(c->args, key);
-
-	return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
-}
-
-bool mcp_arg_bool(const struct mcp_call *c, const char *key, bool dflt)
-{
-	json_t *v = json_object_get(c->args, key);
-
-	return json_is_boolean(v) ? json_is_true(v) : dflt;
-}
-
-int mcp_arg_sandbox(struct mcp_call *c, const char **id)
-{
-	*id = mcp_arg_str(c, "sandbox_id");
-	if (!*id || !id_valid(*id, "sb-")) {
-		mcp_call_fail(c, "%s: no sandbox '%.64s' (ids look like sb-0123456789abcdef: list_sandboxes names them)",
-			      c->tool->name, *id ? *id : "");
-		return -1;
-	}
-	return 0;
 }
 
 /* ---- the routes ---- */
@@ -581,7 +430,7 @@ static void mcp_post(struct http_req *r)
 	x = calloc(1, sizeof(*x));
 	if (!x || !(x->out = json_array()) || !(x->kick = event_new(r->d->base, -1, 0, x_kick, x))) {
 		if (x)
-			x_free(x);
+			mcp_x_free(x);
 		json_decref(msgs);
 		reply_rpc_error(r->req, 500, MCP_INTERNAL_ERROR, "out of memory");
 		return;
