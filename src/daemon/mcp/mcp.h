@@ -95,7 +95,7 @@ json_t *mcp_tool_result(const char *text, json_t *structured, bool is_error);
 /* The same with structured rendered as its text. */
 json_t *mcp_tool_json(json_t *structured);
 
-/* ---- one tools/call in flight (transport.c) ----
+/* ---- one tools/call in flight (call.c, over the exchange of transport.c) ----
  * A tool answers exactly once: mcp_call_done (a result), mcp_call_fail (isError: a message an
  * agent can act on) or mcp_call_gone (the client left while a step that held the request, such
  * as the file engine, ran). While a tool waits for the core it either keeps the exchange's hold
