@@ -236,6 +236,18 @@ $(SDK_TS_STAMP): $(SDK_TS_NPM_STAMP) $(wildcard sdk/typescript/src/*.ts sdk/type
 	rm -rf sdk/typescript/dist
 	cd sdk/typescript && node node_modules/typescript/bin/tsc -p tsconfig.json && \
 	  node node_modules/typescript/bin/tsc -p tsconfig.examples.json
+
+# The MCP tests (tests/e2e/test_mcp.py): the official MCP client, @modelcontextprotocol/sdk, from
+# tests/mcp/package-lock.json, run by the Node.js tests/e2b pins (e2b-test-deps).
+.PHONY: mcp-test-deps
+MCP_NPM_STAMP := $(BUILD)/stamps/mcp-npm
+mcp-test-deps: deps e2b-test-deps
+	@[[ -d tests/mcp/node_modules/@modelcontextprotocol/sdk ]] || rm -f $(MCP_NPM_STAMP)
+	@$(MAKE) --no-print-directory $(MCP_NPM_STAMP)
+
+$(MCP_NPM_STAMP): tests/mcp/package.json tests/mcp/package-lock.json
+	@$(NEED_NPM)
+	cd tests/mcp && npm ci --no-audit --no-fund
 	@mkdir -p $(@D) && touch $@
 
 # The Kubernetes manifests' test (tests/e2e/test_kubernetes.py, docs/guides/kubernetes.md):
@@ -311,7 +323,7 @@ unit: deps
 san-bins: deps layers
 	@$(MAKE) --no-print-directory $(SAN_BINS)
 
-test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps sdk-ts
+test: all san-bins browser-test-deps e2b-test-deps k8s-test-deps sdk-ts mcp-test-deps
 	@$(MAKE) --no-print-directory $(UNIT_BIN)
 	@tests/run.sh
 

@@ -3,7 +3,7 @@
 #   src/daemon/vmm/   includes only itself, src/egress (link constants) and src/common (no daemon internals);
 #   src/daemon/model/ includes only itself and src/common;
 #   src/daemon/store/ includes only itself, model/ and src/common;
-# and the front ends (api/ = /v1, e2b/ = E2B's API and envd, dataplane/) stand side by side:
+# and the front ends (api/ = /v1, e2b/ = E2B's API and envd, dataplane/, mcp/ = MCP) stand side by side:
 #   no front end includes another, nor does front/ (their kit), cluster/ or any other folder:
 #   only src/daemon/listeners.c and main.c include every front end (and listeners.h);
 #   only sandbox/ includes sandbox/runtime.h (the core's insides: the rest use sandbox.h).
@@ -36,7 +36,7 @@ includes() {
         sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f" | sed "s|^|$f\t|"
     done
 }
-FRONTS="api e2b dataplane"
+FRONTS="api e2b dataplane mcp"
 ASSEMBLERS="src/daemon/listeners.c src/daemon/main.c"
 # folder of a daemon file ("" at the top level)
 folder_of() { local rel=${1#src/daemon/}; [[ $rel == */* ]] && echo "${rel%%/*}" || echo ""; }

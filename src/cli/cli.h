@@ -33,6 +33,7 @@ extern const struct ctl_verb ctl_verb_network, ctl_verb_secret, ctl_verb_egress;
 extern const struct ctl_verb ctl_verb_ports, ctl_verb_expose, ctl_verb_port_forward;
 extern const struct ctl_verb ctl_verb_template; /* cmd_template.c */
 extern const struct ctl_verb ctl_verb_events, ctl_verb_webhook; /* cmd_events.c */
+extern const struct ctl_verb ctl_verb_mcp;      /* cmd_mcp.c */
 
 /* Print "spacectl: <verb>: <msg>" (if fmt) and the usage line on stderr;
  * returns CTL_EXIT_USAGE. */

@@ -21,6 +21,7 @@ static const struct ctl_verb *const verbs[] = {
 	&ctl_verb_network,  &ctl_verb_secret,    &ctl_verb_egress,
 	&ctl_verb_ports,    &ctl_verb_expose,    &ctl_verb_port_forward,
 	&ctl_verb_events,   &ctl_verb_webhook,
+	&ctl_verb_mcp,
 };
 #define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
 

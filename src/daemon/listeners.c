@@ -1,5 +1,5 @@
 /* listeners.c -- each listener's table, assembled from the front ends' own (docs/design/daemon.md):
- * the control plane lists /v1's routes (the browser page among them) and E2B's control routes;
+ * the control plane lists /v1's routes (the browser page among them), E2B's control routes and MCP's;
  * the data plane /v1's sessions and files and E2B's envd and code interpreter. A front end is
  * its files plus its entries here; an api process's tables are made from the routes'
  * declarations (cluster.h: cluster_routes). */
@@ -15,6 +15,7 @@
 #include "e2b/e2b_ctl.h"
 #include "front/front.h"
 #include "listeners.h"
+#include "mcp/mcp.h"
 #include "ports/ports_front.h"
 
 struct part {
@@ -62,6 +63,7 @@ static int control_tables(struct spaced *d, struct front_tables *t, space_err *e
 	const struct part parts[] = {
 		{ api_routes, api_nroutes },
 		{ e2b_api_routes, e2b_api_nroutes }, /* E2B_API_URL = this listener */
+		{ mcp_routes, mcp_nroutes },         /* MCP's Streamable HTTP transport at /mcp */
 	};
 
 	memset(t, 0, sizeof(*t));
