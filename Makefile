@@ -346,7 +346,7 @@ faults: all san-bins
 load: all
 	@/usr/bin/python3 tests/load/load.py $(LOAD_ARGS)
 
-BENCH ?= bench lifecycle egress files e2b cluster builds ports
+BENCH ?= bench lifecycle egress files e2b cluster builds ports events
 bench: all bench-deps $(if $(filter e2b,$(BENCH)),e2b-test-deps)
 	@set -e; for b in $(BENCH); do python3 bench/$$b.py; done
 
