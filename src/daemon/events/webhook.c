@@ -220,6 +220,7 @@ void webhooks_free(struct spaced *d)
 		return;
 	for (struct webhook *w = hs->list, *next; w; w = next) {
 		next = w->next;
+		wh_save_cursor(w); /* (the store takes it before it closes) */
 		webhook_free(w);
 	}
 	wh_deliver_free(hs);
@@ -237,6 +238,10 @@ void webhooks_kick(struct spaced *d)
 
 void webhooks_tick(struct spaced *d)
 {
+	struct webhooks *hs = hooks(d);
+
+	for (struct webhook *w = hs ? hs->list : NULL; w; w = w->next)
+		wh_save_cursor(w);
 	webhooks_kick(d);
 }
 

@@ -240,9 +240,9 @@ static bool next_event(struct webhook *w)
 	}
 	if (events_mem_each(w->d, w->cursor, NULL, w->mask, 1, first_match, w) > 0)
 		return true;
-	/* Nothing it wants up to the newest: it is done with all of them. */
+	/* Nothing it wants up to the newest: it is done with all of them (stored by the next
+	 * tick: events it does not want cost no write each). */
 	w->cursor = events_last_seq(w->d);
-	wh_save_cursor(w);
 	return false;
 }
 
