@@ -347,6 +347,13 @@ void e2b_fork(struct http_req *r) { no_e2b(r); }
 void e2b_snapshot(struct http_req *r) { no_e2b(r); }
 void e2b_snapshots_list(struct http_req *r) { no_e2b(r); }
 void e2b_templates_list(struct http_req *r) { no_e2b(r); }
+void e2b_events_list(struct http_req *r) { no_e2b(r); }
+void e2b_events_sandbox(struct http_req *r) { no_e2b(r); }
+void e2b_webhooks_create(struct http_req *r) { no_e2b(r); }
+void e2b_webhooks_list(struct http_req *r) { no_e2b(r); }
+void e2b_webhooks_get(struct http_req *r) { no_e2b(r); }
+void e2b_webhooks_update(struct http_req *r) { no_e2b(r); }
+void e2b_webhooks_delete(struct http_req *r) { no_e2b(r); }
 /* The stub is a single daemon (--role all): an api process's relaying table never exists here. */
 struct http_route *cluster_routes(const struct http_route *routes, size_t n, bool data)
 {
