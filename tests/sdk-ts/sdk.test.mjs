@@ -4,6 +4,7 @@
 // snippet's `base` sandbox and its fork are its own. Every sandbox made here is deleted by the
 // test that made it, or by after() (whose failure fails the run).
 import assert from 'node:assert/strict'
+import { createHmac } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import net from 'node:net'
@@ -25,6 +26,7 @@ import {
   SpaceError,
   StreamError,
   UnauthorizedError,
+  verifySignature,
 } from '../../sdk/typescript/dist/index.js'
 import { readSse } from '../../sdk/typescript/dist/sse.js'
 
@@ -658,6 +660,31 @@ test('operations: a create cut short by a delete rejects with OperationFailedErr
   assert.equal((await client.operations.wait(del.operation)).state, 'succeeded')
   live.delete(sb.id)
   assert.equal((await sb.refresh()).state, 'deleted')
+})
+
+test('events and webhooks: a page, waitFor, a refused URL, verifySignature', T, async () => {
+  const sb = await mini()
+  const page = await client.events.list({ sandbox: sb.id, limit: 1000 })
+  assert.equal(page.events[0].type, 'sandbox.created')
+  assert.equal(page.events[0].sandbox_id, sb.id)
+  assert.ok(page.events.every((e, i) => i === 0 || e.seq > page.events[i - 1].seq))
+  const waiting = client.events.waitFor('timeout_set', { sandbox: sb.id, after: page.cursor, timeoutMs: 60_000 })
+  await sb.setTimeout(1800)
+  const ev = await waiting
+  assert.equal(ev.type, 'sandbox.timeout_set')
+  assert.equal(ev.data.timeout_s, 1800)
+  // The suite's daemon runs without --webhooks-allow-loopback: a typed error naming it.
+  const secret = 'a-secret-of-sixteen+'
+  await assert.rejects(client.webhooks.create('http://127.0.0.1:9/x', secret),
+    typed(BadRequestError, 'bad_request', 400, /webhooks-allow-loopback/))
+  await assert.rejects(client.webhooks.get('wh-0000000000000000'), typed(NotFoundError, 'not_found', 404))
+  const body = '{"type":"sandbox.created"}'
+  const t = Math.floor(Date.now() / 1000)
+  const v1 = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex')
+  assert.equal(await verifySignature(`t=${t},v1=${v1}`, body, secret), true)
+  assert.equal(await verifySignature(`t=${t},v1=${v1}`, body + ' ', secret), false)
+  assert.equal(await verifySignature(`t=${t},v1=${v1}`, body, secret + 'x'), false)
+  assert.equal(await verifySignature(`t=${t - 1000},v1=${v1}`, body, secret), false)
 })
 
 test('delete: the shared sandbox goes, a second delete is ConflictError', T, async () => {

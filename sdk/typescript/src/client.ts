@@ -1,5 +1,6 @@
 /* client.ts -- the entry point: a Client and its collections (sandboxes, snapshots, templates, builds, secrets) */
 
+import { Events, Webhooks } from "./events.js";
 import { Builds } from "./builds.js";
 import { type ClientOptions, resolveConfig } from "./config.js";
 import { Transport, seg } from "./http.js";
@@ -202,6 +203,10 @@ export class Client {
   readonly secrets: Secrets;
   /** Template builds and build contexts. */
   readonly builds: Builds;
+  /** Lifecycle events of every sandbox, in order. */
+  readonly events: Events;
+  /** Where events are POSTed, signed. */
+  readonly webhooks: Webhooks;
   private readonly t: Transport;
 
   /** Throws UnauthorizedError when no API key is given or set in the environment. */
@@ -213,6 +218,8 @@ export class Client {
     this.templates = new Templates(this.t);
     this.secrets = new Secrets(this.t);
     this.builds = new Builds(this.t);
+    this.events = new Events(this.t);
+    this.webhooks = new Webhooks(this.t);
   }
 
   /** The control plane's base URL. */

@@ -27,5 +27,15 @@ export {
   type BuildLogOptions,
 } from "./builds.js";
 export { Ports, type PortInfo, type PortsInfo, type PortToken } from "./ports.js";
+export {
+  Events,
+  Webhooks,
+  verifySignature,
+  type LifecycleEvent,
+  type EventPage,
+  type EventQuery,
+  type WebhookInfo,
+  type Delivery,
+} from "./events.js";
 export * from "./errors.js";
 export type * from "./types.js";
