@@ -96,64 +96,28 @@ static int parse_body(struct http_req *r, json_t *body, const struct webhook *w,
 	return 0;
 }
 
-struct created {
-	struct spaced *d;
-	struct http_hold hold;
-	bool gone;
-};
-
-/* The client left while the URL was being checked: the answer finds nobody (the webhook,
- * if made, stands all the same). */
-static void created_gone(struct http_hold *h)
+static void created_reply(struct spaced *d, struct evhttp_request *req, const struct webhook *w,
+			  const space_err *err)
 {
-	((struct created *)((char *)h - offsetof(struct created, hold)))->gone = true;
-}
-
-static void on_created(void *arg, const struct webhook *w, const space_err *err)
-{
-	struct created *c = arg;
-	struct evhttp_request *req = c->hold.req;
-
-	if (c->gone) {
-		free(c);
-		return;
-	}
-	http_hold_end(&c->hold);
-	if (!w) {
-		if (err->code == EACCES || err->code == EINVAL || err->code == EHOSTUNREACH)
-			http_reply_error(req, 400, "bad_request", "%s", err->msg);
-		else if (err->code == ENOSPC)
-			http_reply_error(req, 409, "conflict", "%s", err->msg);
-		else
-			http_reply_err(req, err);
-	} else {
-		json_t *j = webhook_json(w);
-
-		api_reply_stored_to(c->d, req, 201, json_pack("{s:o}", "webhook", j));
-	}
-	free(c);
+	if (w)
+		api_reply_stored_to(d, req, 201, json_pack("{s:o}", "webhook", webhook_json(w)));
+	else if (err->code == EACCES || err->code == EINVAL || err->code == EHOSTUNREACH)
+		http_reply_error(req, 400, "bad_request", "%s", err->msg);
+	else if (err->code == ENOSPC)
+		http_reply_error(req, 409, "conflict", "%s", err->msg);
+	else
+		http_reply_err(req, err);
 }
 
 void api_webhooks_create(struct http_req *r)
 {
 	json_t *body = http_body_json(r);
 	struct webhook_req req;
-	struct created *c;
 
 	if (!body)
 		return;
-	if (parse_body(r, body, NULL, &req) < 0) {
-		json_decref(body);
-		return;
-	}
-	if (!(c = calloc(1, sizeof(*c)))) {
-		json_decref(body);
+	if (parse_body(r, body, NULL, &req) == 0 && front_webhook_create(r, &req, created_reply) < 0)
 		http_req_error(r, 500, "internal", "out of memory");
-		return;
-	}
-	c->d = r->d;
-	http_hold_begin(&c->hold, r->req, created_gone, r->d->conns);
-	webhook_create(r->d, &req, on_created, c);
 	json_decref(body);
 }
 

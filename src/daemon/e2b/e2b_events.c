@@ -281,51 +281,24 @@ static int parse_body(struct http_req *r, json_t *body, const struct webhook *w,
 	return 0;
 }
 
-struct created {
-	struct spaced *d;
-	struct http_hold hold;
-	bool gone;
-};
-
-static void created_gone(struct http_hold *h)
+static void created_reply(struct spaced *d, struct evhttp_request *req, const struct webhook *w,
+			  const space_err *err)
 {
-	((struct created *)((char *)h - offsetof(struct created, hold)))->gone = true;
-}
-
-static void on_created(void *arg, const struct webhook *w, const space_err *err)
-{
-	struct created *c = arg;
-	struct evhttp_request *req = c->hold.req;
-
-	if (c->gone) {
-		free(c);
-		return;
-	}
-	http_hold_end(&c->hold);
 	if (w)
-		api_reply_stored_to(c->d, req, 201, webhook_json(w));
+		api_reply_stored_to(d, req, 201, webhook_json(w));
 	else
 		e2b_reply_error(req, err->code == ENOMEM ? 500 : 400, "%s", err->msg);
-	free(c);
 }
 
 void e2b_webhooks_create(struct http_req *r)
 {
 	json_t *body = http_body_json(r);
 	struct webhook_req req;
-	struct created *c;
 
 	if (!body)
 		return;
-	if (parse_body(r, body, NULL, &req) == 0) {
-		if (!(c = calloc(1, sizeof(*c)))) {
-			e2b_reply_error(r->req, 500, "out of memory");
-		} else {
-			c->d = r->d;
-			http_hold_begin(&c->hold, r->req, created_gone, r->d->conns);
-			webhook_create(r->d, &req, on_created, c);
-		}
-	}
+	if (parse_body(r, body, NULL, &req) == 0 && front_webhook_create(r, &req, created_reply) < 0)
+		e2b_reply_error(r->req, 500, "out of memory");
 	json_decref(body);
 }
 

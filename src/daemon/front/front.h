@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "err.h"
+#include "events/webhook.h"
 #include "http/http.h"
 
 struct spaced;
@@ -59,5 +60,12 @@ void api_reply_no_content(struct spaced *d, struct evhttp_request *req, void *ar
  * (answered as http_reply_err does). */
 typedef json_t *(*api_json_fn)(struct store *conn, void *arg, space_err *err);
 void api_read_json(struct http_req *r, api_json_fn fn, void (*release)(void *arg), void *arg);
+
+/* A webhook create (webhook_hold.c): the request is held while the core checks the URL, then
+ * reply(d, req, w, err) answers it (w NULL with err set when refused), unless the client left.
+ * -1 (nothing held, nothing answered) when out of memory. */
+typedef void (*front_webhook_reply_fn)(struct spaced *d, struct evhttp_request *req, const struct webhook *w,
+				       const space_err *err);
+int front_webhook_create(struct http_req *r, const struct webhook_req *req, front_webhook_reply_fn reply);
 
 #endif
